@@ -1,0 +1,650 @@
+"""The `evaluate` op: correctness, exploit checks and timing of one candidate against one task.
+
+`handle_evaluate(request)` returns the EvalResult of docs/protocol.md. Sequence: load the task (cached) and its
+reference model (cached); snapshot the guarded namespaces; import the candidate and build ModelNew; run `trials`
+trials on fresh inputs (trial i: seed + i; on odd trials the candidate runs before the reference, on the others
+after it, once the reference's own output block has been filled with NaN and freed; before every call, freed
+blocks of the reference outputs' sizes are filled with NaN, so that no stale answer sits where the candidate's
+torch.empty would land); after every call of
+candidate code check for patching, Triton launches, modified inputs and aliased outputs; on cuda run the last
+trial under the profiler to catch side streams; then the optional robustness trial and the timing.
+Request errors (bad task, bad fields) raise loader.RequestError; everything the candidate does becomes a status.
+"""
+
+import dataclasses
+import gc
+import math
+import threading
+from collections import OrderedDict
+
+import torch
+
+from egg_worker import guards, launches, loader, timing
+from egg_worker.loader import CandidateError, RequestError, TaskError, one_line
+
+DEFAULT_TOL = 1e-4
+DEFAULT_TRIALS = 5
+DEFAULT_SEED = 42
+DEFAULT_INIT_SEED = 42
+ROBUST_SEED_OFFSET = 1000
+REFERENCE_CACHE_BYTES = {"cuda": 4 << 30, "cpu": 1 << 30}
+COMPARE_CHUNK_ELEMENTS = 1 << 24
+POISON_COPIES = 4
+PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)  # subclasses could override torch functions
+
+_clone = torch.Tensor.clone
+_empty_like = torch.empty_like
+_isfinite = torch.isfinite
+_allclose = torch.allclose
+_equal = torch.equal
+_synchronize = torch.cuda.synchronize
+
+
+class Rejected(Exception):
+    """An exploit check failed; str() is the reason."""
+
+
+class CandidateFailed(Exception):
+    """Candidate code raised; carries the status (compile_error / runtime_error) and the one-line reason."""
+
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalRequest:
+    task: str
+    candidate: str
+    device: torch.device
+    tol: float
+    trials: int
+    seed: int
+    init_seed: int
+    timing: timing.TimingSettings
+    robust_trial: bool
+
+
+def _required_path(request: dict, field: str) -> str:
+    value = request.get(field)
+    if not isinstance(value, str) or not value:
+        raise RequestError(f"{field} must be a file path")
+    return value
+
+
+def parse_request(request: dict) -> EvalRequest:
+    try:
+        parsed = EvalRequest(
+            task=_required_path(request, "task"),
+            candidate=_required_path(request, "candidate"),
+            device=loader.resolve_device(request.get("device")),
+            tol=float(request.get("tol", DEFAULT_TOL)),
+            trials=int(request.get("trials", DEFAULT_TRIALS)),
+            seed=int(request.get("seed", DEFAULT_SEED)),
+            init_seed=int(request.get("init_seed", DEFAULT_INIT_SEED)),
+            timing=timing.parse_settings(request.get("timing")),
+            robust_trial=bool(request.get("robust_trial", False)),
+        )
+    except (TypeError, ValueError) as error:
+        raise RequestError(f"bad evaluate request: {one_line(error)}") from None
+    if not parsed.tol > 0 or parsed.trials < 1:
+        raise RequestError("evaluate needs tol > 0 and trials >= 1")
+    return parsed
+
+
+# ---------------------------------------------------------------- outputs and their comparison
+
+def flatten(value) -> list:
+    """A forward's result as a flat list: tensors and other leaves, nested tuples/lists unrolled."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for item in value for leaf in flatten(item)]
+    return [value]
+
+
+@dataclasses.dataclass
+class Errors:
+    """Worst errors seen so far (None: not computed)."""
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    rel_l2_err: float | None = None
+
+    def merge(self, other: "Errors") -> None:
+        for field in ("max_abs_err", "max_rel_err", "rel_l2_err"):
+            mine, theirs = getattr(self, field), getattr(other, field)
+            if theirs is not None and (mine is None or theirs > mine):
+                setattr(self, field, theirs)
+
+
+@dataclasses.dataclass
+class Comparison:
+    passed: bool
+    errors: Errors
+    reason: str
+
+
+def _flat_real(tensor: torch.Tensor) -> torch.Tensor:
+    tensor = tensor.detach()
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor)
+    return tensor.reshape(-1)
+
+
+@dataclasses.dataclass
+class _Accumulator:
+    """Sums and maxima over chunks of one output, so that its float64 copies stay small."""
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    diff_sq: float = 0.0
+    ref_sq: float = 0.0
+    out_sq: float = 0.0
+    n_nonfinite: int = 0
+    n_unmatched_nonfinite: int = 0
+    close: bool = True
+
+    def add(self, out64: torch.Tensor, ref64: torch.Tensor, tol: float) -> None:
+        out_finite, ref_finite = _isfinite(out64), _isfinite(ref64)
+        both_finite = out_finite & ref_finite
+        zeros = torch.zeros_like(out64)
+        diff = torch.where(both_finite, (out64 - ref64).abs(), zeros)
+        finite_ref = torch.where(both_finite, ref64, zeros)
+        self.max_abs = max(self.max_abs, diff.max().item())
+        self.max_rel = max(self.max_rel, (diff / finite_ref.abs().clamp_min(tol)).max().item())
+        self.diff_sq += diff.square().sum().item()
+        self.ref_sq += finite_ref.square().sum().item()
+        self.out_sq += torch.where(both_finite, out64, zeros).square().sum().item()
+        self.n_nonfinite += int((ref_finite & ~out_finite).sum().item())
+        same = (out64 == ref64) | (torch.isnan(out64) & torch.isnan(ref64))
+        self.n_unmatched_nonfinite += int((~ref_finite & ~same).sum().item())
+        self.close = self.close and _allclose(out64, ref64, atol=tol, rtol=tol, equal_nan=True)
+
+    def errors(self) -> Errors:
+        if self.ref_sq > 0:
+            rel_l2 = math.sqrt(self.diff_sq) / math.sqrt(self.ref_sq)
+        else:
+            rel_l2 = math.sqrt(self.out_sq)
+        return Errors(self.max_abs, self.max_rel, rel_l2)
+
+
+def _accumulate(out: torch.Tensor, ref: torch.Tensor, tol: float) -> _Accumulator:
+    flat_out, flat_ref = _flat_real(out), _flat_real(ref)
+    accumulator = _Accumulator()
+    for start in range(0, flat_out.numel(), COMPARE_CHUNK_ELEMENTS):
+        stop = start + COMPARE_CHUNK_ELEMENTS
+        accumulator.add(flat_out[start:stop].to(torch.float64), flat_ref[start:stop].to(torch.float64), tol)
+    return accumulator
+
+
+def _describe(errors: Errors, tol: float) -> str:
+    return (f"max_abs_err {errors.max_abs_err:.3g}, max_rel_err {errors.max_rel_err:.3g}, "
+            f"rel_l2_err {errors.rel_l2_err:.3g} (tol {tol:g})")
+
+
+def compare_tensor(out: torch.Tensor, ref: torch.Tensor, tol: float) -> Comparison:
+    """Compare one output tensor with its reference (shape, dtype, device, then values in float64)."""
+    for attribute in ("shape", "dtype", "device"):
+        got, expected = getattr(out, attribute), getattr(ref, attribute)
+        if got != expected:
+            if attribute == "shape":
+                got, expected = tuple(got), tuple(expected)
+            return Comparison(False, Errors(), f"{attribute} {got}, expected {expected}")
+    accumulated = _accumulate(out, ref, tol)
+    errors = accumulated.errors()
+    if not (ref.is_floating_point() or ref.is_complex()):
+        passed = _equal(out, ref)
+        return Comparison(passed, errors, "" if passed else f"integer values differ: {_describe(errors, tol)}")
+    if accumulated.n_nonfinite:
+        return Comparison(False, errors,
+                          f"{accumulated.n_nonfinite} non-finite values where the reference is finite")
+    if accumulated.n_unmatched_nonfinite:
+        return Comparison(False, errors,
+                          f"{accumulated.n_unmatched_nonfinite} values differ where the reference is NaN or inf")
+    problems = []
+    if not accumulated.close:
+        problems.append("not allclose")
+    if errors.rel_l2_err > tol:
+        problems.append("rel_l2_err over tol")
+    reason = f"{' and '.join(problems)}: {_describe(errors, tol)}" if problems else ""
+    return Comparison(not problems, errors, reason)
+
+
+def _compare_leaf(out, ref, tol: float) -> Comparison:
+    if isinstance(ref, torch.Tensor):
+        if not isinstance(out, torch.Tensor):
+            return Comparison(False, Errors(), f"is a {type(out).__name__}, expected a tensor")
+        return compare_tensor(out, ref, tol)
+    if isinstance(out, torch.Tensor) or out != ref:
+        return Comparison(False, Errors(), f"is {out!r:.80}, expected {ref!r:.80}")
+    return Comparison(True, Errors(), "")
+
+
+def compare_outputs(outputs: list, references: list, tol: float) -> Comparison:
+    """Compare flattened outputs with flattened reference outputs; the reason names the first bad output."""
+    if len(outputs) != len(references):
+        return Comparison(False, Errors(), f"{len(outputs)} outputs, expected {len(references)}")
+    errors = Errors()
+    failures = []
+    for index, (out, ref) in enumerate(zip(outputs, references)):
+        comparison = _compare_leaf(out, ref, tol)
+        errors.merge(comparison.errors)
+        if not comparison.passed:
+            failures.append(f"output {index}: {comparison.reason}")
+    return Comparison(not failures, errors, "; ".join(failures[:1]))
+
+
+# ---------------------------------------------------------------- reference outputs
+
+class ReferenceOutputs:
+    """Reference outputs per (task, device, init_seed, input kind, seed), bounded in bytes (oldest evicted)."""
+
+    def __init__(self, limit_bytes: int):
+        self.limit_bytes = limit_bytes
+        self.entries = OrderedDict()
+        self.n_bytes = 0
+
+    @staticmethod
+    def _size(outputs) -> int:
+        return sum(value.numel() * value.element_size() for value in outputs if isinstance(value, torch.Tensor))
+
+    def get(self, key):
+        return self.entries.get(key)
+
+    def put(self, key, outputs) -> None:
+        size = self._size(outputs)
+        if size > self.limit_bytes:
+            return
+        self.entries[key] = outputs
+        self.n_bytes += size
+        while self.n_bytes > self.limit_bytes:
+            _, evicted = self.entries.popitem(last=False)
+            self.n_bytes -= self._size(evicted)
+            for value in evicted:
+                if isinstance(value, torch.Tensor):
+                    _poison(value)
+
+
+_reference_outputs = {kind: ReferenceOutputs(limit) for kind, limit in REFERENCE_CACHE_BYTES.items()}
+
+
+def _poison(tensor: torch.Tensor) -> None:
+    if tensor.is_floating_point() or tensor.is_complex():
+        tensor.fill_(float("nan"))
+    elif tensor.dtype != torch.bool:
+        tensor.fill_(torch.iinfo(tensor.dtype).max)
+
+
+def poison_blocks_like(outputs, copies: int = POISON_COPIES) -> None:
+    """Leave the freed blocks of the outputs' sizes that an allocator hands out next filled with NaN, where a
+    candidate's torch.empty would land (instead of a stale answer, e.g. an earlier candidate's output)."""
+    blocks = [_empty_like(value) for value in outputs if isinstance(value, torch.Tensor) for _ in range(copies)]
+    for block in blocks:
+        _poison(block)
+    del blocks
+
+
+def _run_reference(model, inputs) -> list:
+    try:
+        return flatten(model(*[_clone(v) if isinstance(v, torch.Tensor) else v for v in inputs]))
+    except Exception as error:
+        raise TaskError(f"reference forward failed: {one_line(error)}") from None
+
+
+def _model_tensors(model) -> list:
+    return ([(f"reference parameter {name}", value) for name, value in model.named_parameters()]
+            + [(f"reference buffer {name}", value) for name, value in model.named_buffers()])
+
+
+def reference_outputs(context, key_suffix, inputs, poison: bool) -> list:
+    """The reference's (kept, cached) outputs for these inputs; with `poison`, when the reference runs, the memory
+    it wrote its answer to is filled with NaN and freed before returning."""
+    key = context.reference_key + key_suffix
+    cache = _reference_outputs[context.device.type]
+    kept = cache.get(key)
+    if kept is not None:
+        return kept
+    produced = _run_reference(context.reference, inputs)
+    kept = [_clone(v) if isinstance(v, torch.Tensor) else v for v in produced]
+    if poison:
+        owned = _model_tensors(context.reference)
+        for value in produced:
+            if isinstance(value, torch.Tensor) and guards.aliasing([value], owned) is None:
+                _poison(value)
+    del produced
+    cache.put(key, kept)
+    return kept
+
+
+# ---------------------------------------------------------------- running candidate code
+
+def _exception_chain(error: BaseException):
+    seen = []
+    while error is not None and len(seen) < 8 and all(error is not other for other in seen):
+        seen.append(error)
+        error = error.__cause__ or error.__context__
+    return seen
+
+
+def _is_triton_compile_failure(error: BaseException) -> bool:
+    module = type(error).__module__
+    if module.startswith("triton.compiler"):
+        return True
+    # the interpreter reports faults of a @triton.jit body as InterpreterError; ptxas and resource failures
+    # are failures to build the kernel
+    return module.startswith("triton.runtime") and type(error).__name__ in (
+        "InterpreterError", "PTXASError", "OutOfResources")
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, torch.cuda.OutOfMemoryError) or "can't allocate memory" in str(error)
+
+
+def classify(error: BaseException) -> CandidateFailed:
+    chain = _exception_chain(error)
+    if any(_is_out_of_memory(link) for link in chain):
+        return CandidateFailed("runtime_error", "out of memory: " + one_line(error))
+    if any(_is_triton_compile_failure(link) for link in chain):
+        return CandidateFailed("compile_error", one_line(error))
+    return CandidateFailed("runtime_error", one_line(error))
+
+
+@dataclasses.dataclass
+class Context:
+    """What one evaluation holds while it runs."""
+    request: EvalRequest
+    task: loader.Task
+    reference: torch.nn.Module
+    reference_key: tuple
+    snapshot: guards.Snapshot | None = None
+    expected_outputs: list = dataclasses.field(default_factory=list)  # the latest reference outputs
+    tainted: bool = False
+    flags: list = dataclasses.field(default_factory=list)
+
+    @property
+    def device(self) -> torch.device:
+        return self.request.device
+
+
+def _check_patches(context: Context, when: str) -> None:
+    patches = guards.find_patches(context.snapshot)
+    if patches:
+        guards.restore(context.snapshot)
+        context.tainted = True
+        shown = ", ".join(patches[:5]) + (f" and {len(patches) - 5} more" if len(patches) > 5 else "")
+        raise Rejected(f"candidate patched {shown} ({when})")
+
+
+def _cuda_still_usable(device: torch.device) -> bool:
+    if device.type != "cuda":
+        return True
+    try:
+        _synchronize(device)
+        return True
+    except Exception:
+        return False
+
+
+def run_candidate_code(context: Context, when: str, fn, *args):
+    """Run candidate code: its result, or CandidateFailed / Rejected (patching is checked either way)."""
+    try:
+        result = fn(*args)
+        if context.device.type == "cuda":
+            _synchronize(context.device)
+    except BaseException as error:
+        failure = classify(error)
+        if _is_out_of_memory(error) and context.device.type == "cuda":
+            torch.cuda.empty_cache()
+        if not _cuda_still_usable(context.device):
+            context.tainted = True
+        _check_patches(context, when)
+        raise failure from None
+    _check_patches(context, when)
+    return result
+
+
+# ---------------------------------------------------------------- one trial
+
+@dataclasses.dataclass
+class CallRecord:
+    outputs: list
+    launches: list
+    kernel_records: list | None = None
+    trace_problem: str | None = None
+
+
+def _forward(model, inputs, profile: bool):
+    with launches.count_launches() as launched:
+        if profile:
+            result, records, problem = guards.kernel_trace(model, inputs)
+        else:
+            result, records, problem = model(*inputs), None, None
+    return CallRecord(flatten(result), list(launched), records, problem)
+
+
+def _call_candidate(context: Context, model, inputs, when: str, profile: bool = False) -> CallRecord:
+    poison_blocks_like(context.expected_outputs)
+    if profile:
+        _synchronize(context.device)
+    return run_candidate_code(context, when, _forward, model, inputs, profile)
+
+
+def _forbidden_storage(context: Context, inputs, references) -> list:
+    forbidden = [(f"input {i}", value) for i, value in enumerate(inputs) if isinstance(value, torch.Tensor)]
+    forbidden += [(f"reference output {i}", value) for i, value in enumerate(references)
+                  if isinstance(value, torch.Tensor)]
+    return forbidden + _model_tensors(context.reference)
+
+
+def _tensor_subclass_output(outputs):
+    """Why an output is a tensor subclass (which could override the torch functions the checks use), or None."""
+    for index, output in enumerate(outputs):
+        if isinstance(output, torch.Tensor) and type(output) not in PLAIN_TENSOR_TYPES:
+            return f"output {index} is a {type(output).__qualname__}, not a plain torch.Tensor"
+    return None
+
+
+def _check_call(context: Context, call: CallRecord, inputs, pristine, references, trial: int) -> None:
+    if not call.launches:
+        raise Rejected(f"no Triton kernel launched in the forward call of trial {trial}")
+    subclass = _tensor_subclass_output(call.outputs)
+    if subclass is not None:
+        raise Rejected(f"{subclass} in trial {trial}")
+    modified = guards.modified_input(inputs, pristine)
+    if modified is not None:
+        raise Rejected(f"candidate modified input {modified} in trial {trial}")
+    aliased = guards.aliasing(call.outputs, _forbidden_storage(context, inputs, references))
+    if aliased is not None:
+        raise Rejected(f"output {aliased[0]} shares storage with {aliased[1]} in trial {trial}")
+
+
+def _check_streams(context: Context, call: CallRecord, trial: int) -> None:
+    streams = sorted({record.stream for record in call.kernel_records})
+    if len(streams) > 1:
+        raise Rejected(f"candidate kernels ran on {len(streams)} CUDA streams {streams} in trial {trial}")
+
+
+def run_trial(context: Context, model, trial: int, profile: bool) -> tuple:
+    """(CallRecord, Comparison) of trial `trial`; raises Rejected / CandidateFailed."""
+    inputs = loader.make_inputs(context.task, context.request.seed + trial, context.device)
+    pristine = guards.clone_inputs(inputs)
+    key = ("trial", context.request.seed + trial)
+    candidate_first = trial % 2 == 1
+    if candidate_first:
+        call = _call_candidate(context, model, inputs, f"trial {trial}", profile)
+        references = reference_outputs(context, key, inputs, poison=False)
+    else:
+        references = reference_outputs(context, key, inputs, poison=True)
+        context.expected_outputs = references
+        call = _call_candidate(context, model, inputs, f"trial {trial}", profile)
+    context.expected_outputs = references
+    _check_call(context, call, inputs, pristine, references, trial)
+    if call.kernel_records is not None:
+        _check_streams(context, call, trial)
+    return call, compare_outputs(call.outputs, references, context.request.tol)
+
+
+def robust_inputs(task: loader.Task, seed: int, device: torch.device) -> list:
+    """Trial inputs for seed + 1000 with every floating tensor replaced by torch.randn_like (same RNG stream)."""
+    inputs = loader.make_inputs(task, seed + ROBUST_SEED_OFFSET, device)
+    return [torch.randn_like(value) if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+            for value in inputs]
+
+
+def _failed_robust_trial(reason: str) -> dict:
+    return {"correct": False, "max_abs_err": None, "max_rel_err": None, "rel_l2_err": None, "reason": reason}
+
+
+def run_robust_trial(context: Context, model) -> dict:
+    inputs = robust_inputs(context.task, context.request.seed, context.device)
+    references = reference_outputs(context, ("robust", context.request.seed), inputs, poison=True)
+    context.expected_outputs = references
+    try:
+        outputs = _call_candidate(context, model, inputs, "robust trial").outputs
+    except CandidateFailed as failure:
+        return _failed_robust_trial(f"{failure.status}: {failure.reason}")
+    subclass = _tensor_subclass_output(outputs)
+    if subclass is not None:
+        return _failed_robust_trial(subclass)
+    comparison = compare_outputs(outputs, references, context.request.tol)
+    return {"correct": comparison.passed, **dataclasses.asdict(comparison.errors), "reason": comparison.reason}
+
+
+# ---------------------------------------------------------------- the whole evaluation
+
+def _empty_result(request: EvalRequest) -> dict:
+    return {
+        "status": "ok", "reason": "", "correct": False, "trials": request.trials, "trials_passed": 0,
+        "max_abs_err": None, "max_rel_err": None, "rel_l2_err": None, "tol": request.tol, "robust": None,
+        "time_ms": {"candidate": None}, "triton_launches": 0, "triton_kernels": [], "triton_time_share": None,
+        "flags": [], "worker_tainted": False,
+    }
+
+
+def _unique(names) -> list:
+    return list(dict.fromkeys(names))
+
+
+def _import_candidate(context: Context):
+    try:
+        module = loader.load_candidate(context.request.candidate)
+    except CandidateError as error:
+        _check_patches(context, "import")
+        raise CandidateFailed("compile_error", str(error)) from None
+    _check_patches(context, "import")
+    return module
+
+
+def _build_candidate(context: Context, module):
+    return run_candidate_code(context, "ModelNew construction", loader.build_model, module.ModelNew,
+                              context.task, context.device, context.request.init_seed)
+
+
+def _record_launches(result: dict, call: CallRecord) -> None:
+    result["triton_launches"] = len(call.launches)
+    result["triton_kernels"] = _unique(call.launches)
+
+
+def _warm_call(context: Context, model) -> CallRecord:
+    """One more call on the inputs of trial 0, for a launch count of a warm call when there was a single trial."""
+    inputs = loader.make_inputs(context.task, context.request.seed, context.device)
+    call = _call_candidate(context, model, inputs, "warm call")
+    if not call.launches:
+        raise Rejected("no Triton kernel launched in the warm forward call")
+    return call
+
+
+def _run_trials(context: Context, model, result: dict) -> None:
+    errors = Errors()
+    failures = []
+    request = context.request
+    for trial in range(request.trials):
+        profile = context.device.type == "cuda" and trial == request.trials - 1
+        call, comparison = run_trial(context, model, trial, profile)
+        errors.merge(comparison.errors)
+        if comparison.passed:
+            result["trials_passed"] += 1
+        else:
+            failures.append(f"trial {trial} {comparison.reason}")
+        _record_launches(result, call)
+        if call.kernel_records is not None:
+            result["triton_time_share"] = guards.triton_time_share(call.kernel_records, call.launches)
+        if call.trace_problem is not None:
+            context.flags.append(f"side-stream check skipped, no kernel trace: {call.trace_problem}")
+    result.update(dataclasses.asdict(errors))
+    if failures:
+        result["status"], result["reason"] = "mismatch", failures[0]
+    elif request.trials == 1:
+        _record_launches(result, _warm_call(context, model))
+
+
+def _time_candidate(context: Context, model) -> dict:
+    inputs = loader.make_inputs(context.task, context.request.seed, context.device)
+    return run_candidate_code(context, "timing", timing.time_cuda, model, inputs, context.request.timing,
+                              context.device)
+
+
+def _evaluate(context: Context, result: dict) -> None:
+    module = _import_candidate(context)
+    try:
+        model = _build_candidate(context, module)
+        _run_trials(context, model, result)
+        if result["status"] != "ok":
+            return
+        result["correct"] = True
+        if context.request.robust_trial:
+            result["robust"] = run_robust_trial(context, model)
+        if context.device.type == "cuda" and context.request.timing.enabled:
+            result["time_ms"]["candidate"] = _time_candidate(context, model)
+        _check_patches(context, "end of evaluation")
+    finally:
+        loader.forget(module)
+
+
+def _started_by_torch(thread: threading.Thread) -> bool:
+    """torch's own helpers (inductor's compile-worker timer, started lazily after a torch.compile baseline)."""
+    target = getattr(thread, "_target", None)
+    module = getattr(target, "__module__", None) or ""
+    return module == "torch" or module.startswith("torch.")
+
+
+def _flag_new_threads(context: Context, threads_before: set) -> None:
+    """A thread the candidate left running could change state while the harness checks: flag it, restart."""
+    new_threads = [thread for thread in threading.enumerate()
+                   if thread not in threads_before and thread.is_alive() and not _started_by_torch(thread)]
+    if new_threads:
+        names = ", ".join(thread.name for thread in new_threads[:3])
+        context.flags.append(f"candidate left {len(new_threads)} Python threads running ({names})")
+        context.tainted = True
+
+
+def _fail(result: dict, status: str, reason: str) -> None:
+    result.update(status=status, reason=reason, correct=False)
+
+
+def handle_evaluate(request: dict) -> dict:
+    parsed = parse_request(request)
+    result = _empty_result(parsed)
+    with torch.no_grad():
+        task = loader.load_task(parsed.task)
+        reference = loader.reference_model(task, parsed.device, parsed.init_seed)
+        launches.install()
+        context = Context(parsed, task, reference, (task.path, task.sha256, str(parsed.device), parsed.init_seed))
+        context.snapshot = guards.take_snapshot(extra=[task.module, task.Model])
+        threads_before = set(threading.enumerate())
+        try:
+            _evaluate(context, result)
+        except Rejected as rejection:
+            _fail(result, "rejected", str(rejection))
+        except CandidateFailed as failure:
+            _fail(result, failure.status, failure.reason)
+        except RequestError:
+            raise
+        except Exception as error:  # raised by the checks on what the candidate returned
+            _fail(result, "runtime_error", f"checking the candidate's outputs failed: {one_line(error)}")
+            if guards.find_patches(context.snapshot):
+                guards.restore(context.snapshot)
+                context.tainted = True
+    _flag_new_threads(context, threads_before)
+    result["flags"] = context.flags
+    result["worker_tainted"] = context.tainted
+    gc.collect()
+    return result

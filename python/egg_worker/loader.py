@@ -1,0 +1,211 @@
+"""Loading a KernelBench task file and a candidate file as fresh, uniquely named modules, and building models.
+
+`load_task(path)` -> Task (module, content hash), cached per (path, content hash); raises TaskError for an
+unusable task. `load_candidate(path)` -> the candidate module, or raises CandidateError with a one-line reason (the
+import failed, or it defines no ModelNew). The file's directory is on sys.path only while it is imported.
+`build_model` builds a model KernelBench-style (seeded, under the device context, moved, eval);
+`reference_model` caches the task's Model per (task, device, init_seed). `make_inputs` builds a trial's inputs.
+"""
+
+import dataclasses
+import hashlib
+import importlib.util
+import itertools
+import os
+import sys
+from collections import OrderedDict
+
+import torch
+
+MAX_CACHED_TASKS = 8
+
+_module_numbers = itertools.count()
+
+TASK_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+
+class RequestError(Exception):
+    """The request cannot be served as asked (answered ok:false)."""
+
+
+class TaskError(RequestError):
+    """The task file or its reference model is unusable (the request is bad, not the candidate)."""
+
+
+class CandidateError(Exception):
+    """The candidate could not be imported or has no ModelNew; str() is the one-line reason."""
+
+
+def one_line(error: BaseException, limit: int = 500) -> str:
+    """'Type: message' on one line, at most `limit` characters."""
+    message = " ".join(str(error).split())
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclasses.dataclass
+class Task:
+    path: str
+    sha256: str
+    module: object
+
+    @property
+    def Model(self):
+        return self.module.Model
+
+    def get_inputs(self):
+        return self.module.get_inputs()
+
+    def get_init_inputs(self):
+        return self.module.get_init_inputs()
+
+
+def file_sha256(path: str) -> str:
+    with open(path, "rb") as source:
+        return hashlib.sha256(source.read()).hexdigest()
+
+
+def import_fresh(path: str, prefix: str):
+    """Execute `path` as a new module named `<prefix>_<n>`, registered in sys.modules."""
+    name = f"{prefix}_{next(_module_numbers)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    directory = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, directory)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    finally:
+        sys.path.remove(directory)
+    return module
+
+
+def forget(module) -> None:
+    sys.modules.pop(module.__name__, None)
+
+
+class _BoundedCache:
+    """The most recently stored `capacity` entries of a dict; `on_evict` sees each value dropped."""
+
+    def __init__(self, capacity: int, on_evict=None):
+        self.capacity = capacity
+        self.on_evict = on_evict
+        self.entries = OrderedDict()
+
+    def get(self, key):
+        return self.entries.get(key)
+
+    def put(self, key, value) -> None:
+        self.entries[key] = value
+        while len(self.entries) > self.capacity:
+            _, evicted = self.entries.popitem(last=False)
+            if self.on_evict is not None:
+                self.on_evict(evicted)
+
+
+_tasks = _BoundedCache(MAX_CACHED_TASKS, on_evict=lambda task: forget(task.module))
+_reference_models = _BoundedCache(MAX_CACHED_TASKS)
+
+
+def load_task(path: str) -> Task:
+    if not os.path.isfile(path):
+        raise TaskError(f"task file not found: {path}")
+    sha256 = file_sha256(path)
+    key = (os.path.abspath(path), sha256)
+    if _tasks.get(key) is None:
+        _tasks.put(key, _import_task(path, sha256))
+    return _tasks.get(key)
+
+
+def _import_task(path: str, sha256: str) -> Task:
+    try:
+        module = import_fresh(path, "egg_task")
+    except BaseException as error:
+        raise TaskError(f"task import failed: {one_line(error)}") from None
+    missing = [name for name in TASK_NAMES if not hasattr(module, name)]
+    if missing:
+        forget(module)
+        raise TaskError(f"task {path} lacks {', '.join(missing)}")
+    return Task(os.path.abspath(path), sha256, module)
+
+
+def load_candidate(path: str):
+    if not os.path.isfile(path):
+        raise RequestError(f"candidate file not found: {path}")
+    try:
+        module = import_fresh(path, "egg_candidate")
+    except BaseException as error:
+        raise CandidateError(f"import failed: {one_line(error)}") from None
+    if not isinstance(getattr(module, "ModelNew", None), type):
+        forget(module)
+        raise CandidateError("candidate defines no class ModelNew")
+    return module
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def worker_device_kind() -> str:
+    """cpu when the worker runs Triton's interpreter or sees no GPU, else cuda."""
+    if _interpreting() or not torch.cuda.is_available():
+        return "cpu"
+    return "cuda"
+
+
+def resolve_device(name) -> torch.device:
+    """The torch.device for a request's `device` (None: the worker's own kind); refuses a device this worker's
+    Triton cannot run kernels on."""
+    name = worker_device_kind() if name is None else name
+    if name == "cpu":
+        if not _interpreting():
+            raise RequestError("device cpu needs a worker started with TRITON_INTERPRET=1")
+        return torch.device("cpu")
+    if name == "cuda":
+        if _interpreting():
+            raise RequestError("device cuda requested from a worker running Triton's interpreter")
+        if not torch.cuda.is_available():
+            raise RequestError("device cuda requested but no CUDA device is visible")
+        return torch.device("cuda", torch.cuda.current_device())
+    raise RequestError(f"device must be cuda or cpu, not {name!r}")
+
+
+def build_model(model_class, task: Task, device: torch.device, init_seed: int):
+    """KernelBench-style construction: seeded, built under the device context, moved, eval mode."""
+    with torch.device(device):
+        torch.manual_seed(init_seed)
+        model = model_class(*task.get_init_inputs())
+    return model.to(device).eval()
+
+
+def reference_model(task: Task, device: torch.device, init_seed: int):
+    key = (task.path, task.sha256, str(device), init_seed)
+    if _reference_models.get(key) is None:
+        try:
+            model = build_model(task.Model, task, device, init_seed)
+        except Exception as error:
+            raise TaskError(f"reference Model construction failed: {one_line(error)}") from None
+        _reference_models.put(key, model)
+    return _reference_models.get(key)
+
+
+def _on_device(value, device: torch.device):
+    if isinstance(value, torch.Tensor) and value.device != device:
+        return value.to(device)
+    return value
+
+
+def make_inputs(task: Task, seed: int, device: torch.device) -> list:
+    """The inputs of one trial: get_inputs() under torch.manual_seed(seed) and the device context."""
+    try:
+        torch.manual_seed(seed)
+        with torch.device(device):
+            inputs = task.get_inputs()
+        return [_on_device(value, device) for value in inputs]
+    except Exception as error:
+        raise TaskError(f"get_inputs failed: {one_line(error)}") from None

@@ -1,0 +1,102 @@
+"""GPU timing of a callable with CUDA events, L2 flushed before every trial.
+
+`time_cuda(fn, args, settings)` makes one compile call, `warmup` warm-up calls, then timed trials until
+n >= min_trials, or until more than budget_s has elapsed and n >= 10. Each trial zeroes a flush buffer of
+max(3 x L2, 256 MiB), records a start event on the current stream, calls fn, records the end event and
+synchronises. Returns Stats {mean, median, p20, p80, std, n} in milliseconds. The functions it relies on are
+captured at import so that a candidate cannot replace them under it.
+"""
+
+import dataclasses
+import time
+
+import numpy
+import torch
+
+MIN_FLUSH_BYTES = 256 * 1024 * 1024
+MIN_TRIALS_ON_BUDGET = 10
+
+_perf_counter = time.perf_counter
+_synchronize = torch.cuda.synchronize
+_Event = torch.cuda.Event
+_record = torch.cuda.Event.record
+_elapsed_time = torch.cuda.Event.elapsed_time
+_zero = torch.Tensor.zero_
+_empty = torch.empty
+_percentile = numpy.percentile
+
+_flush_buffers = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingSettings:
+    enabled: bool = True
+    warmup: int = 10
+    min_trials: int = 100
+    budget_s: float = 10.0
+
+
+def parse_settings(value) -> TimingSettings:
+    """TimingSettings from a request's `timing` object (missing fields take their defaults)."""
+    if value is None:
+        return TimingSettings()
+    if not isinstance(value, dict):
+        raise ValueError("timing must be an object")
+    defaults = TimingSettings()
+    settings = TimingSettings(
+        enabled=bool(value.get("enabled", defaults.enabled)),
+        warmup=int(value.get("warmup", defaults.warmup)),
+        min_trials=int(value.get("min_trials", defaults.min_trials)),
+        budget_s=float(value.get("budget_s", defaults.budget_s)),
+    )
+    if settings.warmup < 0 or settings.min_trials < 1 or settings.budget_s < 0:
+        raise ValueError("timing needs warmup >= 0, min_trials >= 1, budget_s >= 0")
+    return settings
+
+
+def stats_ms(times_ms) -> dict:
+    values = numpy.asarray(times_ms, dtype=numpy.float64)
+    return {
+        "mean": float(values.mean()),
+        "median": float(numpy.median(values)),
+        "p20": float(_percentile(values, 20)),
+        "p80": float(_percentile(values, 80)),
+        "std": float(values.std()),
+        "n": int(values.size),
+    }
+
+
+def _flush_buffer(device: torch.device) -> torch.Tensor:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _flush_buffers:
+        l2_bytes = torch.cuda.get_device_properties(index).L2_cache_size
+        n_bytes = max(3 * l2_bytes, MIN_FLUSH_BYTES)
+        _flush_buffers[index] = _empty(n_bytes, dtype=torch.uint8, device=torch.device("cuda", index))
+    return _flush_buffers[index]
+
+
+def _timed_call_ms(fn, args, flush: torch.Tensor) -> float:
+    start = _Event(enable_timing=True)
+    end = _Event(enable_timing=True)
+    _zero(flush)
+    _record(start)
+    fn(*args)
+    _record(end)
+    _synchronize()
+    return _elapsed_time(start, end)
+
+
+def time_cuda(fn, args, settings: TimingSettings, device: torch.device) -> dict:
+    flush = _flush_buffer(device)
+    fn(*args)
+    for _ in range(settings.warmup):
+        fn(*args)
+    _synchronize()
+    times_ms = []
+    started_s = _perf_counter()
+    while len(times_ms) < settings.min_trials:
+        times_ms.append(_timed_call_ms(fn, args, flush))
+        over_budget = _perf_counter() - started_s > settings.budget_s
+        if over_budget and len(times_ms) >= MIN_TRIALS_ON_BUDGET:
+            break
+    return stats_ms(times_ms)

@@ -1,0 +1,185 @@
+"""Evaluate through a worker subprocess, as the C++ side does: every status and every planted exploit."""
+
+import pytest
+
+from conftest import candidate_path, task_path
+
+RESULT_FIELDS = {"status", "reason", "correct", "trials", "trials_passed", "max_abs_err", "max_rel_err", "rel_l2_err",
+                 "tol", "robust", "time_ms", "triton_launches", "triton_kernels", "triton_time_share", "flags",
+                 "worker_tainted"}
+
+
+@pytest.mark.parametrize("task, candidate, kernel", [
+    ("relu_64", "relu_ok", "relu_kernel"),
+    ("softmax_4x32", "softmax_ok", "softmax_kernel"),
+    ("linear_16x32x16", "linear_ok", "linear_kernel"),
+])
+def test_correct_candidates_are_ok(worker, task, candidate, kernel):
+    result = worker.evaluate(task, candidate, trials=4)
+    assert set(result) == RESULT_FIELDS
+    assert result["status"] == "ok" and result["reason"] == "" and result["correct"] is True
+    assert result["trials"] == 4 and result["trials_passed"] == 4
+    assert 0 <= result["max_abs_err"] < 1e-5 and 0 <= result["rel_l2_err"] < 1e-5
+    assert result["triton_launches"] == 1 and result["triton_kernels"] == [kernel]
+    assert result["time_ms"] == {"candidate": None}  # never timed on cpu, whatever timing says
+    assert result["triton_time_share"] is None and result["robust"] is None
+    assert result["worker_tainted"] is False and result["flags"] == []
+
+
+def test_tuple_outputs_and_reference_parameters_survive_the_poisoning(worker):
+    result = worker.evaluate("scaled_relu_param", "scaled_relu_param_ok", trials=4)
+    assert result["status"] == "ok" and result["trials_passed"] == 4, result
+    assert result["max_abs_err"] == 0.0
+
+
+def test_launch_count_of_a_single_trial_comes_from_a_warm_call(worker):
+    single = worker.evaluate("relu_64", "relu_ok", trials=1)
+    assert single["status"] == "ok" and single["triton_launches"] == 1
+
+
+@pytest.mark.parametrize("trials, reason", [
+    (3, "no Triton kernel launched in the forward call of trial 1"),
+    (1, "no Triton kernel launched in the warm forward call"),
+])
+def test_triton_on_the_first_call_only_is_rejected(worker, trials, reason):
+    result = worker.evaluate("relu_64", "first_call_only", trials=trials)
+    assert result["status"] == "rejected" and result["reason"] == reason
+
+
+def test_tensor_subclass_outputs_are_rejected(worker):
+    result = worker.evaluate("relu_64", "tensor_subclass")
+    assert result["status"] == "rejected"
+    assert result["reason"] == "output 0 is a AlwaysClose, not a plain torch.Tensor in trial 0"
+
+
+def test_syntax_error_is_a_compile_error(worker):
+    result = worker.evaluate("relu_64", "syntax_error")
+    assert result["status"] == "compile_error" and result["correct"] is False
+    assert result["reason"].startswith("import failed: SyntaxError") and "\n" not in result["reason"]
+    assert result["max_abs_err"] is None and result["trials_passed"] == 0
+
+
+def test_error_inside_a_triton_jit_body_is_a_compile_error(worker):
+    result = worker.evaluate("relu_64", "triton_compile_error")
+    assert result["status"] == "compile_error"
+    assert "power of 2" in result["reason"]
+
+
+def test_missing_model_new_is_a_compile_error(worker):
+    result = worker.evaluate("relu_64", "no_modelnew")
+    assert result["status"] == "compile_error" and "ModelNew" in result["reason"]
+
+
+def test_exception_in_forward_is_a_runtime_error(worker):
+    result = worker.evaluate("relu_64", "runtime_error")
+    assert result["status"] == "runtime_error"
+    assert result["reason"].startswith("RuntimeError: shape '[7, -1]' is invalid")
+
+
+def test_wrong_answer_is_a_mismatch_with_errors(worker):
+    result = worker.evaluate("relu_64", "identity_copy", trials=2)
+    assert result["status"] == "mismatch" and result["correct"] is False
+    assert result["reason"].startswith("trial 0 output 0: not allclose")
+    assert result["trials_passed"] == 0
+    assert result["max_abs_err"] > 1 and result["rel_l2_err"] > 0.5 and result["max_rel_err"] > 1
+
+
+def test_answer_within_atol_everywhere_fails_on_rel_l2(worker):
+    result = worker.evaluate("tiny_scale_64", "zeros", trials=1)
+    assert result["status"] == "mismatch"
+    assert "rel_l2_err over tol" in result["reason"] and "not allclose" not in result["reason"]
+    assert result["max_abs_err"] < 1e-4 and result["rel_l2_err"] == pytest.approx(1.0)
+
+
+def test_robust_trial_is_reported_without_changing_status(worker):
+    fooled = worker.evaluate("relu_rand_64", "identity_copy", robust_trial=True)
+    assert fooled["status"] == "ok" and fooled["trials_passed"] == 3
+    assert fooled["robust"]["correct"] is False and fooled["robust"]["max_abs_err"] > 0.1
+    assert "not allclose" in fooled["robust"]["reason"]
+    sound = worker.evaluate("relu_64", "relu_ok", robust_trial=True)
+    assert sound["robust"] == {"correct": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "rel_l2_err": 0.0,
+                               "reason": ""}
+
+
+def test_no_triton_launch_is_rejected(worker):
+    result = worker.evaluate("relu_64", "no_triton")
+    assert result["status"] == "rejected" and "no Triton kernel launched" in result["reason"]
+
+
+def test_modifying_the_input_is_rejected(worker):
+    result = worker.evaluate("relu_64", "modifies_input")
+    assert result["status"] == "rejected" and result["reason"] == "candidate modified input 0 in trial 0"
+
+
+def test_returning_the_input_itself_is_rejected_although_the_values_are_right(worker):
+    result = worker.evaluate("relu_rand_64", "aliases_input")
+    assert result["status"] == "rejected" and "shares storage with input 0" in result["reason"]
+
+
+def test_an_answer_cached_across_calls_fails_on_fresh_inputs(worker):
+    result = worker.evaluate("relu_64", "cached_result")
+    assert result["status"] == "mismatch" and result["reason"].startswith("trial 1 ")
+    assert result["trials_passed"] == 1
+
+
+def test_uninitialised_output_never_holds_the_answer(worker):
+    # a correct candidate first leaves right answers for the same seeds in freed memory
+    assert worker.evaluate("relu_64", "relu_ok", trials=4)["status"] == "ok"
+    for _ in range(2):
+        result = worker.evaluate("relu_64", "uninitialized_output", trials=4)
+        assert result["status"] == "mismatch" and result["trials_passed"] == 0, result
+
+
+@pytest.mark.parametrize("candidate, patched", [
+    ("patch_allclose", "torch.allclose (import)"),
+    ("patch_perf_counter", "time.perf_counter (trial 0)"),
+    ("patch_synchronize", "torch.cuda.synchronize (import)"),
+])
+def test_patching_is_rejected_restored_and_taints_the_worker(worker, candidate, patched):
+    result = worker.evaluate("relu_64", candidate)
+    assert result["status"] == "rejected" and result["reason"] == f"candidate patched {patched}"
+    assert result["worker_tainted"] is True
+    after = worker.evaluate("relu_64", "relu_ok")
+    assert after["status"] == "ok" and after["worker_tainted"] is False
+
+
+def test_a_thread_left_running_is_flagged_and_taints_the_worker(worker):
+    result = worker.evaluate("relu_64", "leaves_thread")
+    assert result["status"] == "ok" and result["worker_tainted"] is True
+    assert result["flags"] == ["candidate left 1 Python threads running (lurker)"]
+
+
+def test_worker_stays_healthy_after_bad_candidates(worker):
+    for bad in ("runtime_error", "syntax_error", "triton_compile_error", "modifies_input"):
+        assert worker.evaluate("relu_64", bad)["status"] != "ok"
+    result = worker.evaluate("relu_64", "relu_ok")
+    assert result["status"] == "ok" and result["trials_passed"] == 3
+
+
+def test_defaults_fill_missing_fields(worker):
+    response = worker.request("evaluate", task=task_path("relu_64"), candidate=candidate_path("relu_ok"),
+                              device="cpu")
+    assert response["ok"] is True
+    result = response["result"]
+    assert result["status"] == "ok" and result["trials"] == 5 and result["tol"] == 1e-4
+
+
+def test_bad_fields_are_request_errors(worker):
+    for fields in ({"trials": 0}, {"tol": -1}, {"device": "tpu"}, {"timing": "fast"}):
+        request = {"task": task_path("relu_64"), "candidate": candidate_path("relu_ok"), "device": "cpu",
+                   **fields}
+        response = worker.request("evaluate", **request)
+        assert response["ok"] is False and "\n" not in response["error"], fields
+
+
+
+def test_threads_started_by_torch_itself_are_not_blamed_on_the_candidate():
+    # inductor's compile-worker timer starts lazily after a torch.compile baseline in the same worker
+    import threading
+    import torch._inductor.compile_worker.timer as inductor_timer
+    from egg_worker import evaluate
+
+    torch_thread = threading.Thread(target=inductor_timer.Timer.record_call, name="subproc_worker_timer")
+    candidate_thread = threading.Thread(target=lambda: None, name="lurker")
+    assert evaluate._started_by_torch(torch_thread)
+    assert not evaluate._started_by_torch(candidate_thread)

@@ -1,0 +1,89 @@
+import sys
+
+import pytest
+import torch
+
+from conftest import candidate_path, task_path
+from egg_worker import loader
+
+
+def test_each_import_is_a_fresh_module_and_sys_path_is_restored():
+    path_before = list(sys.path)
+    first = loader.import_fresh(task_path("relu_64"), "egg_test")
+    second = loader.import_fresh(task_path("relu_64"), "egg_test")
+    assert first is not second and first.__name__ != second.__name__
+    assert first.Model is not second.Model
+    assert sys.modules[first.__name__] is first
+    assert sys.path == path_before
+    loader.forget(first)
+    loader.forget(second)
+    assert first.__name__ not in sys.modules
+
+
+def test_the_file_directory_is_importable_while_importing(tmp_path):
+    (tmp_path / "helper_for_egg_test.py").write_text("VALUE = 41\n")
+    (tmp_path / "uses_helper.py").write_text("import helper_for_egg_test\nVALUE = helper_for_egg_test.VALUE + 1\n")
+    module = loader.import_fresh(str(tmp_path / "uses_helper.py"), "egg_test")
+    assert module.VALUE == 42 and str(tmp_path) not in sys.path
+    loader.forget(module)
+
+
+def test_tasks_are_cached_by_content(tmp_path):
+    path = tmp_path / "task.py"
+    path.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n"
+                    "def get_inputs():\n    return [1]\ndef get_init_inputs():\n    return []\n")
+    first = loader.load_task(str(path))
+    assert loader.load_task(str(path)) is first
+    path.write_text(path.read_text().replace("[1]", "[2]"))
+    changed = loader.load_task(str(path))
+    assert changed is not first and changed.get_inputs() == [2]
+
+
+def test_a_task_lacking_names_is_a_task_error():
+    with pytest.raises(loader.TaskError, match="lacks get_inputs"):
+        loader.load_task(task_path("no_get_inputs"))
+    with pytest.raises(loader.TaskError, match="not found"):
+        loader.load_task("/nonexistent/task.py")
+
+
+def test_candidate_failures_are_one_line_reasons():
+    with pytest.raises(loader.CandidateError, match=r"^import failed: SyntaxError: expected ':'"):
+        loader.load_candidate(candidate_path("syntax_error"))
+    with pytest.raises(loader.CandidateError, match="no class ModelNew"):
+        loader.load_candidate(candidate_path("no_modelnew"))
+    with pytest.raises(loader.RequestError, match="not found"):
+        loader.load_candidate("/nonexistent/candidate.py")
+
+
+def test_inputs_depend_on_the_seed_only():
+    task = loader.load_task(task_path("relu_64"))
+    cpu = torch.device("cpu")
+    first, again, other = (loader.make_inputs(task, seed, cpu) for seed in (5, 5, 6))
+    assert torch.equal(first[0], again[0]) and not torch.equal(first[0], other[0])
+
+
+def test_models_are_built_from_the_init_seed():
+    task = loader.load_task(task_path("linear_16x32x16"))
+    cpu = torch.device("cpu")
+    a, b, c = (loader.build_model(task.Model, task, cpu, seed) for seed in (1, 1, 2))
+    assert torch.equal(a.linear.weight, b.linear.weight) and not torch.equal(a.linear.weight, c.linear.weight)
+    assert not a.training
+    assert loader.reference_model(task, cpu, 1) is loader.reference_model(task, cpu, 1)
+
+
+def test_one_line_collapses_and_truncates():
+    assert loader.one_line(ValueError("a\n  b")) == "ValueError: a b"
+    assert loader.one_line(KeyError()) == "KeyError"
+    assert len(loader.one_line(RuntimeError("x" * 2000))) == 500
+
+
+def test_devices_are_refused_where_triton_cannot_run_kernels(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert loader.resolve_device(None) == loader.resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(loader.RequestError, match="interpreter"):
+        loader.resolve_device("cuda")
+    with pytest.raises(loader.RequestError, match="cuda or cpu"):
+        loader.resolve_device("tpu")
+    monkeypatch.delenv("TRITON_INTERPRET")
+    with pytest.raises(loader.RequestError, match="TRITON_INTERPRET=1"):
+        loader.resolve_device("cpu")

@@ -1,0 +1,39 @@
+import math
+
+import pytest
+import torch
+
+from egg_worker import timing
+
+
+def test_stats_are_numpy_statistics_in_milliseconds():
+    stats = timing.stats_ms([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert stats == {"mean": 3.0, "median": 3.0, "p20": pytest.approx(1.8), "p80": pytest.approx(4.2),
+                     "std": pytest.approx(math.sqrt(2.0)), "n": 5}
+
+
+def test_settings_defaults_and_validation():
+    assert timing.parse_settings(None) == timing.TimingSettings(True, 10, 100, 10.0)
+    assert timing.parse_settings({"enabled": False, "min_trials": 7}) == timing.TimingSettings(False, 10, 7, 10.0)
+    for bad in ({"min_trials": 0}, {"warmup": -1}, {"budget_s": -1.0}, "fast"):
+        with pytest.raises(ValueError):
+            timing.parse_settings(bad)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs cuda")
+def test_cuda_timing_stops_at_min_trials_and_flushes_l2():
+    calls = []
+    x = torch.randn(1 << 20, device="cuda")
+    settings = timing.TimingSettings(True, warmup=3, min_trials=12, budget_s=10.0)
+    stats = timing.time_cuda(lambda t: calls.append(t.sum()), [x], settings, x.device)
+    assert stats["n"] == 12 and len(calls) == 1 + 3 + 12
+    assert 0 < stats["p20"] <= stats["median"] <= stats["p80"]
+    flush = timing._flush_buffers[x.device.index]
+    assert flush.numel() >= max(3 * torch.cuda.get_device_properties(x.device).L2_cache_size, 256 << 20)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs cuda")
+def test_cuda_timing_stops_on_budget_after_ten_trials():
+    x = torch.randn(16, device="cuda")
+    settings = timing.TimingSettings(True, warmup=0, min_trials=100000, budget_s=0.0)
+    assert timing.time_cuda(lambda t: t * 2, [x], settings, x.device)["n"] == 10

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets egg up (scripts/setup.sh) and runs every test: C++ unit tests, the worker's tests and the black-box
+# tests of the real binary, all on the CPU (Triton interpreter).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+scripts/setup.sh
+python="${EGG_PYTHON:-$root/.venv/bin/python}"
+export EGG_HOME="$(mktemp -d)"
+trap 'rm -rf "$EGG_HOME"' EXIT
+echo "== C++ unit tests"
+ctest --test-dir build --output-on-failure -j2
+echo "== worker tests"
+TRITON_INTERPRET=1 PYTHONPATH="$root/python" "$python" -m pytest -q -p no:cacheprovider python/tests
+echo "== black-box tests of ./egg"
+"$python" -m pytest -q -p no:cacheprovider tests/blackbox

@@ -1,0 +1,173 @@
+#include "harness/eval_types.h"
+
+#include <array>
+#include <utility>
+
+#include "common/error.h"
+
+namespace egg::harness {
+namespace {
+
+constexpr std::array<std::pair<EvalStatus, const char*>, 7> kStatusNames = {{
+    {EvalStatus::kOk, "ok"},
+    {EvalStatus::kCompileError, "compile_error"},
+    {EvalStatus::kRuntimeError, "runtime_error"},
+    {EvalStatus::kMismatch, "mismatch"},
+    {EvalStatus::kTimeout, "timeout"},
+    {EvalStatus::kCrash, "crash"},
+    {EvalStatus::kRejected, "rejected"},
+}};
+
+template <typename T>
+void ReadOptional(const Json& j, const char* name, std::optional<T>& out) {
+  if (auto found = j.find(name); found != j.end() && !found->is_null()) {
+    out = found->get<T>();
+  } else {
+    out = std::nullopt;
+  }
+}
+
+template <typename T>
+void ReadValue(const Json& j, const char* name, T& out) {
+  if (auto found = j.find(name); found != j.end() && !found->is_null()) {
+    out = found->get<T>();
+  }
+}
+
+}  // namespace
+
+std::string StatusName(EvalStatus status) {
+  for (const auto& [value, name] : kStatusNames) {
+    if (value == status) {
+      return name;
+    }
+  }
+  return "crash";
+}
+
+EvalStatus ParseStatus(const std::string& name) {
+  for (const auto& [value, known] : kStatusNames) {
+    if (name == known) {
+      return value;
+    }
+  }
+  throw WorkerError("the worker reported an unknown status '" + name + "'");
+}
+
+void to_json(Json& j, const Stats& stats) {
+  j = Json{{"mean", stats.mean}, {"median", stats.median}, {"p20", stats.p20},
+           {"p80", stats.p80},   {"std", stats.std},       {"n", stats.n}};
+}
+
+void from_json(const Json& j, Stats& stats) {
+  ReadValue(j, "mean", stats.mean);
+  ReadValue(j, "median", stats.median);
+  ReadValue(j, "p20", stats.p20);
+  ReadValue(j, "p80", stats.p80);
+  ReadValue(j, "std", stats.std);
+  ReadValue(j, "n", stats.n);
+}
+
+void to_json(Json& j, const RobustTrial& robust) {
+  j = Json{{"correct", robust.correct},
+           {"max_abs_err", robust.max_abs_err},
+           {"max_rel_err", robust.max_rel_err},
+           {"rel_l2_err", robust.rel_l2_err},
+           {"reason", robust.reason}};
+}
+
+void from_json(const Json& j, RobustTrial& robust) {
+  ReadValue(j, "correct", robust.correct);
+  ReadOptional(j, "max_abs_err", robust.max_abs_err);
+  ReadOptional(j, "max_rel_err", robust.max_rel_err);
+  ReadOptional(j, "rel_l2_err", robust.rel_l2_err);
+  ReadValue(j, "reason", robust.reason);
+}
+
+void to_json(Json& j, const EvalResult& r) {
+  j = Json{
+      {"status", StatusName(r.status)},
+      {"reason", r.reason},
+      {"correct", r.correct},
+      {"max_abs_err", r.max_abs_err},
+      {"max_rel_err", r.max_rel_err},
+      {"rel_l2_err", r.rel_l2_err},
+      {"tol", r.tol},
+      {"trials", r.trials},
+      {"trials_passed", r.trials_passed},
+      {"robust", r.robust},
+      {"time_ms",
+       Json{{"candidate", r.time_ms.candidate}, {"eager", r.time_ms.eager}, {"compile", r.time_ms.compile}}},
+      {"speedup_vs_eager", r.speedup_vs_eager},
+      {"speedup_vs_compile", r.speedup_vs_compile},
+      {"speedup_median_vs_eager", r.speedup_median_vs_eager},
+      {"speedup_median_vs_compile", r.speedup_median_vs_compile},
+      {"compile_baseline_error", r.compile_baseline_error},
+      {"triton_launches", r.triton_launches},
+      {"triton_kernels", r.triton_kernels},
+      {"triton_time_share", r.triton_time_share},
+      {"flags", r.flags},
+      {"timing_note", r.timing_note},
+      {"device", r.device},
+      {"versions", r.versions},
+      {"harness_version", r.harness_version},
+      {"task", r.task},
+      {"candidate", r.candidate},
+      {"task_hash", r.task_hash},
+      {"candidate_hash", r.candidate_hash},
+      {"key", r.key},
+      {"cached", r.cached}};
+}
+
+void from_json(const Json& j, EvalResult& r) {
+  r.status = ParseStatus(j.value("status", "crash"));
+  ReadValue(j, "reason", r.reason);
+  ReadValue(j, "correct", r.correct);
+  ReadOptional(j, "max_abs_err", r.max_abs_err);
+  ReadOptional(j, "max_rel_err", r.max_rel_err);
+  ReadOptional(j, "rel_l2_err", r.rel_l2_err);
+  ReadValue(j, "tol", r.tol);
+  ReadValue(j, "trials", r.trials);
+  ReadValue(j, "trials_passed", r.trials_passed);
+  ReadOptional(j, "robust", r.robust);
+  if (auto time = j.find("time_ms"); time != j.end() && time->is_object()) {
+    ReadOptional(*time, "candidate", r.time_ms.candidate);
+    ReadOptional(*time, "eager", r.time_ms.eager);
+    ReadOptional(*time, "compile", r.time_ms.compile);
+  }
+  ReadOptional(j, "speedup_vs_eager", r.speedup_vs_eager);
+  ReadOptional(j, "speedup_vs_compile", r.speedup_vs_compile);
+  ReadOptional(j, "speedup_median_vs_eager", r.speedup_median_vs_eager);
+  ReadOptional(j, "speedup_median_vs_compile", r.speedup_median_vs_compile);
+  ReadOptional(j, "compile_baseline_error", r.compile_baseline_error);
+  ReadValue(j, "triton_launches", r.triton_launches);
+  ReadValue(j, "triton_kernels", r.triton_kernels);
+  ReadOptional(j, "triton_time_share", r.triton_time_share);
+  ReadValue(j, "flags", r.flags);
+  ReadValue(j, "worker_tainted", r.worker_tainted);
+  ReadValue(j, "timing_note", r.timing_note);
+  ReadValue(j, "device", r.device);
+  ReadValue(j, "versions", r.versions);
+  ReadValue(j, "harness_version", r.harness_version);
+  ReadValue(j, "task", r.task);
+  ReadValue(j, "candidate", r.candidate);
+  ReadValue(j, "task_hash", r.task_hash);
+  ReadValue(j, "candidate_hash", r.candidate_hash);
+  ReadValue(j, "key", r.key);
+  ReadValue(j, "cached", r.cached);
+}
+
+Json OptionsKeyJson(const EvalOptions& o) {
+  return Json{{"device", o.device},
+              {"tol", o.tol},
+              {"trials", o.trials},
+              {"seed", o.seed},
+              {"init_seed", o.init_seed},
+              {"timing", o.timing && o.device == "cuda"},
+              {"warmup", o.warmup},
+              {"min_timing_trials", o.min_timing_trials},
+              {"timing_budget_s", o.timing_budget_s},
+              {"robust_trial", o.robust_trial}};
+}
+
+}  // namespace egg::harness

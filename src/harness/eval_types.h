@@ -1,0 +1,109 @@
+// Typed results of the harness, with their JSON form (the `egg eval --json` contract and the store rows).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+
+namespace egg::harness {
+
+inline constexpr const char* kHarnessVersion = "1";
+
+enum class EvalStatus { kOk, kCompileError, kRuntimeError, kMismatch, kTimeout, kCrash, kRejected };
+
+std::string StatusName(EvalStatus status);
+// Throws WorkerError for a name outside the contract.
+EvalStatus ParseStatus(const std::string& name);
+
+struct Stats {
+  double mean = 0;
+  double median = 0;
+  double p20 = 0;
+  double p80 = 0;
+  double std = 0;
+  int n = 0;
+};
+
+struct TimeMs {
+  std::optional<Stats> candidate;
+  std::optional<Stats> eager;
+  std::optional<Stats> compile;
+};
+
+struct RobustTrial {
+  bool correct = false;
+  std::optional<double> max_abs_err;
+  std::optional<double> max_rel_err;
+  std::optional<double> rel_l2_err;
+  std::string reason;
+};
+
+struct EvalOptions {
+  std::string device = "cpu";  // "cuda" or "cpu"
+  int gpu_index = 0;
+  double tol = 1e-2;
+  int trials = 5;
+  int seed = 1;        // trial i draws its inputs from seed + i
+  int init_seed = 42;  // both models are built from this seed
+  double timeout_s = 120;
+  double baseline_timeout_s = 900;
+  bool timing = true;
+  int warmup = 10;
+  int min_timing_trials = 100;
+  double timing_budget_s = 10;
+  bool robust_trial = true;
+  bool use_cache = true;
+};
+
+struct EvalResult {
+  EvalStatus status = EvalStatus::kCrash;
+  std::string reason;
+  bool correct = false;
+  std::optional<double> max_abs_err;
+  std::optional<double> max_rel_err;
+  std::optional<double> rel_l2_err;
+  double tol = 0;
+  int trials = 0;
+  int trials_passed = 0;
+  std::optional<RobustTrial> robust;
+  TimeMs time_ms;
+  std::optional<double> speedup_vs_eager;
+  std::optional<double> speedup_vs_compile;
+  std::optional<double> speedup_median_vs_eager;
+  std::optional<double> speedup_median_vs_compile;
+  std::optional<std::string> compile_baseline_error;
+  int triton_launches = 0;
+  std::vector<std::string> triton_kernels;
+  std::optional<double> triton_time_share;
+  std::vector<std::string> flags;
+  bool worker_tainted = false;
+  std::string timing_note;
+  Json device;
+  Json versions;
+  std::string harness_version = kHarnessVersion;
+  std::string task;
+  std::string candidate;
+  std::string task_hash;
+  std::string candidate_hash;
+  std::string key;
+  bool cached = false;
+};
+
+struct BaselineResult {
+  std::optional<Stats> eager;
+  std::optional<Stats> compile;
+  std::optional<std::string> compile_error;
+  std::optional<double> compile_s;
+};
+
+void to_json(Json& j, const Stats& stats);
+void from_json(const Json& j, Stats& stats);
+void to_json(Json& j, const RobustTrial& robust);
+void from_json(const Json& j, RobustTrial& robust);
+void to_json(Json& j, const EvalResult& result);
+void from_json(const Json& j, EvalResult& result);
+Json OptionsKeyJson(const EvalOptions& options);
+
+}  // namespace egg::harness

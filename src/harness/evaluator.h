@@ -1,0 +1,45 @@
+// The judge: evaluates a candidate file against a task file through a worker, adds the baselines, the
+// speedups and the review flags, and stores every result (failures included) keyed by everything that can
+// change it. Candidate failures are results, never exceptions; a broken task or worker throws EggError.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "harness/eval_types.h"
+#include "harness/worker.h"
+#include "store/store.h"
+
+namespace egg::harness {
+
+inline constexpr double kSuspiciousSpeedup = 10.0;
+
+class Evaluator {
+ public:
+  // `store` may be null: nothing is cached or kept.
+  Evaluator(WorkerChannel& worker, store::Store* store) : worker_(worker), store_(store) {}
+
+  EvalResult Evaluate(const std::string& task_path, const std::string& candidate_path,
+                      const EvalOptions& options);
+  // Runs `egg profile` for the candidate: the worker's ProfileResult, as JSON, with the store key added.
+  Json Profile(const std::string& task_path, const std::string& candidate_path, const EvalOptions& options,
+               double timeout_s, const std::string& ncu_path);
+
+ private:
+  std::string CacheKey(const std::string& kind, const std::string& task_hash,
+                       const std::string& candidate_hash, const Json& options);
+  BaselineResult Baseline(const std::string& task_path, const std::string& task_hash,
+                          const EvalOptions& options, std::vector<std::string>* flags);
+  EvalResult RunCandidate(const std::string& task_path, const std::string& candidate_path,
+                          const EvalOptions& options);
+  void Store(const EvalResult& result, const Json& options_json);
+
+  WorkerChannel& worker_;
+  store::Store* store_;
+  std::map<std::string, BaselineResult> baselines_;
+};
+
+// Speedups (baseline mean / candidate mean, and the medians' ratio) and the >10x review flag.
+void AddSpeedups(const BaselineResult& baseline, EvalResult* result);
+
+}  // namespace egg::harness

@@ -1,0 +1,207 @@
+#include "harness/evaluator.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <deque>
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+
+namespace egg::harness {
+namespace {
+
+// Answers each Call from a script of canned results and records the requests.
+class FakeWorker : public WorkerChannel {
+ public:
+  CallResult Call(Json request, double timeout_s) override {
+    requests.push_back(request);
+    timeouts.push_back(timeout_s);
+    if (script.empty()) {
+      ADD_FAILURE() << "unexpected call " << request.dump();
+      return {};
+    }
+    CallResult next = script.front();
+    script.pop_front();
+    return next;
+  }
+  void Restart() override { ++restarts; }
+  const Json& Hello() override { return hello; }
+
+  static CallResult Ok(Json result) { return {CallOutcome::kOk, Json{{"ok", true}, {"result", result}}, ""}; }
+
+  std::deque<CallResult> script;
+  std::vector<Json> requests;
+  std::vector<double> timeouts;
+  int restarts = 0;
+  Json hello = {{"ok", true},
+                {"versions", {{"torch", "2.11"}, {"triton", "3.6.0"}, {"cuda", "13.0"}}},
+                {"device", {{"kind", "cuda"}, {"name", "NVIDIA H200"}}}};
+};
+
+Json StatsJson(double mean, double median) {
+  return Json{{"mean", mean}, {"median", median}, {"p20", median}, {"p80", median}, {"std", 0.0}, {"n", 100}};
+}
+
+Json OkEval(double candidate_ms) {
+  return Json{{"status", "ok"},
+              {"reason", ""},
+              {"trials", 5},
+              {"trials_passed", 5},
+              {"max_abs_err", 1e-6},
+              {"triton_launches", 1},
+              {"time_ms", {{"candidate", StatsJson(candidate_ms, candidate_ms)}}}};
+}
+
+class EvaluatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("egg-eval-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    task_ = (dir_ / "task.py").string();
+    candidate_ = (dir_ / "cand.py").string();
+    std::ofstream(task_) << "class Model: pass\n";
+    std::ofstream(candidate_) << "class ModelNew: pass\n";
+    store_ = store::Store::Open(":memory:");
+    options_.device = "cuda";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+  std::string task_;
+  std::string candidate_;
+  std::unique_ptr<store::Store> store_;
+  EvalOptions options_;
+  FakeWorker worker_;
+};
+
+TEST_F(EvaluatorTest, ComputesSpeedupsFromBaselineMeans) {
+  worker_.script.push_back(
+      FakeWorker::Ok({{"status", "ok"}, {"eager", StatsJson(2.0, 1.8)}, {"compile", StatsJson(1.0, 0.9)}}));
+  worker_.script.push_back(FakeWorker::Ok(OkEval(0.5)));
+  Evaluator evaluator(worker_, store_.get());
+  const EvalResult result = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_EQ(result.status, EvalStatus::kOk);
+  EXPECT_TRUE(result.correct);
+  ASSERT_TRUE(result.speedup_vs_eager.has_value());
+  EXPECT_DOUBLE_EQ(*result.speedup_vs_eager, 4.0);
+  EXPECT_DOUBLE_EQ(*result.speedup_vs_compile, 2.0);
+  EXPECT_DOUBLE_EQ(*result.speedup_median_vs_eager, 3.6);
+  EXPECT_TRUE(result.flags.empty());
+  EXPECT_EQ(worker_.requests[0]["op"], "baseline");
+  EXPECT_EQ(worker_.requests[1]["op"], "evaluate");
+  EXPECT_EQ(worker_.requests[1]["candidate"], candidate_);
+  EXPECT_DOUBLE_EQ(worker_.timeouts[1], options_.timeout_s);
+}
+
+TEST_F(EvaluatorTest, FlagsSpeedupsAboveTenX) {
+  worker_.script.push_back(FakeWorker::Ok({{"status", "ok"}, {"eager", StatsJson(11.0, 11.0)}}));
+  worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
+  Evaluator evaluator(worker_, store_.get());
+  const EvalResult result = evaluator.Evaluate(task_, candidate_, options_);
+  ASSERT_EQ(result.flags.size(), 1U);
+  EXPECT_NE(result.flags[0].find("speedup_over_10x"), std::string::npos);
+}
+
+TEST_F(EvaluatorTest, TimeoutAndCrashBecomeStoredStatuses) {
+  options_.timing = false;
+  worker_.script.push_back({CallOutcome::kTimeout, Json(), "killed"});
+  Evaluator evaluator(worker_, store_.get());
+  const EvalResult timeout = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_EQ(timeout.status, EvalStatus::kTimeout);
+  EXPECT_FALSE(timeout.correct);
+  ASSERT_TRUE(store_->FindEvaluation(timeout.key).has_value());
+
+  std::ofstream(candidate_) << "class ModelNew: crash = True\n";
+  worker_.script.push_back({CallOutcome::kCrashed, Json(), "worker died: signal 11 (Segmentation fault)"});
+  const EvalResult crash = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_EQ(crash.status, EvalStatus::kCrash);
+  EXPECT_NE(crash.reason.find("signal 11"), std::string::npos);
+  EXPECT_NE(crash.key, timeout.key);
+}
+
+TEST_F(EvaluatorTest, SecondAskReturnsStoredRowWithoutCallingWorker) {
+  options_.timing = false;
+  worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
+  Evaluator evaluator(worker_, store_.get());
+  const EvalResult first = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_FALSE(first.cached);
+  const EvalResult second = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_TRUE(second.cached);
+  EXPECT_EQ(second.key, first.key);
+  EXPECT_EQ(worker_.requests.size(), 1U);
+  options_.tol = 1e-4;
+  worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
+  const EvalResult other_tol = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_FALSE(other_tol.cached) << "the tolerance is part of the key";
+  EXPECT_EQ(worker_.requests.size(), 2U);
+}
+
+TEST_F(EvaluatorTest, KeyChangesWithGpuAndVersions) {
+  options_.timing = false;
+  worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
+  worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
+  Evaluator evaluator(worker_, store_.get());
+  const std::string h200_key = evaluator.Evaluate(task_, candidate_, options_).key;
+  worker_.hello["versions"]["triton"] = "3.7.0";
+  const EvalResult newer = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_NE(newer.key, h200_key);
+  EXPECT_FALSE(newer.cached);
+}
+
+TEST_F(EvaluatorTest, TaintedWorkerIsRestarted) {
+  options_.timing = false;
+  Json rejected = {{"status", "rejected"}, {"reason", "patched torch.allclose"}, {"worker_tainted", true}};
+  worker_.script.push_back(FakeWorker::Ok(rejected));
+  Evaluator evaluator(worker_, store_.get());
+  const EvalResult result = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_EQ(result.status, EvalStatus::kRejected);
+  EXPECT_EQ(worker_.restarts, 1);
+}
+
+TEST_F(EvaluatorTest, MissingFilesAndBrokenTasksThrow) {
+  Evaluator evaluator(worker_, store_.get());
+  EXPECT_THROW(evaluator.Evaluate((dir_ / "nope.py").string(), candidate_, options_), EggError);
+  options_.timing = false;
+  worker_.script.push_back({CallOutcome::kOk, Json{{"ok", false}, {"error", "bad task: no get_inputs"}}, ""});
+  try {
+    evaluator.Evaluate(task_, candidate_, options_);
+    FAIL() << "a broken task must be a run-ending error";
+  } catch (const EggError& error) {
+    EXPECT_NE(std::string(error.what()).find("get_inputs"), std::string::npos);
+  }
+}
+
+TEST_F(EvaluatorTest, CpuResultsCarryTheInterpreterNote) {
+  options_.device = "cpu";
+  worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
+  Evaluator evaluator(worker_, nullptr);
+  const EvalResult result = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_NE(result.timing_note.find("interpreter"), std::string::npos);
+  EXPECT_EQ(worker_.requests.size(), 1U) << "no baseline is timed on the cpu";
+  EXPECT_EQ(worker_.requests[0]["timing"]["enabled"], false);
+}
+
+TEST(EvalTypesTest, JsonRoundTripKeepsContractFields) {
+  EvalResult result;
+  result.status = EvalStatus::kMismatch;
+  result.reason = "trial 2";
+  result.max_abs_err = 0.5;
+  result.time_ms.candidate = Stats{1, 1, 1, 1, 0, 10};
+  const Json j = result;
+  for (const char* field :
+       {"status", "reason", "correct", "max_abs_err", "max_rel_err", "tol", "time_ms", "speedup_vs_eager",
+        "speedup_vs_compile", "triton_launches", "device", "versions", "harness_version"}) {
+    EXPECT_TRUE(j.contains(field)) << field;
+  }
+  const EvalResult back = j.get<EvalResult>();
+  EXPECT_EQ(back.status, EvalStatus::kMismatch);
+  EXPECT_EQ(back.reason, "trial 2");
+  EXPECT_EQ(back.time_ms.candidate->n, 10);
+  EXPECT_FALSE(back.time_ms.eager.has_value());
+  EXPECT_THROW(ParseStatus("great"), EggError);
+}
+
+}  // namespace
+}  // namespace egg::harness

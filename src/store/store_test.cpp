@@ -1,0 +1,90 @@
+#include "store/store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/error.h"
+
+namespace egg::store {
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("egg-store-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "nested" / "egg.db").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  static EvaluationRow Row(const std::string& key, const std::string& status) {
+    return {key,    "/t.py", "taskhash", "/c.py", "candhash", "NVIDIA H200",
+            "2.11", "3.6",   "1",        "{}",    status,     R"({"status":")" + status + R"("})"};
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+TEST_F(StoreTest, CreatesSchemaAndPersistsAcrossOpens) {
+  {
+    auto store = Store::Open(path_);
+    EXPECT_EQ(store->SchemaVersion(), kSchemaVersion);
+    store->PutEvaluation(Row("k1", "ok"));
+    store->PutEvaluation(Row("k2", "timeout"));
+  }
+  auto reopened = Store::Open(path_);
+  ASSERT_TRUE(reopened->FindEvaluation("k1").has_value());
+  EXPECT_EQ(*reopened->FindEvaluation("k2"), R"({"status":"timeout"})");
+  EXPECT_FALSE(reopened->FindEvaluation("missing").has_value());
+  const auto rows = reopened->EvaluationsForTask("taskhash");
+  ASSERT_EQ(rows.size(), 2U);
+  EXPECT_EQ(rows[1].status, "timeout");
+}
+
+TEST_F(StoreTest, UsesWriteAheadLog) {
+  auto store = Store::Open(path_);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &statement, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(statement, 0)), "wal");
+  sqlite3_finalize(statement);
+  sqlite3_close(db);
+}
+
+TEST_F(StoreTest, ReplacesRowWithSameKey) {
+  auto store = Store::Open(path_);
+  store->PutEvaluation(Row("k", "crash"));
+  store->PutEvaluation(Row("k", "ok"));
+  EXPECT_EQ(*store->FindEvaluation("k"), R"({"status":"ok"})");
+  EXPECT_EQ(store->EvaluationsForTask("taskhash").size(), 1U);
+}
+
+TEST_F(StoreTest, RefusesNewerSchema) {
+  { auto store = Store::Open(path_); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  try {
+    Store::Open(path_);
+    FAIL() << "a newer schema must be refused";
+  } catch (const EggError& error) {
+    EXPECT_EQ(error.Kind(), ErrorKind::kConfig);
+    EXPECT_NE(std::string(error.what()).find("99"), std::string::npos);
+  }
+}
+
+TEST_F(StoreTest, StoresProfiles) {
+  auto store = Store::Open(path_);
+  store->PutProfile({"p", "t", "c", "gpu", R"({"kernels":[]})"});
+  EXPECT_EQ(*store->FindProfile("p"), R"({"kernels":[]})");
+}
+
+}  // namespace
+}  // namespace egg::store
