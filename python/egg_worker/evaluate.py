@@ -582,6 +582,11 @@ def _time_candidate(context: Context, model) -> dict:
                               context.device)
 
 
+def _time_candidate_cpu_wall(context: Context, model) -> dict:
+    inputs = loader.make_inputs(context.task, context.request.seed, context.device)
+    return run_candidate_code(context, "timing", timing.time_cpu_wall, model, inputs, context.request.timing)
+
+
 def _evaluate(context: Context, result: dict) -> None:
     module = _import_candidate(context)
     try:
@@ -594,6 +599,8 @@ def _evaluate(context: Context, result: dict) -> None:
             result["robust"] = run_robust_trial(context, model)
         if context.device.type == "cuda" and context.request.timing.enabled:
             result["time_ms"]["candidate"] = _time_candidate(context, model)
+        elif context.request.timing.enabled and context.request.timing.cpu_wall:
+            result["time_ms"]["candidate"] = _time_candidate_cpu_wall(context, model)
         _check_patches(context, "end of evaluation")
     finally:
         loader.forget(module)

@@ -34,6 +34,7 @@ class TimingSettings:
     warmup: int = 10
     min_trials: int = 100
     budget_s: float = 10.0
+    cpu_wall: bool = False  # on the cpu: time the interpreter's wall clock (search decisions only)
 
 
 def parse_settings(value) -> TimingSettings:
@@ -48,6 +49,7 @@ def parse_settings(value) -> TimingSettings:
         warmup=int(value.get("warmup", defaults.warmup)),
         min_trials=int(value.get("min_trials", defaults.min_trials)),
         budget_s=float(value.get("budget_s", defaults.budget_s)),
+        cpu_wall=bool(value.get("cpu_wall", defaults.cpu_wall)),
     )
     if settings.warmup < 0 or settings.min_trials < 1 or settings.budget_s < 0:
         raise ValueError("timing needs warmup >= 0, min_trials >= 1, budget_s >= 0")
@@ -100,3 +102,23 @@ def time_cuda(fn, args, settings: TimingSettings, device: torch.device) -> dict:
         if over_budget and len(times_ms) >= MIN_TRIALS_ON_BUDGET:
             break
     return stats_ms(times_ms)
+
+
+CPU_WALL_TRIALS = 5
+CPU_WALL_TIMER = "cpu-interpreter-wall"
+
+
+def time_cpu_wall(fn, args, settings: TimingSettings) -> dict:
+    """Wall-clock Stats of `fn` in Triton's interpreter: one warm-up call, then up to CPU_WALL_TRIALS calls
+    within the budget. Only for comparing candidates of one search on the same machine: never a performance
+    figure. The Stats carry timer = CPU_WALL_TIMER."""
+    fn(*args)
+    times_ms = []
+    started_s = _perf_counter()
+    while len(times_ms) < min(settings.min_trials, CPU_WALL_TRIALS):
+        call_started_s = _perf_counter()
+        fn(*args)
+        times_ms.append((_perf_counter() - call_started_s) * 1e3)
+        if _perf_counter() - started_s > settings.budget_s and len(times_ms) >= 2:
+            break
+    return dict(stats_ms(times_ms), timer=CPU_WALL_TIMER)

@@ -37,3 +37,32 @@ def test_cuda_timing_stops_on_budget_after_ten_trials():
     x = torch.randn(16, device="cuda")
     settings = timing.TimingSettings(True, warmup=0, min_trials=100000, budget_s=0.0)
     assert timing.time_cuda(lambda t: t * 2, [x], settings, x.device)["n"] == 10
+
+
+def test_cpu_wall_timing_measures_calls_and_names_its_timer():
+    import time as _time
+    calls = []
+
+    def slow(x):
+        calls.append(x)
+        _time.sleep(0.01)
+
+    stats = timing.time_cpu_wall(slow, (1,), timing.TimingSettings(min_trials=100, budget_s=10.0, cpu_wall=True))
+    assert stats["timer"] == timing.CPU_WALL_TIMER
+    assert stats["n"] == timing.CPU_WALL_TRIALS
+    assert len(calls) == timing.CPU_WALL_TRIALS + 1, "one warm-up call, then the timed ones"
+    assert stats["median"] >= 10.0
+
+
+def test_cpu_wall_is_off_unless_asked():
+    assert timing.parse_settings({"enabled": True}).cpu_wall is False
+    assert timing.parse_settings({"cpu_wall": True}).cpu_wall is True
+
+
+def test_evaluate_on_cpu_times_only_with_cpu_wall(worker):
+    plain = worker.evaluate("relu_64", "relu_ok", timing={"enabled": True})
+    assert plain["status"] == "ok" and plain["time_ms"]["candidate"] is None
+    walled = worker.evaluate("relu_64", "relu_ok", timing={"enabled": True, "cpu_wall": True, "min_trials": 2})
+    assert walled["status"] == "ok"
+    assert walled["time_ms"]["candidate"]["timer"] == timing.CPU_WALL_TIMER
+    assert walled["time_ms"]["candidate"]["n"] == 2

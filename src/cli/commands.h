@@ -12,5 +12,7 @@ using CommandRunner = std::function<int()>;
 
 CommandRunner RegisterEval(CLI::App& app, const GlobalOptions& globals);
 CommandRunner RegisterProfile(CLI::App& app, const GlobalOptions& globals);
+CommandRunner RegisterOptimize(CLI::App& app, const GlobalOptions& globals);
+CommandRunner RegisterShow(CLI::App& app, const GlobalOptions& globals);
 
 }  // namespace egg::cli

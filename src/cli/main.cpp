@@ -14,8 +14,9 @@ int main(int argc, char** argv) {
   app.fallthrough();
   egg::cli::GlobalOptions globals;
   egg::cli::AddGlobalOptions(app, &globals);
-  std::vector<egg::cli::CommandRunner> commands = {egg::cli::RegisterEval(app, globals),
-                                                   egg::cli::RegisterProfile(app, globals)};
+  std::vector<egg::cli::CommandRunner> commands = {
+      egg::cli::RegisterEval(app, globals), egg::cli::RegisterProfile(app, globals),
+      egg::cli::RegisterOptimize(app, globals), egg::cli::RegisterShow(app, globals)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {

@@ -56,7 +56,7 @@ EvalStatus ParseStatus(const std::string& name) {
 
 void to_json(Json& j, const Stats& stats) {
   j = Json{{"mean", stats.mean}, {"median", stats.median}, {"p20", stats.p20},
-           {"p80", stats.p80},   {"std", stats.std},       {"n", stats.n}};
+           {"p80", stats.p80},   {"std", stats.std},       {"n", stats.n}, {"timer", stats.timer}};
 }
 
 void from_json(const Json& j, Stats& stats) {
@@ -66,6 +66,7 @@ void from_json(const Json& j, Stats& stats) {
   ReadValue(j, "p80", stats.p80);
   ReadValue(j, "std", stats.std);
   ReadValue(j, "n", stats.n);
+  ReadValue(j, "timer", stats.timer);
 }
 
 void to_json(Json& j, const RobustTrial& robust) {

@@ -24,6 +24,7 @@ struct Stats {
   double p80 = 0;
   double std = 0;
   int n = 0;
+  std::string timer = "cuda-events";  // or "cpu-interpreter-wall": never a performance figure
 };
 
 struct TimeMs {
@@ -55,6 +56,7 @@ struct EvalOptions {
   double timing_budget_s = 10;
   bool robust_trial = true;
   bool use_cache = true;
+  bool cpu_wall_timing = false;  // device cpu: time the interpreter's wall clock, for search decisions only
 };
 
 struct EvalResult {

@@ -12,7 +12,9 @@ constexpr const char* kCpuTimingNote =
     "figure";
 
 Json TimingJson(const EvalOptions& options) {
-  return Json{{"enabled", options.timing && options.device == "cuda"},
+  const bool cpu_wall = options.device == "cpu" && options.cpu_wall_timing;
+  return Json{{"enabled", options.timing && (options.device == "cuda" || cpu_wall)},
+              {"cpu_wall", cpu_wall},
               {"warmup", options.warmup},
               {"min_trials", options.min_timing_trials},
               {"budget_s", options.timing_budget_s}};

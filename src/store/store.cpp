@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "store/statement.h"
 
 namespace egg::store {
 namespace {
@@ -19,7 +20,7 @@ struct Migration {
 };
 
 // Each entry moves the schema from version-1 to version. Never edit a released entry; append a new one.
-constexpr std::array<Migration, 1> kMigrations = {{
+constexpr std::array<Migration, 2> kMigrations = {{
     {1, R"sql(
       CREATE TABLE evaluations (
         key TEXT PRIMARY KEY,
@@ -44,45 +45,82 @@ constexpr std::array<Migration, 1> kMigrations = {{
         result_json TEXT NOT NULL,
         created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
     )sql"},
+    {2, R"sql(
+      CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        task_path TEXT NOT NULL,
+        task_hash TEXT NOT NULL,
+        backend TEXT NOT NULL,
+        device TEXT NOT NULL,
+        options_json TEXT NOT NULL,
+        status TEXT NOT NULL,
+        stopped_because TEXT NOT NULL DEFAULT '',
+        final_candidate_id TEXT NOT NULL DEFAULT '',
+        report_json TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+        updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+      CREATE TABLE candidates (
+        id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs (id),
+        stage TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        parent_id TEXT NOT NULL,
+        source TEXT NOT NULL,
+        description TEXT NOT NULL,
+        move TEXT NOT NULL,
+        eval_key TEXT NOT NULL,
+        status TEXT NOT NULL,
+        median_ms REAL,
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+      CREATE INDEX candidates_by_run ON candidates (run_id);
+      CREATE TABLE messages (
+        run_id TEXT NOT NULL REFERENCES runs (id),
+        prompt_hash TEXT NOT NULL,
+        stage TEXT NOT NULL,
+        role TEXT NOT NULL,
+        request_json TEXT NOT NULL,
+        reply_json TEXT NOT NULL,
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+        PRIMARY KEY (run_id, prompt_hash));
+      CREATE TABLE decisions (
+        run_id TEXT NOT NULL REFERENCES runs (id),
+        stage TEXT NOT NULL,
+        round INTEGER NOT NULL,
+        candidate_id TEXT NOT NULL,
+        move TEXT NOT NULL,
+        accepted INTEGER NOT NULL,
+        reason TEXT NOT NULL,
+        incumbent_ms REAL,
+        candidate_ms REAL,
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+        PRIMARY KEY (run_id, stage, round, candidate_id));
+      CREATE TABLE llm_calls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        prompt_hash TEXT NOT NULL,
+        prompt_chars INTEGER NOT NULL,
+        reply_chars INTEGER NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cost_usd REAL NOT NULL,
+        latency_ms REAL NOT NULL,
+        error TEXT NOT NULL,
+        error_message TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        reply_text TEXT NOT NULL,
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+      CREATE INDEX llm_calls_by_prompt ON llm_calls (run_id, prompt_hash);
+      CREATE TABLE stage_outcomes (
+        run_id TEXT NOT NULL REFERENCES runs (id),
+        stage TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        outcome_json TEXT NOT NULL,
+        PRIMARY KEY (run_id, stage));
+    )sql"},
 }};
-
-// RAII prepared statement; every failure is an IoError naming the database error.
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &statement_, nullptr) != SQLITE_OK) {
-      throw IoError(std::string("store: ") + sqlite3_errmsg(db));
-    }
-  }
-  ~Statement() { sqlite3_finalize(statement_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  Statement& Bind(int index, const std::string& value) {
-    sqlite3_bind_text(statement_, index, value.c_str(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  // True while a row is available.
-  bool Step() {
-    const int code = sqlite3_step(statement_);
-    if (code == SQLITE_ROW) {
-      return true;
-    }
-    if (code != SQLITE_DONE) {
-      throw IoError(std::string("store: ") + sqlite3_errmsg(db_));
-    }
-    return false;
-  }
-  std::string Text(int column) {
-    const unsigned char* text = sqlite3_column_text(statement_, column);
-    return text ? reinterpret_cast<const char*>(text) : "";
-  }
-  int Int(int column) { return sqlite3_column_int(statement_, column); }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* statement_ = nullptr;
-};
 
 }  // namespace
 

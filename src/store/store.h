@@ -4,6 +4,7 @@
 // schema, IoError when the file cannot be opened. One Store per thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,7 +14,7 @@ struct sqlite3;
 
 namespace egg::store {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 struct EvaluationRow {
   std::string key;
@@ -38,6 +39,73 @@ struct ProfileRow {
   std::string result_json;
 };
 
+// An `egg optimize` run and what it produced (see docs/pipeline.md).
+struct RunRow {
+  std::string id;
+  std::string task_path;
+  std::string task_hash;
+  std::string backend;
+  std::string device;
+  std::string options_json;
+  std::string status;  // running | ok | failed
+  std::string stopped_because;
+  std::string final_candidate_id;
+  std::string report_json;
+};
+
+struct CandidateRow {
+  std::string id;
+  std::string run_id;
+  std::string stage;
+  std::string origin;  // code | debug
+  std::string parent_id;
+  std::string source;
+  std::string description;
+  std::string move;
+  std::string eval_key;
+  std::string status;
+  std::optional<double> median_ms;
+};
+
+struct MessageRow {
+  std::string run_id;
+  std::string prompt_hash;
+  std::string stage;
+  std::string role;
+  std::string request_json;
+  std::string reply_json;
+};
+
+struct DecisionRow {
+  std::string run_id;
+  std::string stage;
+  int round = 0;
+  std::string candidate_id;
+  std::string move;
+  bool accepted = false;
+  std::string reason;
+  std::optional<double> incumbent_ms;
+  std::optional<double> candidate_ms;
+};
+
+struct LlmCallRow {
+  std::string run_id;
+  std::string purpose;
+  std::string provider;
+  std::string model;
+  std::string prompt_hash;
+  int64_t prompt_chars = 0;
+  int64_t reply_chars = 0;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost_usd = 0;
+  double latency_ms = 0;
+  std::string error;
+  std::string error_message;
+  int attempts = 0;
+  std::string reply_text;
+};
+
 class Store {
  public:
   static std::unique_ptr<Store> Open(const std::string& path);
@@ -52,8 +120,26 @@ class Store {
   void PutProfile(const ProfileRow& row);
   int SchemaVersion();
 
+  // Runs of `egg optimize` (run_records.cpp). Writes replace rows with the same key, so a resumed run
+  // that re-derives a record does not duplicate it.
+  void PutRun(const RunRow& row);
+  std::optional<RunRow> FindRun(const std::string& id);
+  void PutCandidate(const CandidateRow& row);
+  std::vector<CandidateRow> CandidatesForRun(const std::string& run_id);
+  void PutMessage(const MessageRow& row);
+  std::vector<MessageRow> MessagesForRun(const std::string& run_id);
+  void PutDecision(const DecisionRow& row);
+  std::vector<DecisionRow> DecisionsForRun(const std::string& run_id);
+  void PutLlmCall(const LlmCallRow& row);
+  std::vector<LlmCallRow> LlmCallsForRun(const std::string& run_id);
+  // The reply of the latest successful LLM call of `run_id` with this prompt hash, for replay on resume.
+  std::optional<std::string> FindReplay(const std::string& run_id, const std::string& prompt_hash);
+  void PutStageOutcome(const std::string& run_id, const std::string& stage, int seq,
+                       const std::string& outcome_json);
+
  private:
   explicit Store(sqlite3* db) : db_(db) {}
+  sqlite3* Db() { return db_; }
   void Execute(const std::string& sql);
   void Migrate();
 

@@ -1,0 +1,75 @@
+// The three roles of every stage, as interfaces a backend implements (LLM, expert, hybrid).
+//
+//   Pipeline ──StageContext──▶ ProfileAgent ──ProfileReport──▶ CodeAgent ──CodeProposal──▶ harness
+//       ▲                                                                                    │
+//       └───────────── DebugAgent ◀──(source, status, error)── failed candidates ◀──────────┘
+//
+// An agent returns a value, or a failure (this attempt is lost, the stage goes on), or asks the run to
+// stop (the LLM budget is spent or the provider is unavailable). Agents never throw for model behaviour.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agents/messages.h"
+
+namespace egg::agents {
+
+// What an agent may see: the stage, the task, the incumbent and a compact history (docs/pipeline.md).
+struct StageContext {
+  std::string stage;
+  std::string objective;
+  std::string moves;
+  std::string task_source;
+  std::string incumbent_source;   // empty before the first seed is accepted
+  std::string incumbent_summary;  // one-line JSON of its measurements
+  std::vector<AttemptSummary> history;
+  std::string accepted_decisions;  // finalized decisions of earlier stages, JSON
+  double tol = 1e-2;
+  int sm_count = 0;
+  int round = 0;
+};
+
+enum class StopReason { kNone, kBudgetExhausted, kLlmUnavailable };
+std::string StopReasonName(StopReason reason);
+
+template <typename T>
+struct AgentResult {
+  std::optional<T> value;
+  std::string failure;  // why there is no value
+  StopReason stop = StopReason::kNone;
+};
+
+class ProfileAgent {
+ public:
+  virtual ~ProfileAgent() = default;
+  virtual AgentResult<ProfileReport> Analyze(const StageContext& context,
+                                             const std::string& profile_json) = 0;
+};
+
+class CodeAgent {
+ public:
+  virtual ~CodeAgent() = default;
+  // Candidate `index` of `count` for this stage and round; `proposal` is the Profile agent's, if any.
+  virtual AgentResult<CodeProposal> Propose(const StageContext& context, const ProfileReport* proposal,
+                                            int index, int count) = 0;
+};
+
+class DebugAgent {
+ public:
+  virtual ~DebugAgent() = default;
+  virtual AgentResult<DebugReport> Repair(const StageContext& context, const std::string& source,
+                                          const std::string& status, const std::string& reason,
+                                          int attempt) = 0;
+};
+
+struct Backend {
+  std::string name;
+  std::unique_ptr<ProfileAgent> profile;
+  std::unique_ptr<CodeAgent> code;
+  std::unique_ptr<DebugAgent> debug;
+};
+
+}  // namespace egg::agents

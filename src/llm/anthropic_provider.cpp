@@ -1,0 +1,78 @@
+// Anthropic Messages: POST {base_url}/v1/messages; system messages go in the top-level "system" string.
+#include "llm/provider.h"
+
+namespace egg::llm {
+namespace {
+
+constexpr const char* kAnthropicVersion = "2023-06-01";
+constexpr const char* kSystemSeparator = "\n\n";
+
+std::string MessagesUrl(const std::string& base_url) {
+  const std::string base = JoinUrl(base_url, "");
+  const bool has_version = base.size() >= 3 && base.compare(base.size() - 3, 3, "/v1") == 0;
+  return base + (has_version ? "/messages" : "/v1/messages");
+}
+
+class AnthropicAdapter : public ProviderAdapter {
+ public:
+  explicit AnthropicAdapter(const LlmConfig& config)
+      : url_(MessagesUrl(config.base_url)), model_(config.model), api_key_(config.api_key) {}
+
+  HttpRequest BuildRequest(const ChatRequest& request) const override {
+    Json messages = Json::array();
+    std::string system;
+    for (const Message& message : request.messages) {
+      if (message.role == "system") {
+        system += (system.empty() ? "" : kSystemSeparator) + message.content;
+      } else {
+        messages.push_back({{"role", message.role}, {"content", message.content}});
+      }
+    }
+    Json body = {{"model", model_},
+                 {"messages", std::move(messages)},
+                 {"max_tokens", request.max_tokens},
+                 {"temperature", request.temperature}};
+    if (!system.empty()) {
+      body["system"] = system;
+    }
+    HttpRequest http{
+        url_, {{"anthropic-version", kAnthropicVersion}, {"content-type", "application/json"}}, body.dump()};
+    if (!api_key_.empty()) {
+      http.headers.emplace_back("x-api-key", api_key_);
+    }
+    return http;
+  }
+
+  ParsedReply ParseReply(const std::string& body) const override {
+    const Json reply = Json::parse(body, nullptr, false);
+    if (reply.is_discarded() || !reply.is_object()) {
+      return {false, {}, 0, 0, "the reply is not a JSON object: " + ErrorBodySummary(body)};
+    }
+    const auto content = reply.find("content");
+    if (content == reply.end() || !content->is_array()) {
+      return {false, {}, 0, 0, "the reply has no content array: " + ErrorBodySummary(body)};
+    }
+    std::string text;
+    for (const Json& block : *content) {
+      if (block.is_object() && block.contains("type") && block["type"] == "text" && block.contains("text") &&
+          block["text"].is_string()) {
+        text += block["text"].get<std::string>();
+      }
+    }
+    const Json usage = reply.value("usage", Json::object());
+    return {true, std::move(text), TokenCount(usage, "input_tokens"), TokenCount(usage, "output_tokens"), {}};
+  }
+
+ private:
+  std::string url_;
+  std::string model_;
+  std::string api_key_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProviderAdapter> MakeAnthropicAdapter(const LlmConfig& config) {
+  return std::make_unique<AnthropicAdapter>(config);
+}
+
+}  // namespace egg::llm

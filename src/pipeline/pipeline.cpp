@@ -1,0 +1,336 @@
+#include "pipeline/pipeline.h"
+
+#include <algorithm>
+
+#include "common/fs.h"
+#include "common/hash.h"
+
+namespace egg::pipeline {
+namespace {
+
+constexpr size_t kIdHashChars = 12;
+
+std::string CandidateId(const std::string& source) { return "c" + Sha256Hex(source).substr(0, kIdHashChars); }
+
+std::string SummaryJson(const CandidateRecord& candidate) {
+  const auto& time = candidate.eval.time_ms.candidate;
+  Json summary = {{"id", candidate.id},
+                  {"status", harness::StatusName(candidate.eval.status)},
+                  {"median_ms", candidate.MedianMs()},
+                  {"timer", time ? time->timer : "none"},
+                  {"triton_launches", candidate.eval.triton_launches},
+                  {"max_abs_err", candidate.eval.max_abs_err}};
+  if (candidate.eval.speedup_vs_eager) {
+    summary["speedup_vs_eager"] = *candidate.eval.speedup_vs_eager;
+  }
+  return summary.dump();
+}
+
+double Noise(const harness::Stats& a, const harness::Stats& b) {
+  return std::max({a.p80 - a.p20, b.p80 - b.p20, kMinNoiseFraction * b.median});
+}
+
+Json DecisionJson(const DecisionRecord& decision) {
+  return Json{{"stage", decision.stage},
+              {"round", decision.round},
+              {"candidate_id", decision.candidate_id},
+              {"move", decision.move},
+              {"accepted", decision.accepted},
+              {"reason", decision.reason},
+              {"incumbent_ms", decision.incumbent_ms},
+              {"candidate_ms", decision.candidate_ms}};
+}
+
+}  // namespace
+
+std::optional<double> CandidateRecord::MedianMs() const {
+  if (!eval.correct || !eval.time_ms.candidate) {
+    return std::nullopt;
+  }
+  return eval.time_ms.candidate->median;
+}
+
+bool Accept(const CandidateRecord& candidate, const CandidateRecord* incumbent, std::string* reason) {
+  if (!candidate.eval.correct) {
+    *reason = "not correct: " + harness::StatusName(candidate.eval.status);
+    return false;
+  }
+  if (incumbent == nullptr) {
+    *reason = "first correct kernel";
+    return true;
+  }
+  const auto& mine = candidate.eval.time_ms.candidate;
+  const auto& theirs = incumbent->eval.time_ms.candidate;
+  if (!mine || !theirs) {
+    *reason = "not measured: no timing on this device, the incumbent stays";
+    return false;
+  }
+  const double noise = Noise(*mine, *theirs);
+  if (mine->median < theirs->median - noise) {
+    *reason = "faster: median " + std::to_string(mine->median) + " ms vs " + std::to_string(theirs->median) +
+              " ms (noise " + std::to_string(noise) + " ms)";
+    return true;
+  }
+  *reason = "not faster than the incumbent by more than the noise (" + std::to_string(mine->median) +
+            " ms vs " + std::to_string(theirs->median) + " ms, noise " + std::to_string(noise) + " ms)";
+  return false;
+}
+
+agents::StageContext Pipeline::Context(const StageSpec& spec, const StageRecord& record, int round) const {
+  agents::StageContext context;
+  context.stage = spec.name;
+  context.objective = spec.objective;
+  context.moves = spec.moves;
+  context.task_source = options_.task_source;
+  context.tol = options_.tol;
+  context.sm_count = sm_count_;
+  context.round = round;
+  if (incumbent_) {
+    context.incumbent_source = incumbent_->source;
+    context.incumbent_summary = SummaryJson(*incumbent_);
+  }
+  const size_t first =
+      record.candidates.size() > kHistoryLength ? record.candidates.size() - kHistoryLength : 0;
+  for (size_t i = first; i < record.candidates.size(); ++i) {
+    const CandidateRecord& attempt = record.candidates[i];
+    const bool accepted = std::any_of(record.decisions.begin(), record.decisions.end(), [&](const auto& d) {
+      return d.candidate_id == attempt.id && d.accepted;
+    });
+    context.history.push_back(
+        {attempt.id, attempt.move, harness::StatusName(attempt.eval.status), attempt.MedianMs(), accepted});
+  }
+  Json accepted = Json::array();
+  for (const DecisionRecord& decision : accepted_) {
+    accepted.push_back(DecisionJson(decision));
+  }
+  context.accepted_decisions = accepted.empty() ? "" : accepted.dump();
+  return context;
+}
+
+CandidateRecord Pipeline::Measure(const std::string& stage, const std::string& origin,
+                                  const std::string& parent_id, const std::string& source,
+                                  const std::string& description, const std::string& move) {
+  CandidateRecord candidate;
+  candidate.id = CandidateId(source);
+  tried_ids_.insert(candidate.id);
+  candidate.stage = stage;
+  candidate.origin = origin;
+  candidate.parent_id = parent_id;
+  candidate.source = source;
+  candidate.description = description;
+  candidate.move = move;
+  candidate.path = options_.run_dir + "/" + candidate.id + ".py";
+  WriteFileAtomic(candidate.path, source);
+  candidate.eval = evaluator_.Evaluate(candidate.path);
+  if (store_ != nullptr) {
+    store_->PutCandidate({options_.run_id + "/" + candidate.id, options_.run_id, stage, origin,
+                          parent_id.empty() ? "" : options_.run_id + "/" + parent_id, source, description,
+                          move, candidate.eval.key, harness::StatusName(candidate.eval.status),
+                          candidate.MedianMs()});
+  }
+  return candidate;
+}
+
+void Pipeline::NoteStop(agents::StopReason stop, const std::string& failure) {
+  if (stop != agents::StopReason::kNone && !Stopped()) {
+    stop_ = stop;
+    stop_failure_ = failure;
+  }
+}
+
+std::optional<CandidateRecord> Pipeline::Attempt(const agents::StageContext& context,
+                                                 const agents::CodeProposal& proposal, StageRecord* record) {
+  CandidateRecord candidate =
+      Measure(context.stage, "code", "", proposal.source, proposal.description, proposal.move);
+  record->candidates.push_back(candidate);
+  for (int attempt = 0; !candidate.eval.correct && attempt < options_.debug_attempts && !Stopped();
+       ++attempt) {
+    auto repair =
+        backend_.debug->Repair(context, candidate.source, harness::StatusName(candidate.eval.status),
+                               candidate.eval.reason, attempt);
+    NoteStop(repair.stop, repair.failure);
+    if (!repair.value) {
+      break;
+    }
+    candidate = Measure(context.stage, "debug", candidate.id, repair.value->source,
+                        "repair: " + repair.value->diagnosis, proposal.move);
+    record->candidates.push_back(candidate);
+  }
+  if (!candidate.eval.correct) {
+    return std::nullopt;
+  }
+  return candidate;
+}
+
+void Pipeline::Decide(StageRecord* record, int round, const CandidateRecord& candidate, bool keep_if_first) {
+  DecisionRecord decision;
+  decision.stage = record->spec.name;
+  decision.round = round;
+  decision.candidate_id = candidate.id;
+  decision.move = candidate.move.empty() ? candidate.description : candidate.move;
+  decision.candidate_ms = candidate.MedianMs();
+  decision.incumbent_ms = incumbent_ ? incumbent_->MedianMs() : std::nullopt;
+  const bool first = !incumbent_.has_value();
+  decision.accepted =
+      Accept(candidate, incumbent_ ? &*incumbent_ : nullptr, &decision.reason) && (keep_if_first || !first);
+  if (decision.accepted) {
+    incumbent_ = candidate;
+  }
+  record->decisions.push_back(decision);
+  if (store_ != nullptr) {
+    store_->PutDecision({options_.run_id, decision.stage, round, options_.run_id + "/" + candidate.id,
+                         decision.move, decision.accepted, decision.reason, decision.incumbent_ms,
+                         decision.candidate_ms});
+  }
+}
+
+bool Pipeline::IsDuplicate(StageRecord* record, int round, const agents::CodeProposal& proposal) {
+  const std::string id = CandidateId(proposal.source);
+  if (tried_ids_.count(id) == 0) {
+    return false;
+  }
+  DecisionRecord decision{record->spec.name, round, id, proposal.move, false,
+                          "duplicate: this run already evaluated the same source",
+                          incumbent_ ? incumbent_->MedianMs() : std::nullopt, std::nullopt};
+  record->decisions.push_back(decision);
+  if (store_ != nullptr) {
+    store_->PutDecision({options_.run_id, decision.stage, round, options_.run_id + "/" + id, decision.move, false,
+                         decision.reason, decision.incumbent_ms, std::nullopt});
+  }
+  return true;
+}
+
+void Pipeline::RunSeeds(StageRecord* record) {
+  record->rounds_run = 1;
+  for (int index = 0; index < options_.seeds && !Stopped(); ++index) {
+    const agents::StageContext context = Context(record->spec, *record, 0);
+    auto proposal = backend_.code->Propose(context, nullptr, index, options_.seeds);
+    NoteStop(proposal.stop, proposal.failure);
+    if (!proposal.value || IsDuplicate(record, 0, *proposal.value)) {
+      continue;
+    }
+    if (auto seed = Attempt(context, *proposal.value, record)) {
+      Decide(record, 0, *seed, /*keep_if_first=*/true);
+    }
+  }
+}
+
+bool Pipeline::RunRound(StageRecord* record, int round) {
+  agents::StageContext context = Context(record->spec, *record, round);
+  const std::string profile = evaluator_.Profile(incumbent_->path);
+  auto report = backend_.profile->Analyze(context, profile);
+  NoteStop(report.stop, report.failure);
+  if (report.value && report.value->near_roofline) {
+    record->stopped_because = "near the roofline: " + report.value->move;
+    return false;
+  }
+  bool accepted = false;
+  for (int index = 0; index < options_.candidates_per_round && !Stopped(); ++index) {
+    context = Context(record->spec, *record, round);
+    auto proposal = backend_.code->Propose(context, report.value ? &*report.value : nullptr, index,
+                                           options_.candidates_per_round);
+    NoteStop(proposal.stop, proposal.failure);
+    if (!proposal.value || IsDuplicate(record, round, *proposal.value)) {
+      continue;
+    }
+    auto candidate = Attempt(context, *proposal.value, record);
+    if (candidate) {
+      const size_t before = record->decisions.size();
+      Decide(record, round, *candidate, /*keep_if_first=*/false);
+      accepted = accepted || record->decisions[before].accepted;
+    } else {
+      const CandidateRecord& failed = record->candidates.back();
+      DecisionRecord decision{record->spec.name,
+                              round,
+                              failed.id,
+                              proposal.value->move,
+                              false,
+                              "not correct after repairs: " + harness::StatusName(failed.eval.status),
+                              incumbent_->MedianMs(),
+                              std::nullopt};
+      record->decisions.push_back(decision);
+      if (store_ != nullptr) {
+        store_->PutDecision({options_.run_id, decision.stage, round, options_.run_id + "/" + failed.id,
+                             decision.move, false, decision.reason, decision.incumbent_ms, std::nullopt});
+      }
+    }
+  }
+  return accepted;
+}
+
+void Pipeline::RunRefinement(StageRecord* record) {
+  int unpaid_rounds = 0;
+  for (int round = 0; round < record->spec.rounds && !Stopped(); ++round) {
+    record->rounds_run = round + 1;
+    const bool paid = RunRound(record, round);
+    if (!record->stopped_because.empty()) {
+      return;
+    }
+    unpaid_rounds = paid ? 0 : unpaid_rounds + 1;
+    if (unpaid_rounds >= kUnpaidRoundsToStop) {
+      record->stopped_because = "rounds stopped paying";
+      return;
+    }
+  }
+}
+
+void Pipeline::Finalize(StageRecord* record) {
+  if (record->stopped_because.empty()) {
+    record->stopped_because = Stopped() ? agents::StopReasonName(stop_) : "round budget used";
+  }
+  if (incumbent_) {
+    record->incumbent_id = incumbent_->id;
+    record->incumbent_ms = incumbent_->MedianMs();
+    record->incumbent_speedup_vs_eager = incumbent_->eval.speedup_vs_eager;
+  }
+  for (const DecisionRecord& decision : record->decisions) {
+    if (decision.accepted) {
+      accepted_.push_back(decision);
+    }
+  }
+}
+
+RunResult Pipeline::Run() {
+  CreateDirectories(options_.run_dir);
+  sm_count_ = evaluator_.SmCount();
+  RunResult result;
+  int seq = 0;
+  for (const StageSpec& spec : DefaultStages(options_.rounds)) {
+    StageRecord record;
+    record.spec = spec;
+    if (Stopped()) {
+      record.stopped_because = agents::StopReasonName(stop_);
+    } else if (spec.is_seed_stage) {
+      RunSeeds(&record);
+    } else if (!incumbent_) {
+      record.stopped_because = "no correct kernel to refine";
+    } else {
+      RunRefinement(&record);
+    }
+    Finalize(&record);
+    if (store_ != nullptr) {
+      Json outcome = {{"incumbent", record.incumbent_id},
+                      {"incumbent_ms", record.incumbent_ms},
+                      {"stopped_because", record.stopped_because},
+                      {"accepted", Json::array()}};
+      for (const auto& decision : record.decisions) {
+        if (decision.accepted) {
+          outcome["accepted"].push_back(DecisionJson(decision));
+        }
+      }
+      store_->PutStageOutcome(options_.run_id, spec.name, seq, outcome.dump());
+    }
+    ++seq;
+    result.stages.push_back(std::move(record));
+  }
+  result.stopped_because = agents::StopReasonName(stop_);
+  result.reason = stop_failure_;
+  result.final = incumbent_;
+  result.correct = incumbent_.has_value() && incumbent_->eval.correct;
+  if (!result.correct && result.reason.empty()) {
+    result.reason = "no candidate passed the harness";
+  }
+  return result;
+}
+
+}  // namespace egg::pipeline

@@ -1,0 +1,117 @@
+// The stage machine of `egg optimize` (docs/pipeline.md): seeds, then algorithmic refinement, then the three
+// hardware-tuning stages; in each, Profile -> Code -> harness -> Debug, with an acceptance rule that keeps
+// the incumbent unless a correct candidate beats it by more than the measured noise. Only the finalized
+// StageOutcome crosses a stage boundary. Knows nothing of LLMs or Triton syntax. Writes every candidate and
+// decision to the store as it happens.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agents/agents.h"
+#include "harness/eval_types.h"
+#include "pipeline/candidate_evaluator.h"
+#include "pipeline/stages.h"
+#include "store/store.h"
+
+namespace egg::pipeline {
+
+inline constexpr int kHistoryLength = 6;
+inline constexpr double kMinNoiseFraction = 0.01;
+inline constexpr int kUnpaidRoundsToStop = 2;
+
+struct PipelineOptions {
+  std::string run_id;
+  std::string run_dir;  // candidate files are written here
+  std::string task_source;
+  double tol = 1e-2;
+  int seeds = 3;
+  int rounds = 2;
+  int candidates_per_round = 2;
+  int debug_attempts = 2;
+};
+
+struct CandidateRecord {
+  std::string id;
+  std::string stage;
+  std::string origin;  // code | debug
+  std::string parent_id;
+  std::string source;
+  std::string description;
+  std::string move;
+  std::string path;
+  harness::EvalResult eval;
+  std::optional<double> MedianMs() const;
+};
+
+struct DecisionRecord {
+  std::string stage;
+  int round = 0;
+  std::string candidate_id;
+  std::string move;
+  bool accepted = false;
+  std::string reason;
+  std::optional<double> incumbent_ms;
+  std::optional<double> candidate_ms;
+};
+
+struct StageRecord {
+  StageSpec spec;
+  int rounds_run = 0;
+  std::string stopped_because;
+  std::string incumbent_id;
+  std::optional<double> incumbent_ms;
+  std::optional<double> incumbent_speedup_vs_eager;
+  std::vector<DecisionRecord> decisions;
+  std::vector<CandidateRecord> candidates;
+};
+
+struct RunResult {
+  bool correct = false;
+  std::string stopped_because = "completed";  // completed | budget_exhausted | llm_unavailable
+  std::string reason;
+  std::optional<CandidateRecord> final;
+  std::vector<StageRecord> stages;
+};
+
+// Acceptance: correct and median faster than the incumbent's by more than the noise. Sets *reason.
+bool Accept(const CandidateRecord& candidate, const CandidateRecord* incumbent, std::string* reason);
+
+class Pipeline {
+ public:
+  Pipeline(agents::Backend& backend, CandidateEvaluator& evaluator, store::Store* store,
+           PipelineOptions options)
+      : backend_(backend), evaluator_(evaluator), store_(store), options_(std::move(options)) {}
+  RunResult Run();
+
+ private:
+  agents::StageContext Context(const StageSpec& spec, const StageRecord& record, int round) const;
+  std::optional<CandidateRecord> Attempt(const agents::StageContext& context,
+                                         const agents::CodeProposal& proposal, StageRecord* record);
+  CandidateRecord Measure(const std::string& stage, const std::string& origin, const std::string& parent_id,
+                          const std::string& source, const std::string& description, const std::string& move);
+  void RunSeeds(StageRecord* record);
+  void RunRefinement(StageRecord* record);
+  bool RunRound(StageRecord* record, int round);
+  void Decide(StageRecord* record, int round, const CandidateRecord& candidate, bool keep_if_first);
+  bool Stopped() const { return stop_ != agents::StopReason::kNone; }
+  void NoteStop(agents::StopReason stop, const std::string& failure);
+  void Finalize(StageRecord* record);
+  // True (and a rejected decision recorded) when this run already evaluated the same source.
+  bool IsDuplicate(StageRecord* record, int round, const agents::CodeProposal& proposal);
+
+  agents::Backend& backend_;
+  CandidateEvaluator& evaluator_;
+  store::Store* store_;
+  PipelineOptions options_;
+  std::optional<CandidateRecord> incumbent_;
+  std::vector<DecisionRecord> accepted_;
+  std::set<std::string> tried_ids_;
+  agents::StopReason stop_ = agents::StopReason::kNone;
+  std::string stop_failure_;
+  int sm_count_ = 0;
+};
+
+}  // namespace egg::pipeline

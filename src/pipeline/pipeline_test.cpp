@@ -1,0 +1,241 @@
+#include "pipeline/pipeline.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <deque>
+#include <filesystem>
+#include <map>
+
+#include "common/fs.h"
+
+namespace egg::pipeline {
+namespace {
+
+// A candidate's source is "ModelNew <name>"; the fake evaluator looks the name up in a table of outcomes.
+struct Outcome {
+  harness::EvalStatus status = harness::EvalStatus::kOk;
+  double median_ms = 1.0;
+  double spread_ms = 0.0;
+};
+
+class FakeEvaluator : public CandidateEvaluator {
+ public:
+  harness::EvalResult Evaluate(const std::string& candidate_path) override {
+    const std::string source = ReadFile(candidate_path);
+    const std::string name = source.substr(source.find(' ') + 1);
+    ++evaluations[name];
+    const Outcome outcome = outcomes.count(name) ? outcomes[name] : Outcome{};
+    harness::EvalResult result;
+    result.status = outcome.status;
+    result.correct = outcome.status == harness::EvalStatus::kOk;
+    result.reason = result.correct ? "" : "planted failure";
+    if (result.correct) {
+      result.time_ms.candidate = harness::Stats{outcome.median_ms,
+                                                outcome.median_ms,
+                                                outcome.median_ms - outcome.spread_ms / 2,
+                                                outcome.median_ms + outcome.spread_ms / 2,
+                                                0,
+                                                5,
+                                                "fake"};
+    }
+    return result;
+  }
+  std::string Profile(const std::string&) override {
+    ++profiles;
+    return "{}";
+  }
+  int SmCount() override { return 132; }
+
+  std::map<std::string, Outcome> outcomes;
+  std::map<std::string, int> evaluations;
+  int profiles = 0;
+};
+
+class ScriptedCode : public agents::CodeAgent {
+ public:
+  agents::AgentResult<agents::CodeProposal> Propose(const agents::StageContext& context,
+                                                    const agents::ProfileReport*, int, int) override {
+    stages_seen.push_back(context.stage);
+    contexts.push_back(context);
+    std::deque<std::string>& queue = script.count(context.stage) ? script[context.stage] : script["*"];
+    if (queue.empty()) {
+      return {std::nullopt, "nothing scripted", agents::StopReason::kNone};
+    }
+    const std::string name = queue.front();
+    queue.pop_front();
+    if (name == "STOP") {
+      return {std::nullopt, "budget spent", agents::StopReason::kBudgetExhausted};
+    }
+    return {agents::CodeProposal{"ModelNew " + name, "desc " + name, "move " + name}, "",
+            agents::StopReason::kNone};
+  }
+  std::map<std::string, std::deque<std::string>> script;
+  std::vector<std::string> stages_seen;
+  std::vector<agents::StageContext> contexts;
+};
+
+class ScriptedProfile : public agents::ProfileAgent {
+ public:
+  agents::AgentResult<agents::ProfileReport> Analyze(const agents::StageContext&,
+                                                     const std::string&) override {
+    return {agents::ProfileReport{"memory", {"dram=90%"}, "bigger blocks", "", near_roofline}, "",
+            agents::StopReason::kNone};
+  }
+  bool near_roofline = false;
+};
+
+class ScriptedDebug : public agents::DebugAgent {
+ public:
+  agents::AgentResult<agents::DebugReport> Repair(const agents::StageContext&, const std::string& source,
+                                                  const std::string& status, const std::string&,
+                                                  int) override {
+    repaired.push_back(source + " [" + status + "]");
+    return {agents::DebugReport{"ModelNew fixed", "off by one"}, "", agents::StopReason::kNone};
+  }
+  std::vector<std::string> repaired;
+};
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto code = std::make_unique<ScriptedCode>();
+    auto profile = std::make_unique<ScriptedProfile>();
+    auto debug = std::make_unique<ScriptedDebug>();
+    code_ = code.get();
+    profile_ = profile.get();
+    debug_ = debug.get();
+    backend_.code = std::move(code);
+    backend_.profile = std::move(profile);
+    backend_.debug = std::move(debug);
+    options_.run_id = "run";
+    options_.run_dir =
+        (std::filesystem::temp_directory_path() / ("egg-pipeline-" + std::to_string(getpid()))).string();
+    options_.seeds = 2;
+    options_.rounds = 2;
+    options_.candidates_per_round = 1;
+  }
+  void TearDown() override { std::filesystem::remove_all(options_.run_dir); }
+  RunResult Run() { return Pipeline(backend_, evaluator_, nullptr, options_).Run(); }
+
+  agents::Backend backend_;
+  ScriptedCode* code_ = nullptr;
+  ScriptedProfile* profile_ = nullptr;
+  ScriptedDebug* debug_ = nullptr;
+  FakeEvaluator evaluator_;
+  PipelineOptions options_;
+};
+
+TEST_F(PipelineTest, RunsAllFiveStagesInOrderAndKeepsTheFastestSeed) {
+  code_->script["stage1.seeds"] = {"slow_seed", "fast_seed"};
+  evaluator_.outcomes = {{"slow_seed", {harness::EvalStatus::kOk, 4.0}},
+                         {"fast_seed", {harness::EvalStatus::kOk, 2.0}}};
+  const RunResult result = Run();
+  ASSERT_EQ(result.stages.size(), 5U);
+  const std::vector<std::string> names = {"stage1.seeds", "stage1.algorithm", "stage2.mapping",
+                                          "stage2.tiling", "stage2.memory"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(result.stages[i].spec.name, names[i]);
+  }
+  ASSERT_TRUE(result.correct);
+  EXPECT_EQ(result.final->source, "ModelNew fast_seed");
+  EXPECT_EQ(result.stages[0].incumbent_ms, 2.0);
+}
+
+TEST_F(PipelineTest, AcceptsOnlyWhatBeatsTheNoiseAndReverts) {
+  code_->script["stage1.seeds"] = {"seed", "seed2"};
+  code_->script["stage1.algorithm"] = {"within_noise", "clearly_faster"};
+  evaluator_.outcomes = {{"seed", {harness::EvalStatus::kOk, 10.0, 1.0}},
+                         {"seed2", {harness::EvalStatus::kOk, 12.0}},
+                         {"within_noise", {harness::EvalStatus::kOk, 9.5}},
+                         {"clearly_faster", {harness::EvalStatus::kOk, 5.0}}};
+  const RunResult result = Run();
+  const StageRecord& algorithm = result.stages[1];
+  ASSERT_EQ(algorithm.decisions.size(), 2U);
+  EXPECT_FALSE(algorithm.decisions[0].accepted) << algorithm.decisions[0].reason;
+  EXPECT_TRUE(algorithm.decisions[1].accepted) << algorithm.decisions[1].reason;
+  EXPECT_EQ(result.final->source, "ModelNew clearly_faster");
+  EXPECT_EQ(algorithm.stopped_because, "round budget used");
+}
+
+TEST_F(PipelineTest, FailedCandidatesGoToDebugAndTheRepairIsMeasured) {
+  code_->script["stage1.seeds"] = {"broken"};
+  evaluator_.outcomes = {{"broken", {harness::EvalStatus::kCompileError}},
+                         {"fixed", {harness::EvalStatus::kOk, 3.0}}};
+  options_.seeds = 1;
+  const RunResult result = Run();
+  ASSERT_EQ(debug_->repaired.size(), 1U);
+  EXPECT_EQ(debug_->repaired[0], "ModelNew broken [compile_error]");
+  const auto& seeds = result.stages[0].candidates;
+  ASSERT_EQ(seeds.size(), 2U);
+  EXPECT_EQ(seeds[1].origin, "debug");
+  EXPECT_EQ(seeds[1].parent_id, seeds[0].id);
+  EXPECT_TRUE(result.correct);
+}
+
+TEST_F(PipelineTest, StopsCleanlyWhenTheBudgetIsSpent) {
+  code_->script["stage1.seeds"] = {"seed", "STOP"};
+  const RunResult result = Run();
+  EXPECT_EQ(result.stopped_because, "budget_exhausted");
+  EXPECT_TRUE(result.correct) << "the seed found before the budget ran out is kept";
+  for (size_t i = 1; i < result.stages.size(); ++i) {
+    EXPECT_EQ(result.stages[i].stopped_because, "budget_exhausted");
+    EXPECT_TRUE(result.stages[i].candidates.empty());
+  }
+}
+
+TEST_F(PipelineTest, StageStopsWhenRoundsStopPayingOrAtTheRoofline) {
+  code_->script["stage1.seeds"] = {"seed"};
+  code_->script["*"] = {"worse1", "worse2", "worse3", "worse4", "worse5", "worse6", "worse7", "worse8"};
+  evaluator_.outcomes = {{"seed", {harness::EvalStatus::kOk, 1.0}}};
+  for (int i = 1; i <= 8; ++i) {
+    evaluator_.outcomes["worse" + std::to_string(i)] = {harness::EvalStatus::kOk, 2.0};
+  }
+  options_.seeds = 1;
+  const RunResult result = Run();
+  EXPECT_EQ(result.stages[1].stopped_because, "rounds stopped paying");
+  EXPECT_EQ(result.stages[1].rounds_run, 2);
+  profile_->near_roofline = true;
+  code_->script["stage1.seeds"] = {"seed"};
+  const RunResult at_roof = Run();
+  EXPECT_NE(at_roof.stages[1].stopped_because.find("near the roofline"), std::string::npos);
+  EXPECT_EQ(at_roof.stages[1].candidates.size(), 0U);
+}
+
+TEST_F(PipelineTest, OnlyFinalizedDecisionsCrossStagesAndDuplicatesAreNotReevaluated) {
+  code_->script["stage1.seeds"] = {"seed", "seed"};
+  code_->script["stage1.algorithm"] = {"loser", "winner"};
+  evaluator_.outcomes = {{"seed", {harness::EvalStatus::kOk, 10.0}},
+                         {"loser", {harness::EvalStatus::kOk, 20.0}},
+                         {"winner", {harness::EvalStatus::kOk, 5.0}}};
+  Run();
+  EXPECT_EQ(evaluator_.evaluations["seed"], 1) << "a duplicate proposal is not evaluated again";
+  const agents::StageContext* mapping = nullptr;
+  for (const auto& context : code_->contexts) {
+    if (context.stage == "stage2.mapping") {
+      mapping = &context;
+      break;
+    }
+  }
+  ASSERT_NE(mapping, nullptr);
+  EXPECT_TRUE(mapping->history.empty()) << "exploration of earlier stages is dropped";
+  EXPECT_NE(mapping->accepted_decisions.find("move winner"), std::string::npos);
+  EXPECT_EQ(mapping->accepted_decisions.find("move loser"), std::string::npos);
+  EXPECT_EQ(mapping->incumbent_source, "ModelNew winner");
+}
+
+TEST(AcceptTest, NeedsCorrectnessAndTimings) {
+  CandidateRecord wrong;
+  wrong.eval.status = harness::EvalStatus::kMismatch;
+  std::string reason;
+  EXPECT_FALSE(Accept(wrong, nullptr, &reason));
+  CandidateRecord untimed;
+  untimed.eval.status = harness::EvalStatus::kOk;
+  untimed.eval.correct = true;
+  EXPECT_TRUE(Accept(untimed, nullptr, &reason));
+  EXPECT_FALSE(Accept(untimed, &untimed, &reason));
+  EXPECT_NE(reason.find("not measured"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace egg::pipeline

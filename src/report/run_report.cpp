@@ -1,0 +1,118 @@
+#include "report/run_report.h"
+
+#include <fmt/format.h>
+
+namespace egg::report {
+namespace {
+
+Json CandidateJson(const pipeline::CandidateRecord& candidate) {
+  return Json{{"id", candidate.id},
+              {"status", harness::StatusName(candidate.eval.status)},
+              {"origin", candidate.origin},
+              {"parent_id", candidate.parent_id},
+              {"move", candidate.move},
+              {"description", candidate.description},
+              {"median_ms", candidate.MedianMs()},
+              {"reason", candidate.eval.reason}};
+}
+
+Json StageJson(const pipeline::StageRecord& stage) {
+  Json decisions = Json::array();
+  for (const auto& decision : stage.decisions) {
+    decisions.push_back({{"round", decision.round},
+                         {"candidate_id", decision.candidate_id},
+                         {"move", decision.move},
+                         {"accepted", decision.accepted},
+                         {"reason", decision.reason},
+                         {"incumbent_ms", decision.incumbent_ms},
+                         {"candidate_ms", decision.candidate_ms}});
+  }
+  Json candidates = Json::array();
+  for (const auto& candidate : stage.candidates) {
+    candidates.push_back(CandidateJson(candidate));
+  }
+  return Json{{"stage", stage.spec.name},
+              {"objective", stage.spec.objective},
+              {"moves", stage.spec.moves},
+              {"rounds", stage.rounds_run},
+              {"stopped_because", stage.stopped_because},
+              {"incumbent_candidate_id", stage.incumbent_id},
+              {"incumbent_ms", stage.incumbent_ms},
+              {"speedup_vs_eager", stage.incumbent_speedup_vs_eager},
+              {"decisions", decisions},
+              {"candidates", candidates}};
+}
+
+std::string Ms(const Json& value) {
+  return value.is_number() ? fmt::format("{:.4f} ms", value.get<double>()) : "-";
+}
+
+}  // namespace
+
+Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
+                    const harness::EvalResult* final_eval) {
+  Json stages = Json::array();
+  for (const auto& stage : result.stages) {
+    stages.push_back(StageJson(stage));
+  }
+  const bool correct = final_eval != nullptr && final_eval->correct;
+  std::string timer = "none";
+  if (final_eval != nullptr && final_eval->time_ms.candidate) {
+    timer = final_eval->time_ms.candidate->timer;
+  }
+  return Json{
+      {"run_id", meta.run_id},
+      {"task", meta.task},
+      {"task_hash", meta.task_hash},
+      {"backend", meta.backend},
+      {"device", meta.device},
+      {"model", meta.model},
+      {"status", correct ? "ok" : "failed"},
+      {"stopped_because", result.stopped_because},
+      {"reason", correct ? "" : result.reason},
+      {"timer", timer},
+      {"timer_note", timer == "cpu-interpreter-wall"
+                         ? "interpreter wall-clock times decide acceptance only; not performance figures"
+                         : ""},
+      {"final_candidate_id", result.final ? result.final->id : ""},
+      {"final", final_eval != nullptr ? Json(*final_eval) : Json()},
+      {"stages", stages},
+      {"llm", meta.llm},
+      {"options", meta.options}};
+}
+
+std::string TrajectoryMarkdown(const Json& report) {
+  std::string out = fmt::format("# egg optimize: {}\n\nrun {} · backend {} · device {} · status {} ({})\n",
+                                report.value("task", ""), report.value("run_id", ""),
+                                report.value("backend", ""), report.value("device", ""),
+                                report.value("status", ""), report.value("stopped_because", ""));
+  if (const std::string note = report.value("timer_note", ""); !note.empty()) {
+    out += "\nTimer: " + report.value("timer", "") + " (" + note + ")\n";
+  }
+  for (const Json& stage : report.value("stages", Json::array())) {
+    out += fmt::format("\n## {} — {}\nrounds {}, stopped: {}, incumbent {} at {}\n", stage.value("stage", ""),
+                       stage.value("objective", ""), stage.value("rounds", 0),
+                       stage.value("stopped_because", ""), stage.value("incumbent_candidate_id", ""),
+                       Ms(stage.value("incumbent_ms", Json())));
+    for (const Json& candidate : stage.value("candidates", Json::array())) {
+      out += fmt::format(
+          "- candidate {} ({}{}): {} {}\n", candidate.value("id", ""), candidate.value("origin", ""),
+          candidate.value("parent_id", "").empty() ? "" : " of " + candidate.value("parent_id", ""),
+          candidate.value("status", ""), Ms(candidate.value("median_ms", Json())));
+    }
+    for (const Json& decision : stage.value("decisions", Json::array())) {
+      out += fmt::format("- {} {} [{}]: {}\n", decision.value("accepted", false) ? "ACCEPTED" : "rejected",
+                         decision.value("candidate_id", ""), decision.value("move", ""),
+                         decision.value("reason", ""));
+    }
+  }
+  const Json llm = report.value("llm", Json::object());
+  if (llm.is_object() && !llm.empty()) {
+    out +=
+        fmt::format("\nLLM: {} calls, {} input + {} output tokens, ${:.4f}\n", llm.value("calls", 0),
+                    llm.value("input_tokens", 0), llm.value("output_tokens", 0), llm.value("cost_usd", 0.0));
+  }
+  return out;
+}
+
+}  // namespace egg::report

@@ -1,0 +1,27 @@
+// report.json and trajectory.md of an `egg optimize` run (docs/pipeline.md), built from the pipeline's
+// RunResult; `egg show` renders the stored report.json with the same TrajectoryMarkdown.
+#pragma once
+
+#include <string>
+
+#include "common/json.h"
+#include "pipeline/pipeline.h"
+
+namespace egg::report {
+
+struct RunMeta {
+  std::string run_id;
+  std::string task;
+  std::string task_hash;
+  std::string backend;
+  std::string device;
+  std::string model;
+  Json llm;  // {calls, input_tokens, output_tokens, cost_usd, max_prompt_chars}
+  Json options;
+};
+
+Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
+                    const harness::EvalResult* final_eval);
+std::string TrajectoryMarkdown(const Json& report);
+
+}  // namespace egg::report
