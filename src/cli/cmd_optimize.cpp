@@ -178,6 +178,7 @@ int RunOptimize(OptimizeArgs& args, const GlobalOptions& globals) {
 CommandRunner RegisterOptimize(CLI::App& app, const GlobalOptions& globals) {
   auto args = std::make_shared<OptimizeArgs>();
   CLI::App* command = app.add_subcommand("optimize", "Search for fast, verified Triton kernels for a task");
+  command->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   command->add_option("task", args->task, "KernelBench-format task")->required();
   command->add_option("--backend", args->backend, "expert, llm or hybrid")
       ->check(CLI::IsMember({"expert", "llm", "hybrid"}))

@@ -1,12 +1,13 @@
 // LoadLlmConfig: defaults < TOML file ([llm], [budget]) < environment < overrides, validated.
 #define TOML_HEADER_ONLY 1
+#include <toml++/toml.h>
+
 #include <array>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <limits>
 #include <string_view>
-#include <toml++/toml.h>
 
 #include "common/environment.h"
 #include "common/error.h"

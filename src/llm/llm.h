@@ -102,6 +102,7 @@ struct CallRecord {
   int64_t prompt_chars = 0;
   int64_t reply_chars = 0;
 };
+// Called from whichever thread ran Complete(): must be thread-safe when the client is shared.
 using CallRecorder = std::function<void(const CallRecord&)>;
 
 class LlmClient {

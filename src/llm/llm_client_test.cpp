@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <thread>
 
 #include "common/json.h"
@@ -36,13 +37,19 @@ class LlmClientTest : public ::testing::Test {
   }
   std::unique_ptr<LlmClient> Client() {
     return MakeLlmClient(
-        config_, [this](const CallRecord& record) { records_.push_back(record); }, transport_, clock_);
+        config_,
+        [this](const CallRecord& record) {
+          std::lock_guard lock(records_mutex_);  // the recorder is called from every calling thread
+          records_.push_back(record);
+        },
+        transport_, clock_);
   }
   static ChatRequest Request(const std::string& purpose = "unit") {
     return ChatRequest{{{"system", "sys"}, {"user", "write a kernel"}}, purpose};
   }
 
   LlmConfig config_;
+  std::mutex records_mutex_;
   std::shared_ptr<FakeTransport> transport_ = std::make_shared<FakeTransport>();
   FakeClock clock_;
   std::vector<CallRecord> records_;

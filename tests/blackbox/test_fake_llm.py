@@ -1,4 +1,5 @@
 """Tests of the fake LLM server itself (fake_llm.py), through urllib, for both protocols."""
+import http.client
 import json
 import socket
 import subprocess
@@ -153,14 +154,9 @@ def test_hang_answers_nothing_within_its_time():
 
 def test_short_hang_closes_without_a_reply():
     with FakeLlm("anthropic", Scenario({"code:*": [hang(0.5)]})) as server:
-        with pytest.raises((urllib.error.URLError, ConnectionError, http_client_errors())):
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
             post(server, "code", "stage1.seeds", timeout_s=10)
         assert "class ModelNew" in reply_text("anthropic", post(server, "code", "stage1.seeds"))
-
-
-def http_client_errors():
-    import http.client
-    return http.client.HTTPException
 
 
 def test_wait_for_returns_none_after_timeout():
