@@ -30,6 +30,7 @@ struct StageContext {
   double tol = 1e-2;
   int sm_count = 0;
   int round = 0;
+  bool refining_seed = false;  // stage1.seeds: briefly refine the seed given as the incumbent
 };
 
 enum class StopReason { kNone, kBudgetExhausted, kLlmUnavailable };

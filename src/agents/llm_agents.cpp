@@ -168,14 +168,14 @@ class LlmCodeAgent : public CodeAgent {
     const std::string system = prompts::Render(
         prompts::File("code/common.md"),
         {{"stage", context.stage}, {"tol", Json(context.tol).dump()}, {"knowledge", Knowledge()}});
-    const std::string instructions =
-        prompts::Render(prompts::File("code/" + context.stage + ".md"),
-                        {{"index", std::to_string(index + 1)},
-                         {"count", std::to_string(count)},
-                         {"moves", context.moves},
-                         {"sm_count", std::to_string(context.sm_count)},
-                         {"proposal", proposal ? ToJson(*proposal).dump() : "none"},
-                         {"history", HistoryJson(context)}});
+    const std::string instructions = prompts::Render(
+        prompts::File("code/" + context.stage + (context.refining_seed ? ".refine" : "") + ".md"),
+        {{"index", std::to_string(index + 1)},
+         {"count", std::to_string(count)},
+         {"moves", context.moves},
+         {"sm_count", std::to_string(context.sm_count)},
+         {"proposal", proposal ? ToJson(*proposal).dump() : "none"},
+         {"history", HistoryJson(context)}});
     const std::string user = prompts::Render(
         prompts::File("code/user.md"),
         {{"stage_instructions", instructions},

@@ -189,13 +189,18 @@ bool Pipeline::IsDuplicate(StageRecord* record, int round, const agents::CodePro
   if (tried_ids_.count(id) == 0) {
     return false;
   }
-  DecisionRecord decision{record->spec.name, round, id, proposal.move, false,
+  DecisionRecord decision{record->spec.name,
+                          round,
+                          id,
+                          proposal.move,
+                          false,
                           "duplicate: this run already evaluated the same source",
-                          incumbent_ ? incumbent_->MedianMs() : std::nullopt, std::nullopt};
+                          incumbent_ ? incumbent_->MedianMs() : std::nullopt,
+                          std::nullopt};
   record->decisions.push_back(decision);
   if (store_ != nullptr) {
-    store_->PutDecision({options_.run_id, decision.stage, round, options_.run_id + "/" + id, decision.move, false,
-                         decision.reason, decision.incumbent_ms, std::nullopt});
+    store_->PutDecision({options_.run_id, decision.stage, round, options_.run_id + "/" + id, decision.move,
+                         false, decision.reason, decision.incumbent_ms, std::nullopt});
   }
   return true;
 }
@@ -211,7 +216,26 @@ void Pipeline::RunSeeds(StageRecord* record) {
     }
     if (auto seed = Attempt(context, *proposal.value, record)) {
       Decide(record, 0, *seed, /*keep_if_first=*/true);
+      RefineSeed(record, *seed, index);
     }
+  }
+}
+
+void Pipeline::RefineSeed(StageRecord* record, const CandidateRecord& seed, int index) {
+  if (Stopped()) {
+    return;
+  }
+  agents::StageContext context = Context(record->spec, *record, 0);
+  context.refining_seed = true;
+  context.incumbent_source = seed.source;
+  context.incumbent_summary = SummaryJson(seed);
+  auto proposal = backend_.code->Propose(context, nullptr, index, options_.seeds);
+  NoteStop(proposal.stop, proposal.failure);
+  if (!proposal.value || IsDuplicate(record, 0, *proposal.value)) {
+    return;
+  }
+  if (auto refined = Attempt(context, *proposal.value, record)) {
+    Decide(record, 0, *refined, /*keep_if_first=*/true);
   }
 }
 

@@ -93,6 +93,8 @@ class Pipeline {
   CandidateRecord Measure(const std::string& stage, const std::string& origin, const std::string& parent_id,
                           const std::string& source, const std::string& description, const std::string& move);
   void RunSeeds(StageRecord* record);
+  // One brief refinement of a correct seed; it competes for the incumbent like any seed.
+  void RefineSeed(StageRecord* record, const CandidateRecord& seed, int index);
   void RunRefinement(StageRecord* record);
   bool RunRound(StageRecord* record, int round);
   void Decide(StageRecord* record, int round, const CandidateRecord& candidate, bool keep_if_first);

@@ -224,6 +224,20 @@ TEST_F(PipelineTest, OnlyFinalizedDecisionsCrossStagesAndDuplicatesAreNotReevalu
   EXPECT_EQ(mapping->incumbent_source, "ModelNew winner");
 }
 
+TEST_F(PipelineTest, EachCorrectSeedIsBrieflyRefined) {
+  code_->script["stage1.seeds"] = {"seed", "refined_seed"};
+  evaluator_.outcomes = {{"seed", {harness::EvalStatus::kOk, 4.0}},
+                         {"refined_seed", {harness::EvalStatus::kOk, 2.0}}};
+  options_.seeds = 1;
+  const RunResult result = Run();
+  ASSERT_GE(code_->contexts.size(), 2U);
+  EXPECT_FALSE(code_->contexts[0].refining_seed);
+  EXPECT_TRUE(code_->contexts[1].refining_seed);
+  EXPECT_EQ(code_->contexts[1].incumbent_source, "ModelNew seed");
+  EXPECT_EQ(result.stages[0].incumbent_ms, 2.0);
+  EXPECT_EQ(result.final->source.substr(0, 22), "ModelNew refined_seed") << "the faster refinement is kept";
+}
+
 TEST(AcceptTest, NeedsCorrectnessAndTimings) {
   CandidateRecord wrong;
   wrong.eval.status = harness::EvalStatus::kMismatch;
