@@ -7,7 +7,7 @@ cd "$root"
 
 apt_packages=(build-essential cmake ninja-build pkg-config libcurl4-openssl-dev nlohmann-json3-dev
               libsqlite3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libssl-dev libtomlplusplus-dev
-              python3-venv)
+              libkainjow-mustache-dev python3-venv)
 missing=()
 for package in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

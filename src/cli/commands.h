@@ -14,5 +14,6 @@ CommandRunner RegisterEval(CLI::App& app, const GlobalOptions& globals);
 CommandRunner RegisterProfile(CLI::App& app, const GlobalOptions& globals);
 CommandRunner RegisterOptimize(CLI::App& app, const GlobalOptions& globals);
 CommandRunner RegisterShow(CLI::App& app, const GlobalOptions& globals);
+CommandRunner RegisterCompile(CLI::App& app, const GlobalOptions& globals);
 
 }  // namespace egg::cli

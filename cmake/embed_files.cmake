@@ -1,0 +1,20 @@
+# Writes OUTPUT: a C++ file defining NAMESPACE::EmbeddedFiles() (declared in HEADER), the contents of every
+# file under DIR matching PATTERN keyed by its path relative to DIR. Run at build time (add_custom_command),
+# so prompts and kernel templates stay files in the repository.
+file(GLOB_RECURSE embedded_files RELATIVE "${DIR}" "${DIR}/${PATTERN}")
+list(SORT embedded_files)
+set(body "// Generated from ${DIR} by cmake/embed_files.cmake. Do not edit.\n")
+string(APPEND body "#include \"${HEADER}\"\n\nnamespace ${NAMESPACE} {\n\n")
+string(APPEND body "const std::map<std::string, std::string_view>& EmbeddedFiles() {\n")
+string(APPEND body "  static const std::map<std::string, std::string_view> files = {\n")
+foreach(name IN LISTS embedded_files)
+  file(READ "${DIR}/${name}" contents)
+  string(FIND "${contents}" ")EGG_EMBED\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${name} contains the embedding delimiter")
+  endif()
+  string(APPEND body "      {\"${name}\", R\"EGG_EMBED(${contents})EGG_EMBED\"},\n")
+endforeach()
+string(APPEND body "  };\n  return files;\n}\n\n}  // namespace ${NAMESPACE}\n")
+file(WRITE "${OUTPUT}.tmp" "${body}")
+file(COPY_FILE "${OUTPUT}.tmp" "${OUTPUT}" ONLY_IF_DIFFERENT)

@@ -1,0 +1,209 @@
+"""The `capture` op: a task's forward as an ATen-level graph, written as egg's JSON IR (docs/expert.md).
+
+`handle_capture(request)` builds the reference model the harness way (seeded, on the device, eval mode), makes
+trial-0 inputs, exports the forward with torch.export (non-strict), decomposes it with egg's table (core ATen
+plus the normalisations, softmaxes and losses down to pointwise ops and reductions) and returns
+{"status": "ok", "graph": IR} or {"status": "unsupported", "reason": one line}. A bad task raises
+loader.TaskError. No tensor data crosses the protocol except small lifted constants.
+"""
+
+import math
+import operator
+
+import torch
+
+from egg_worker import loader
+
+IR_FORMAT = "egg-graph"
+IR_VERSION = 1
+MAX_CONSTANT_ELEMENTS = 4096
+
+_aten = torch.ops.aten
+
+
+def _extra_decompositions() -> list:
+    names = ["_softmax", "_log_softmax", "_native_batch_norm_legit_no_training", "_native_batch_norm_legit",
+             "_native_batch_norm_legit_functional", "native_batch_norm", "native_group_norm", "native_layer_norm",
+             "mse_loss", "huber_loss", "smooth_l1_loss", "nll_loss_forward", "nll_loss2d_forward", "kl_div",
+             "binary_cross_entropy", "hardsigmoid", "hardswish", "mish", "silu", "softplus", "logsumexp", "norm",
+             "linalg_vector_norm", "gelu", "elu", "leaky_relu", "hardtanh", "var_mean", "var", "std", "celu",
+             "selu", "softshrink", "hardshrink", "threshold", "glu", "log_sigmoid_forward", "rms_norm",
+             "_adaptive_avg_pool2d", "adaptive_avg_pool1d", "frobenius_norm", "cosine_similarity",
+             "pairwise_distance", "margin_ranking_loss", "soft_margin_loss", "smooth_l1_loss", "addcmul",
+             "addcdiv", "lerp", "instance_norm", "group_norm", "layer_norm", "batch_norm"]
+    ops = []
+    for name in names:
+        packet = getattr(_aten, name, None)
+        if packet is not None:
+            ops.append(packet)
+    return ops
+
+
+def decomposition_table() -> dict:
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions(_extra_decompositions()))
+    return table
+
+
+DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
+               torch.float64: "float64", torch.int64: "int64", torch.int32: "int32", torch.int16: "int16",
+               torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool"}
+
+
+def dtype_name(dtype) -> str:
+    return DTYPE_NAMES.get(dtype, str(dtype).replace("torch.", ""))
+
+
+def tensor_meta(value) -> dict:
+    return {"shape": [int(s) for s in value.shape], "stride": [int(s) for s in value.stride()],
+            "offset": int(value.storage_offset()), "dtype": dtype_name(value.dtype)}
+
+
+def value_meta(value):
+    if isinstance(value, torch.Tensor):
+        return tensor_meta(value)
+    if isinstance(value, (tuple, list)):
+        return [value_meta(item) for item in value]
+    return None
+
+
+def encode_arg(value):
+    """One argument of a node, as JSON (docs/expert.md: ARG)."""
+    if isinstance(value, torch.fx.Node):
+        return {"node": value.name}
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return {"float": "nan"}
+        if math.isinf(value):
+            return {"float": "inf" if value > 0 else "-inf"}
+        return float(value)
+    if isinstance(value, (tuple, list)):
+        return [encode_arg(item) for item in value]
+    if isinstance(value, torch.dtype):
+        return {"dtype": dtype_name(value)}
+    if isinstance(value, torch.device):
+        return {"device": value.type}
+    if isinstance(value, torch.layout):
+        return {"layout": str(value).replace("torch.", "")}
+    if isinstance(value, torch.memory_format):
+        return {"memory_format": str(value).replace("torch.", "")}
+    return {"repr": repr(value)}
+
+
+def op_name(target) -> str:
+    if target is operator.getitem:
+        return "getitem"
+    if isinstance(target, torch._ops.OpOverload):
+        namespace = target.namespace
+        return f"{namespace}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
+    return getattr(target, "__name__", repr(target))
+
+
+def _constant_entry(name: str, target: str, value) -> dict:
+    entry = {"name": name, "kind": "constant", "target": target, "meta": tensor_meta(value)}
+    if value.numel() <= MAX_CONSTANT_ELEMENTS:
+        entry["values"] = value.detach().cpu().reshape(-1).tolist()
+    return entry
+
+
+def graph_ir(exported, inputs: list) -> dict:
+    """The JSON IR of a decomposed ExportedProgram whose user inputs are `inputs` (positional)."""
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    signature = exported.graph_signature
+    kinds = {spec.arg.name: spec for spec in signature.input_specs}
+    state_dict = exported.state_dict
+    ir = {"format": IR_FORMAT, "version": IR_VERSION, "torch": torch.__version__, "mode": "eval",
+          "inputs": [], "state": [], "nodes": [], "outputs": [], "mutations": []}
+    position = 0
+    for node in exported.graph.nodes:
+        if node.op == "placeholder":
+            spec = kinds[node.name]
+            value = node.meta.get("val")
+            if spec.kind == InputKind.USER_INPUT:
+                entry = {"name": node.name, "position": position}
+                actual = inputs[position] if position < len(inputs) else None
+                if isinstance(value, torch.Tensor):
+                    entry.update(kind="tensor", meta=tensor_meta(value))
+                else:
+                    entry.update(kind="scalar", value=encode_arg(actual if value is None else value))
+                ir["inputs"].append(entry)
+                position += 1
+            elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+                kind = "parameter" if spec.kind == InputKind.PARAMETER else "buffer"
+                ir["state"].append({"name": node.name, "kind": kind, "target": spec.target,
+                                    "meta": tensor_meta(value),
+                                    "persistent": bool(getattr(spec, "persistent", True))})
+            elif spec.kind in (InputKind.CONSTANT_TENSOR,):
+                constant = exported.constants.get(spec.target, state_dict.get(spec.target))
+                ir["state"].append(_constant_entry(node.name, spec.target,
+                                                   constant if constant is not None else value))
+            else:
+                raise NotImplementedError(f"input kind {spec.kind.name} of {node.name}")
+        elif node.op == "call_function":
+            ir["nodes"].append({"name": node.name, "op": op_name(node.target),
+                                "args": [encode_arg(arg) for arg in node.args],
+                                "kwargs": {key: encode_arg(arg) for key, arg in node.kwargs.items()},
+                                "meta": value_meta(node.meta.get("val"))})
+        elif node.op == "output":
+            results = node.args[0]
+            for spec, result in zip(signature.output_specs, results):
+                if spec.kind == OutputKind.USER_OUTPUT:
+                    ir["outputs"].append(encode_arg(result))
+                elif spec.kind == OutputKind.BUFFER_MUTATION:
+                    ir["mutations"].append({"target": spec.target, "value": encode_arg(result)})
+                else:
+                    raise NotImplementedError(f"output kind {spec.kind.name}")
+        elif node.op == "get_attr":
+            raise NotImplementedError(f"get_attr {node.target}")
+    return ir
+
+
+def _returns_kind(reference_output) -> str:
+    if isinstance(reference_output, torch.Tensor):
+        return "tensor"
+    if isinstance(reference_output, tuple):
+        return "tuple"
+    if isinstance(reference_output, list):
+        return "list"
+    return type(reference_output).__name__
+
+
+def capture(model, inputs: list) -> dict:
+    """Export and decompose `model` on `inputs`; the IR, with `returns` saying how the forward packs outputs."""
+    with torch.no_grad():
+        exported = torch.export.export(model, tuple(inputs), strict=False)
+        reference_output = model(*inputs)
+    exported = exported.run_decompositions(decomposition_table())
+    ir = graph_ir(exported, inputs)
+    ir["returns"] = _returns_kind(reference_output)
+    return ir
+
+
+def handle_capture(request: dict) -> dict:
+    task = loader.load_task(_field(request, "task"))
+    device = loader.resolve_device(request.get("device"))
+    init_seed = int(request.get("init_seed", 42))
+    seed = int(request.get("seed", 42))
+    model = loader.build_model(task.Model, task, device, init_seed)
+    inputs = loader.make_inputs(task, seed, device)
+    try:
+        ir = capture(model, inputs)
+    except Exception as error:
+        return {"status": "unsupported", "reason": f"capture failed: {loader.one_line(error)}"}
+    ir["task"] = task.path
+    ir["device"] = device.type
+    return {"status": "ok", "graph": ir}
+
+
+def _field(request: dict, name: str):
+    value = request.get(name)
+    if not isinstance(value, str) or not value:
+        raise loader.RequestError(f"capture needs a string field {name!r}")
+    return value

@@ -1,0 +1,90 @@
+// `egg compile TASK.py`: the expert backend's compiler alone: capture, plan, generate one candidate file for a
+// seed design (no search, no evaluation). Exit 0 when a candidate was written, 1 when none could be made.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <memory>
+
+#include "cli/commands.h"
+#include "common/error.h"
+#include "common/fs.h"
+#include "expert/candidate.h"
+#include "expert/capture.h"
+
+namespace egg::cli {
+namespace {
+
+struct CompileArgs {
+  std::string task;
+  std::string out;
+  std::string device = "auto";
+  std::string design_json;
+  int seed = 0;
+  bool json = false;
+  harness::EvalOptions options;
+};
+
+int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
+  const std::string task_path = AbsolutePath(args.task);
+  if (!FileExists(task_path)) {
+    throw UsageError("task file not found: " + task_path);
+  }
+  expert::CandidateDesign design;
+  design.seed = args.seed;
+  if (!args.design_json.empty()) {
+    try {
+      design = expert::CandidateDesign::FromJson(Json::parse(args.design_json));
+    } catch (const Json::exception& error) {
+      throw UsageError(std::string("--design is not a design record: ") + error.what());
+    }
+  }
+  HarnessSession session = OpenHarnessSession(globals, args.device, &args.options);
+  expert::CaptureOptions capture;
+  capture.device = args.options.device;
+  capture.init_seed = args.options.init_seed;
+  const expert::ParsedGraph graph = expert::CaptureGraph(*session.worker, task_path, capture);
+  if (!graph.graph) {
+    fmt::print(stderr, "egg: {}\n", graph.problem);
+    return kExitCandidateFailed;
+  }
+  const std::string name = std::filesystem::path(task_path).filename().string();
+  const expert::Candidate candidate = expert::GenerateCandidate(*graph.graph, ReadFile(task_path), name, design);
+  if (!candidate.source) {
+    fmt::print(stderr, "egg: {}\n", candidate.problem);
+    return kExitCandidateFailed;
+  }
+  const std::string out =
+      args.out.empty() ? "egg-out/" + std::filesystem::path(task_path).stem().string() + "_expert.py" : args.out;
+  const auto parent = std::filesystem::path(out).parent_path();
+  if (!parent.empty()) {
+    CreateDirectories(parent.string());
+  }
+  WriteFileAtomic(out, *candidate.source);
+  if (args.json) {
+    Json report = candidate.ReportJson();
+    report["candidate"] = out;
+    fmt::print("{}\n", report.dump(2));
+  } else {
+    fmt::print("wrote {}: {} Triton kernel(s), {} op(s) in PyTorch\n", out, candidate.kernels.size(),
+               candidate.pytorch_ops.size());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRunner RegisterCompile(CLI::App& app, const GlobalOptions& globals) {
+  auto args = std::make_shared<CompileArgs>();
+  CLI::App* command = app.add_subcommand("compile", "Generate one Triton candidate for a task with the expert compiler");
+  command->add_option("task", args->task, "KernelBench-format task")->required();
+  command->add_option("--out", args->out, "Candidate file to write (default egg-out/<task>_expert.py)");
+  command->add_option("--seed", args->seed, "Seed design family (0, 1, 2)")->check(CLI::Range(0, 2));
+  command->add_option("--design", args->design_json, "A design record (JSON) to generate instead of a seed");
+  command->add_flag("--json", args->json, "Print the plan and design as JSON");
+  command->add_option("--device", args->device, "cuda, cpu or auto")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
+  return [command, args, &globals]() -> int { return command->parsed() ? RunCompile(*args, globals) : -1; };
+}
+
+}  // namespace egg::cli

@@ -1,0 +1,55 @@
+// A complete candidate file from a captured graph and a design record: the task's own source (so ModelNew
+// inherits Model's parameters and their names), the Triton kernels of the plan, and ModelNew.forward calling
+// them (and PyTorch for the ops no kernel covers), guarded to the shapes it was specialized for.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "expert/graph.h"
+#include "expert/plan.h"
+
+namespace egg::expert {
+
+// The design record of a whole candidate: the seed family, the fusion options and each kernel's design.
+struct CandidateDesign {
+  int seed = 0;
+  PlanOptions plan;
+  std::map<std::string, KernelDesign> kernels;  // by kernel name; missing kernels take DefaultDesign(seed)
+
+  Json ToJson() const;
+  static CandidateDesign FromJson(const Json& json);
+};
+
+// The line egg writes into every candidate it generates, and reads back from an incumbent's source.
+inline constexpr const char* kDesignMarker = "# egg-design: ";
+std::optional<CandidateDesign> DesignInSource(const std::string& source);
+
+struct KernelReport {
+  std::string name;
+  std::string kind;
+  std::vector<std::string> ops;  // the graph ops this kernel computes
+  KernelDesign design;
+  std::vector<std::string> reasons;
+};
+
+struct Candidate {
+  std::optional<std::string> source;
+  std::string problem;     // when there is no source
+  CandidateDesign design;  // complete: every kernel's design filled in
+  Plan plan;
+  std::vector<KernelReport> kernels;
+  std::vector<std::string> pytorch_ops;  // ops left to PyTorch
+  Json ReportJson() const;
+};
+
+Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, const std::string& task_name,
+                            const CandidateDesign& design);
+
+// Whether a kernel design is valid for `kernel` (block sizes powers of two, persistent tiles covering the row).
+bool DesignFits(const KernelPlan& kernel, const KernelDesign& design);
+
+}  // namespace egg::expert

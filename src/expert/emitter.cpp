@@ -1,0 +1,523 @@
+#include "expert/emitter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace egg::expert {
+namespace {
+
+int64_t NormalizeDim(int64_t dim, size_t rank) {
+  const auto r = static_cast<int64_t>(rank);
+  return dim < 0 ? dim + std::max<int64_t>(r, 1) : dim;
+}
+
+const std::vector<int64_t>& ShapeOf(const Graph& graph, int value) {
+  const Value& v = graph.values.at(static_cast<size_t>(value));
+  if (!v.meta) {
+    throw NotFusable(v.name + " is not a tensor");
+  }
+  return v.meta->shape;
+}
+
+// A reshape maps groups of dimensions whose sizes multiply to the same product onto each other; only within a
+// group that really splits or merges dimensions is a flat index formed. Size-1 dimensions map to index 0.
+std::vector<Index> Reshape(const std::vector<Index>& index, const std::vector<int64_t>& out_shape,
+                           const std::vector<int64_t>& in_shape) {
+  std::vector<size_t> out_dims;
+  std::vector<size_t> in_dims;
+  for (size_t d = 0; d < out_shape.size(); ++d) {
+    if (out_shape[d] != 1) {
+      out_dims.push_back(d);
+    }
+  }
+  for (size_t d = 0; d < in_shape.size(); ++d) {
+    if (in_shape[d] != 1) {
+      in_dims.push_back(d);
+    }
+  }
+  std::vector<Index> result(in_shape.size(), Index(0));
+  size_t i = 0;
+  size_t j = 0;
+  while (i < out_dims.size() && j < in_dims.size()) {
+    std::vector<Index> group_index{index[out_dims[i]]};
+    std::vector<int64_t> group_out{out_shape[out_dims[i]]};
+    std::vector<int64_t> group_in{in_shape[in_dims[j]]};
+    std::vector<size_t> group_in_dims{in_dims[j]};
+    int64_t out_product = out_shape[out_dims[i++]];
+    int64_t in_product = in_shape[in_dims[j++]];
+    while (out_product != in_product) {
+      if (out_product < in_product) {
+        if (i >= out_dims.size()) {
+          return Delinearize(Linearize(index, out_shape), in_shape);
+        }
+        group_index.push_back(index[out_dims[i]]);
+        group_out.push_back(out_shape[out_dims[i]]);
+        out_product *= out_shape[out_dims[i++]];
+      } else {
+        if (j >= in_dims.size()) {
+          return Delinearize(Linearize(index, out_shape), in_shape);
+        }
+        group_in.push_back(in_shape[in_dims[j]]);
+        group_in_dims.push_back(in_dims[j]);
+        in_product *= in_shape[in_dims[j++]];
+      }
+    }
+    const auto mapped = group_index.size() == 1 && group_in.size() == 1
+                            ? group_index
+                            : Delinearize(Linearize(group_index, group_out), group_in);
+    for (size_t k = 0; k < group_in_dims.size(); ++k) {
+      result[group_in_dims[k]] = mapped[k];
+    }
+  }
+  return result;
+}
+
+std::vector<int64_t> IntsOf(const Node& node, size_t position, const std::string& key) {
+  const Arg* arg = node.ArgAt(position, key);
+  if (arg == nullptr) {
+    return {};
+  }
+  auto ints = arg->AsInts();
+  if (!ints) {
+    throw NotFusable(node.op + ": non-constant " + key);
+  }
+  return *ints;
+}
+
+int64_t IntOf(const Node& node, size_t position, const std::string& key, int64_t fallback) {
+  const Arg* arg = node.ArgAt(position, key);
+  if (arg == nullptr || arg->kind == Arg::Kind::kNone) {
+    return fallback;
+  }
+  if (arg->kind != Arg::Kind::kInt) {
+    throw NotFusable(node.op + ": non-constant " + key);
+  }
+  return arg->i;
+}
+
+// The index of a dense tensor (some permutation of a contiguous layout) holding storage position `position`.
+std::vector<Index> DenseIndexOf(const Index& position, const TensorMeta& meta) {
+  std::vector<size_t> order(meta.shape.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return meta.stride[a] > meta.stride[b]; });
+  std::vector<int64_t> permuted;
+  for (size_t d : order) {
+    permuted.push_back(meta.shape[d]);
+  }
+  const auto expected = ContiguousStrides(permuted);
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (meta.shape[order[k]] != 1 && meta.stride[order[k]] != expected[k]) {
+      throw NotFusable("as_strided over a non-dense layout");
+    }
+  }
+  const auto local = Delinearize(position - Index(meta.offset), permuted);
+  std::vector<Index> index(meta.shape.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    index[order[k]] = local[k];
+  }
+  return index;
+}
+
+std::string And(const std::string& a, const std::string& b) {
+  if (a.empty()) {
+    return b;
+  }
+  if (b.empty()) {
+    return a;
+  }
+  return "(" + a + ") & (" + b + ")";
+}
+
+}  // namespace
+
+std::string JoinIndexKeys(const std::vector<Index>& index) {
+  std::string key;
+  for (const Index& component : index) {
+    key += component.Key() + ",";
+  }
+  return key;
+}
+
+std::vector<Index> BroadcastIndex(const std::vector<Index>& index, const std::vector<int64_t>& out_shape,
+                                  const std::vector<int64_t>& input_shape) {
+  std::vector<Index> out(input_shape.size());
+  const size_t offset = out_shape.size() - std::min(out_shape.size(), input_shape.size());
+  for (size_t d = 0; d < input_shape.size(); ++d) {
+    const size_t o = d + offset;
+    if (input_shape[d] == 1 || o >= out_shape.size()) {
+      out[d] = Index(0);
+    } else {
+      out[d] = index[o];
+    }
+  }
+  return out;
+}
+
+int ViewSource(const Node& node) {
+  if (node.args.empty() || node.args[0].kind != Arg::Kind::kValue) {
+    throw NotFusable(node.op + " without a tensor source");
+  }
+  return node.args[0].value;
+}
+
+std::vector<Index> ViewSourceIndex(const Graph& graph, const Node& node, const std::vector<Index>& index) {
+  const int source = ViewSource(node);
+  const std::vector<int64_t>& in_shape = ShapeOf(graph, source);
+  const std::vector<int64_t>& out_shape = ShapeOf(graph, node.value);
+  const std::string& op = node.op;
+  if (op == "aten.view.default" || op == "aten._unsafe_view.default" || op == "aten.reshape.default" ||
+      op == "aten.view_copy.default" || op == "aten.unsqueeze.default" || op == "aten.unsqueeze_copy.default" ||
+      op == "aten.squeeze.dim" || op == "aten.squeeze.dims" || op == "aten.squeeze.default" ||
+      op == "aten.squeeze_copy.dims" || op == "prims.squeeze.default" || op == "aten.view_as.default") {
+    return Reshape(index, out_shape, in_shape);
+  }
+  if (op == "aten.alias.default" || op == "aten.detach.default" || op == "aten.lift_fresh_copy.default" ||
+      op == "aten.clone.default" || op == "aten.contiguous.default") {
+    return index;
+  }
+  if (op == "aten.permute.default" || op == "aten.permute_copy.default") {
+    const auto dims = IntsOf(node, 1, "dims");
+    std::vector<Index> out(in_shape.size());
+    for (size_t i = 0; i < dims.size(); ++i) {
+      out[static_cast<size_t>(NormalizeDim(dims[i], in_shape.size()))] = index[i];
+    }
+    return out;
+  }
+  if (op == "aten.transpose.int" || op == "aten.t.default") {
+    int64_t d0 = 0;
+    int64_t d1 = 1;
+    if (op == "aten.transpose.int") {
+      d0 = NormalizeDim(IntOf(node, 1, "dim0", 0), in_shape.size());
+      d1 = NormalizeDim(IntOf(node, 2, "dim1", 1), in_shape.size());
+    }
+    std::vector<Index> out = index;
+    if (in_shape.size() >= 2) {
+      std::swap(out[static_cast<size_t>(d0)], out[static_cast<size_t>(d1)]);
+    }
+    return out;
+  }
+  if (op == "aten.expand.default" || op == "aten.expand_copy.default") {
+    return BroadcastIndex(index, out_shape, in_shape);
+  }
+  if (op == "prims.broadcast_in_dim.default") {
+    const auto dims = IntsOf(node, 2, "broadcast_dimensions");
+    std::vector<Index> out(in_shape.size());
+    for (size_t k = 0; k < in_shape.size(); ++k) {
+      const auto o = static_cast<size_t>(dims.at(k));
+      out[k] = (in_shape[k] == 1 && out_shape[o] != 1) ? Index(0) : index[o];
+    }
+    return out;
+  }
+  if (op == "aten.slice.Tensor") {
+    const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
+    int64_t start = IntOf(node, 2, "start", 0);
+    const int64_t step = IntOf(node, 4, "step", 1);
+    if (start < 0) {
+      start += in_shape[dim];
+    }
+    start = std::clamp<int64_t>(start, 0, in_shape[dim]);
+    std::vector<Index> out = index;
+    out[dim] = index[dim] * step + Index(start);
+    return out;
+  }
+  if (op == "aten.narrow.default") {
+    const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
+    int64_t start = IntOf(node, 2, "start", 0);
+    if (start < 0) {
+      start += in_shape[dim];
+    }
+    std::vector<Index> out = index;
+    out[dim] = index[dim] + Index(start);
+    return out;
+  }
+  if (op == "aten.select.int") {
+    const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
+    int64_t at = IntOf(node, 2, "index", 0);
+    if (at < 0) {
+      at += in_shape[dim];
+    }
+    std::vector<Index> out = index;
+    out.insert(out.begin() + static_cast<std::ptrdiff_t>(dim), Index(at));
+    return out;
+  }
+  if (op == "aten.flip.default") {
+    std::vector<Index> out = index;
+    for (int64_t dim : IntsOf(node, 1, "dims")) {
+      const auto d = static_cast<size_t>(NormalizeDim(dim, in_shape.size()));
+      out[d] = Index(in_shape[d] - 1) - index[d];
+    }
+    return out;
+  }
+  if (op == "aten.as_strided.default") {
+    const auto strides = IntsOf(node, 2, "stride");
+    const Value& in = graph.values.at(static_cast<size_t>(source));
+    const int64_t offset = IntOf(node, 3, "storage_offset", in.meta->offset);
+    return DenseIndexOf(Offset(index, strides, offset), *in.meta);
+  }
+  throw NotFusable("unknown view " + op);
+}
+
+KernelEmitter::KernelEmitter(const Graph& graph, const std::map<int, TensorMeta>& memory, MaskSet masks)
+    : graph_(graph), memory_(memory), masks_(std::move(masks)) {
+  scopes_.push_back(Scope{1, {}, {}});
+}
+
+void KernelEmitter::Line(const std::string& text) {
+  Scope& scope = scopes_.back();
+  scope.lines.push_back(std::string(static_cast<size_t>(scope.indent) * 4, ' ') + text);
+}
+
+void KernelEmitter::Append(const std::vector<std::string>& lines) {
+  Scope& scope = scopes_.back();
+  scope.lines.insert(scope.lines.end(), lines.begin(), lines.end());
+}
+
+void KernelEmitter::OpenScope(int indent) { scopes_.push_back(Scope{indent, {}, {}}); }
+
+std::vector<std::string> KernelEmitter::CloseScope() {
+  std::vector<std::string> lines = std::move(scopes_.back().lines);
+  if (scopes_.size() > 1) {
+    scopes_.pop_back();
+  } else {
+    scopes_.back() = Scope{1, {}, {}};
+  }
+  return lines;
+}
+
+std::string KernelEmitter::Temp(const std::string& prefix) { return prefix + std::to_string(next_temp_++); }
+
+void KernelEmitter::PushCondition(const std::string& condition) { conditions_.push_back(condition); }
+void KernelEmitter::PopCondition() { conditions_.pop_back(); }
+
+std::string KernelEmitter::Condition() const {
+  std::string condition;
+  for (const std::string& c : conditions_) {
+    condition = And(condition, c);
+  }
+  return condition;
+}
+
+std::string KernelEmitter::PointerName(int value) {
+  auto found = pointer_names_.find(value);
+  if (found != pointer_names_.end()) {
+    return found->second;
+  }
+  const std::string name = "ptr" + std::to_string(pointer_values_.size());
+  pointer_values_.push_back(value);
+  pointer_names_[value] = name;
+  return name;
+}
+
+std::string KernelEmitter::MaskFor(const Index& address) const {
+  const bool uses_x = !masks_.x_var.empty() && address.Uses(masks_.x_var);
+  const bool uses_r = !masks_.r_var.empty() && address.Uses(masks_.r_var);
+  bool runtime = false;
+  for (const auto& [coef, atom] : address.Terms()) {
+    runtime = runtime || atom->kind == IndexAtom::Kind::kRuntime || (atom->inner && !atom->inner->IsConstant());
+  }
+  std::string mask;
+  if ((uses_x && uses_r) || (runtime && !uses_x && !uses_r)) {
+    mask = masks_.both;
+  } else if (uses_x) {
+    mask = masks_.x;
+  } else if (uses_r) {
+    mask = masks_.r;
+  }
+  if (runtime && mask.empty()) {
+    mask = masks_.both.empty() ? masks_.x : masks_.both;
+  }
+  return And(mask, Condition());
+}
+
+void KernelEmitter::DefineRow(int value, const Operand& operand, const Index& row) { rows_[value] = Row{operand, row}; }
+
+Operand KernelEmitter::Emit(int value, const std::vector<Index>& index) {
+  const std::string key = std::to_string(value) + "@" + JoinIndexKeys(index) + "|" + Condition();
+  for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
+    const auto found = scope->cse.find(key);
+    if (found != scope->cse.end()) {
+      return found->second;
+    }
+  }
+  Operand operand = Compute(value, index);
+  scopes_.back().cse[key] = operand;
+  return operand;
+}
+
+Operand KernelEmitter::Compute(int value, const std::vector<Index>& index) {
+  const Value& v = graph_.values.at(static_cast<size_t>(value));
+  if (const auto row = rows_.find(value); row != rows_.end()) {
+    const Index flat = Linearize(index, v.meta->shape);
+    if (!(flat == row->second.row)) {
+      throw NotFusable(v.name + " is read at another row (" + flat.Code() + " vs " + row->second.row.Code() + ")");
+    }
+    return row->second.operand;
+  }
+  if (memory_.count(value) != 0) {
+    return Load(value, index);
+  }
+  if (v.kind != ValueKind::kNode || !v.meta) {
+    throw NotFusable(v.name + " is not available in memory");
+  }
+  const Node& node = graph_.nodes.at(static_cast<size_t>(v.node));
+  computed_.insert(v.node);
+  switch (ClassifyOp(node.op)) {
+    case OpClass::kView:
+      return Emit(ViewSource(node), ViewSourceIndex(graph_, node, index));
+    case OpClass::kPointwise:
+      return Pointwise(node, v, index);
+    case OpClass::kConcat:
+      return Concat(node, v, index);
+    case OpClass::kGather:
+      return Gather(node, v, index);
+    default:
+      throw NotFusable(v.name + " (" + node.op + ") is not computed in this kernel");
+  }
+}
+
+Operand KernelEmitter::Bind(const std::string& expression, DType dtype) {
+  const std::string name = Temp();
+  Line(name + " = " + expression);
+  return Operand{name, dtype, false};
+}
+
+Operand KernelEmitter::Load(int value, const std::vector<Index>& index) {
+  const TensorMeta& layout = memory_.at(value);
+  const Index address = Offset(index, layout.stride, layout.offset);
+  max_address_ = std::max(max_address_, address.Hi());
+  loaded_.insert(value);
+  const std::string pointer = PointerName(value);
+  const std::string mask = MaskFor(address);
+  const std::string other = layout.dtype == DType::kBool ? "0" : (IsFloating(layout.dtype) ? "0.0" : "0");
+  if (mask.empty()) {
+    return Bind(fmt::format("tl.load({} + ({}))", pointer, address.Code()), layout.dtype);
+  }
+  return Bind(fmt::format("tl.load({} + ({}), {}, other={})", pointer, address.Code(), mask, other), layout.dtype);
+}
+
+Operand KernelEmitter::Pointwise(const Node& node, const Value& out, const std::vector<Index>& index) {
+  std::vector<Operand> operands;
+  bool all_scalar = true;
+  for (const Arg& arg : node.args) {
+    Operand operand;
+    if (arg.kind == Arg::Kind::kValue) {
+      const Value& input = graph_.values.at(static_cast<size_t>(arg.value));
+      if (!input.meta) {
+        if (!input.scalar.IsNumber()) {
+          throw NotFusable(node.name + ": non-numeric scalar input");
+        }
+        operand = Operand{input.scalar.kind == Arg::Kind::kFloat ? FloatLiteral(input.scalar.f)
+                                                                 : std::to_string(static_cast<int64_t>(input.scalar.AsDouble())),
+                          DType::kFloat32, true};
+      } else {
+        operand = Emit(arg.value, BroadcastIndex(index, out.meta->shape, input.meta->shape));
+        all_scalar = all_scalar && operand.scalar;
+      }
+    } else if (arg.kind == Arg::Kind::kFloat) {
+      operand = Operand{FloatLiteral(arg.f), DType::kFloat32, true};
+    } else if (arg.kind == Arg::Kind::kInt) {
+      operand = Operand{std::to_string(arg.i), DType::kInt64, true};
+    } else if (arg.kind == Arg::Kind::kBool) {
+      operand = Operand{arg.b ? "1" : "0", DType::kBool, true};
+    }
+    operands.push_back(operand);
+  }
+  const PointwiseCode code = LowerPointwise(node, operands, out.meta->dtype);
+  if (!code.code) {
+    throw NotFusable(code.problem);
+  }
+  helpers_.insert(helpers_.end(), code.helpers.begin(), code.helpers.end());
+  if (all_scalar) {
+    return Operand{*code.code, out.meta->dtype, true};
+  }
+  return Bind(*code.code, out.meta->dtype);
+}
+
+Operand KernelEmitter::Concat(const Node& node, const Value& out, const std::vector<Index>& index) {
+  const Arg& tensors = node.args.at(0);
+  const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), out.meta->shape.size()));
+  struct Piece {
+    std::string condition;
+    Operand operand;
+  };
+  std::vector<Piece> pieces;
+  int64_t offset = 0;
+  for (const Arg& item : tensors.list) {
+    const auto& shape = ShapeOf(graph_, item.value);
+    if (shape.size() != out.meta->shape.size()) {
+      continue;  // legacy empty tensor
+    }
+    const int64_t size = shape[dim];
+    if (size == 0) {
+      continue;
+    }
+    const Index& at = index[dim];
+    const bool always = at.Lo() >= offset && at.Hi() < offset + size;
+    const bool never = at.Hi() < offset || at.Lo() >= offset + size;
+    if (!never) {
+      std::string condition;
+      if (!always) {
+        const std::string code = at.Code();
+        condition = offset == 0 ? fmt::format("({}) < {}", code, size)
+                                : fmt::format("(({0}) >= {1}) & (({0}) < {2})", code, offset, offset + size);
+      }
+      std::vector<Index> piece_index = index;
+      piece_index[dim] = at - Index(offset);
+      if (!condition.empty()) {
+        PushCondition(condition);
+      }
+      Operand operand = Emit(item.value, piece_index);
+      if (!condition.empty()) {
+        PopCondition();
+      }
+      pieces.push_back(Piece{condition, operand});
+      if (always) {
+        break;
+      }
+    }
+    offset += size;
+  }
+  if (pieces.empty()) {
+    throw NotFusable(node.name + ": empty concatenation");
+  }
+  std::string code = pieces.back().operand.code;
+  for (size_t i = pieces.size() - 1; i-- > 0;) {
+    code = fmt::format("tl.where({}, {}, {})", pieces[i].condition, pieces[i].operand.code, code);
+  }
+  return Bind(code, out.meta->dtype);
+}
+
+Operand KernelEmitter::Gather(const Node& node, const Value& out, const std::vector<Index>& index) {
+  const int source = node.args.at(0).value;
+  const auto& in_shape = ShapeOf(graph_, source);
+  const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
+  const int index_value = node.args.at(2).value;
+  const Operand positions = Emit(index_value, BroadcastIndex(index, out.meta->shape, ShapeOf(graph_, index_value)));
+  std::vector<Index> source_index = index;
+  source_index.resize(in_shape.size());
+  source_index[dim] = Index::Runtime(positions.code, 0, in_shape[dim] - 1);
+  return Emit(source, source_index);
+}
+
+void KernelEmitter::Store(int value, const std::vector<Index>& index, const Operand& operand,
+                          const TensorMeta& layout, const std::string& mask) {
+  const Index address = Offset(index, layout.stride, layout.offset);
+  max_address_ = std::max(max_address_, address.Hi());
+  const std::string pointer = PointerName(value);
+  const std::string full_mask = And(mask, Condition());
+  std::string data = operand.code;
+  if (operand.scalar) {
+    data = fmt::format("tl.full({}.shape, {}, {})", mask, operand.code, TritonDType(layout.dtype));
+  } else if (operand.dtype != layout.dtype) {
+    data = layout.dtype == DType::kBool ? "(" + data + " != 0)" : data + ".to(" + TritonDType(layout.dtype) + ")";
+  }
+  // A fixed address (a single-element result) is broadcast to the tile so value and pointer shapes agree.
+  const std::string where = address.IsConstant() && !masks_.x_var.empty()
+                                ? fmt::format("{} + ({}) + tl.zeros_like({})", pointer, address.Code(), masks_.x_var)
+                                : fmt::format("{} + ({})", pointer, address.Code());
+  Line(fmt::format("tl.store({}, {}{})", where, data, full_mask.empty() ? "" : ", " + full_mask));
+}
+
+}  // namespace egg::expert

@@ -1,0 +1,115 @@
+// Writes the body of one Triton kernel: the value of any graph node at a symbolic index, computed from what is
+// in memory (loads), from reductions already finished in this kernel (registers), through views (index
+// arithmetic) and pointwise ops (expressions), with common subexpressions shared within a scope.
+// Throws NotFusable when a value cannot be computed here (the planner then splits the kernel).
+#pragma once
+
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "expert/graph.h"
+#include "expert/index_expr.h"
+#include "expert/ops.h"
+
+namespace egg::expert {
+
+struct NotFusable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The index of `input` (shape `input_shape`) read by an op whose output index is `index` over `out_shape`,
+// under PyTorch broadcasting (dimensions aligned on the right, size-1 dimensions fixed at 0).
+std::vector<Index> BroadcastIndex(const std::vector<Index>& index, const std::vector<int64_t>& out_shape,
+                                  const std::vector<int64_t>& input_shape);
+// The index into a view node's source for an index into the view (throws NotFusable for unknown views).
+std::vector<Index> ViewSourceIndex(const Graph& graph, const Node& node, const std::vector<Index>& index);
+// The source value of a view node.
+int ViewSource(const Node& node);
+
+// Kernel-level masks by which variables an address uses.
+struct MaskSet {
+  std::string x;     // for addresses over x only ("xmask"), empty when none is needed
+  std::string r;     // over r only
+  std::string both;  // over both
+  std::string x_var = "xindex";
+  std::string r_var = "rindex";
+};
+
+class KernelEmitter {
+ public:
+  // `memory`: values readable from memory with their layouts (inputs, parameters, earlier kernels' outputs).
+  KernelEmitter(const Graph& graph, const std::map<int, TensorMeta>& memory, MaskSet masks);
+
+  Operand Emit(int value, const std::vector<Index>& index);
+  // Registers a reduction result finished in this kernel, read by rows: its row-major flat index must equal
+  // `row` wherever it is read (else NotFusable).
+  void DefineRow(int value, const Operand& operand, const Index& row);
+  bool IsRow(int value) const { return rows_.count(value) != 0; }
+  // tl.store of `operand` at `index` of `value` laid out as `layout`, under `mask` (a tile variable's name).
+  void Store(int value, const std::vector<Index>& index, const Operand& operand, const TensorMeta& layout,
+             const std::string& mask);
+
+  // Extra condition (code) and-ed into every load mask while set, e.g. a window's padding test.
+  void PushCondition(const std::string& condition);
+  void PopCondition();
+
+  // Lines are written to the current block; a scope also starts a fresh CSE table (a loop body).
+  void Line(const std::string& text);
+  // Appends already-indented lines (a closed scope's) to the current block.
+  void Append(const std::vector<std::string>& lines);
+  void OpenScope(int indent);
+  std::vector<std::string> CloseScope();
+  std::string Temp(const std::string& prefix = "tmp");
+
+  // The pointer parameters this kernel reads or writes, in first-use order.
+  const std::vector<int>& PointerValues() const { return pointer_values_; }
+  std::string PointerName(int value);
+  const std::vector<Helper>& Helpers() const { return helpers_; }
+  const std::set<int>& Loaded() const { return loaded_; }
+  // Nodes whose values this kernel computed (pointwise, views, concatenations, gathers).
+  const std::set<int>& Computed() const { return computed_; }
+  int64_t MaxAddress() const { return max_address_; }
+  const Graph& GraphRef() const { return graph_; }
+  const MaskSet& Masks() const { return masks_; }
+  std::string MaskFor(const Index& address) const;
+
+ private:
+  struct Scope {
+    int indent = 0;
+    std::vector<std::string> lines;
+    std::map<std::string, Operand> cse;
+  };
+  struct Row {
+    Operand operand;
+    Index row;
+  };
+
+  Operand Compute(int value, const std::vector<Index>& index);
+  Operand Load(int value, const std::vector<Index>& index);
+  Operand Pointwise(const Node& node, const Value& out, const std::vector<Index>& index);
+  Operand Concat(const Node& node, const Value& out, const std::vector<Index>& index);
+  Operand Gather(const Node& node, const Value& out, const std::vector<Index>& index);
+  Operand Bind(const std::string& expression, DType dtype);
+  std::string Condition() const;
+
+  const Graph& graph_;
+  const std::map<int, TensorMeta>& memory_;
+  MaskSet masks_;
+  std::vector<Scope> scopes_;
+  std::map<int, Row> rows_;
+  std::vector<std::string> conditions_;
+  std::vector<int> pointer_values_;
+  std::map<int, std::string> pointer_names_;
+  std::vector<Helper> helpers_;
+  std::set<int> loaded_;
+  std::set<int> computed_;
+  int64_t max_address_ = 0;
+  int next_temp_ = 0;
+};
+
+std::string JoinIndexKeys(const std::vector<Index>& index);
+
+}  // namespace egg::expert

@@ -1,0 +1,689 @@
+#include "expert/kernel_codegen.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "expert/templates.h"
+
+namespace egg::expert {
+namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+std::string Join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& line : lines) {
+    out += line + "\n";
+  }
+  if (!out.empty()) {
+    out.pop_back();
+  }
+  return out;
+}
+
+const Value& ValueAt(const Graph& graph, int value) { return graph.values.at(static_cast<size_t>(value)); }
+const TensorMeta& MetaOf(const Graph& graph, int value) {
+  const Value& v = ValueAt(graph, value);
+  if (!v.meta) {
+    throw NotFusable(v.name + " has no tensor type");
+  }
+  return *v.meta;
+}
+
+bool Contains(const std::vector<int>& values, int value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
+}
+
+std::string Summary(const Graph& graph, const KernelPlan& kernel) {
+  std::vector<std::string> names;
+  for (int root : kernel.roots) {
+    names.push_back(ValueAt(graph, root).name);
+  }
+  std::string text;
+  for (const std::string& name : names) {
+    text += (text.empty() ? "" : ", ") + name;
+  }
+  return text;
+}
+
+// Identity element of a reduction's accumulator, as code for its dtype.
+std::string Identity(const std::string& kind, DType dtype) {
+  const bool floating = IsFloating(dtype);
+  if (kind == "max" || kind == "argmax" || kind == "max_with_index") {
+    return floating ? "float('-inf')" : "-9223372036854775807";
+  }
+  if (kind == "min" || kind == "argmin" || kind == "min_with_index") {
+    return floating ? "float('inf')" : "9223372036854775807";
+  }
+  if (kind == "prod" || kind == "all") {
+    return "1";
+  }
+  return "0";
+}
+
+DType AccumulatorType(const std::string& kind, DType input) {
+  if (kind == "any" || kind == "all") {
+    return DType::kInt32;
+  }
+  if (IsFloating(input)) {
+    return input == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  }
+  if (kind == "sum" || kind == "prod" || kind == "mean") {
+    return DType::kInt64;
+  }
+  return input;
+}
+
+class KernelWriter {
+ public:
+  KernelWriter(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
+               const std::map<int, TensorMeta>& layouts, MaskSet masks)
+      : graph_(graph), kernel_(kernel), layouts_(layouts), emitter_(graph, memory, std::move(masks)) {}
+
+  KernelSource Write() {
+    switch (kernel_.kind) {
+      case KernelKind::kPointwise:
+        return WritePointwise();
+      case KernelKind::kReduction:
+        return WriteReduction();
+      case KernelKind::kPool:
+        return WritePool();
+      case KernelKind::kScan:
+        return WriteScan();
+    }
+    throw NotFusable("unknown kernel kind");
+  }
+
+ private:
+  bool Stored(int value) const { return Contains(kernel_.stores, value); }
+
+  void StoreIfNeeded(int value, const std::vector<Index>& index, const Operand& operand, const std::string& mask) {
+    if (Stored(value)) {
+      emitter_.Store(value, index, operand, layouts_.at(value), mask);
+    }
+  }
+
+  std::string Params() {
+    std::string params;
+    for (size_t i = 0; i < emitter_.PointerValues().size(); ++i) {
+      params += "ptr" + std::to_string(i) + ", ";
+    }
+    return params;
+  }
+
+  KernelSource Finish(const std::string& template_name, templates::Values values, const std::string& grid,
+                      std::map<std::string, int64_t> constexprs) {
+    KernelSource source;
+    source.name = kernel_.name;
+    source.int64_indexing = emitter_.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max;
+    values.text["name"] = kernel_.name;
+    values.text["params"] = Params();
+    values.text["summary"] = Summary(graph_, kernel_);
+    values.flags["int64"] = source.int64_indexing;
+    source.code = templates::Render(template_name, values);
+    source.pointers = emitter_.PointerValues();
+    source.grid = grid;
+    source.constexprs = std::move(constexprs);
+    source.helpers = emitter_.Helpers();
+    source.loaded = emitter_.Loaded();
+    source.computed = emitter_.Computed();
+    for (const ReductionSpec& spec : kernel_.reductions) {
+      source.computed.insert(spec.node);
+    }
+    if (kernel_.pool) {
+      source.computed.insert(kernel_.pool->node);
+    }
+    if (kernel_.scan) {
+      source.computed.insert(kernel_.scan->node);
+    }
+    return source;
+  }
+
+  // ---- pointwise ------------------------------------------------------------------------------------------
+  KernelSource WritePointwise() {
+    const int64_t numel = Product(kernel_.shape);
+    const Index x = Index::Var("xindex", numel);
+    for (int root : kernel_.roots) {
+      const TensorMeta& meta = MetaOf(graph_, root);
+      const auto index = Delinearize(x, meta.shape);
+      const Operand value = emitter_.Emit(root, index);
+      StoreIfNeeded(root, index, value, "xmask");
+    }
+    templates::Values values;
+    values.text["numel"] = std::to_string(numel);
+    values.text["body"] = Join(emitter_.CloseScope());
+    const int64_t xblock = kernel_.design.xblock;
+    return Finish("triton/pointwise.py.mustache", values, fmt::format("(triton.cdiv({}, {}),)", numel, xblock),
+                  {{"XBLOCK", xblock}});
+  }
+
+  // ---- reductions -----------------------------------------------------------------------------------------
+  // The input index of reduction `spec` at row x, reduced position r.
+  std::vector<Index> ReductionInputIndex(const ReductionSpec& spec, const Index& x, const Index& r) {
+    const TensorMeta& in = MetaOf(graph_, spec.input);
+    return AnchorIndex(in.shape, spec.dims, x, r);
+  }
+
+  // Emits the per-element contribution of `spec` at the current tile and the code combining it into the
+  // accumulators; returns the final row values after the loop via `finish`.
+  struct Accumulator {
+    std::vector<std::string> init;     // before the loop
+    std::vector<std::string> update;   // inside the loop (after the input is emitted)
+    std::vector<std::string> finish;   // after the loop
+    std::vector<std::pair<int, Operand>> results;  // output value -> row operand
+  };
+
+  Accumulator Accumulate(const ReductionSpec& spec, const Operand& input, bool looped, const std::string& tag,
+                         const std::string& center) {
+    Accumulator acc;
+    const DType in_type = input.dtype;
+    const DType acc_type = AccumulatorType(spec.kind, in_type);
+    const std::string tl_acc = TritonDType(acc_type);
+    std::string value = input.code;
+    if (acc_type != in_type) {
+      value = "(" + value + ").to(" + tl_acc + ")";
+    }
+    if (!center.empty()) {
+      value = "(" + value + " - " + center + ")";
+    }
+    const std::string a = "acc" + tag;
+    const std::string kind = spec.kind;
+    const DType out_type = MetaOf(graph_, spec.outputs.at(0)).dtype;
+    auto result = [&](int value_id, const std::string& code, DType dtype) {
+      acc.results.emplace_back(value_id, Operand{code, dtype, false});
+    };
+    const std::string count = std::to_string(spec.Length());
+    if (kind == "sum" || kind == "mean" || kind == "var" || kind == "std" || kind == "var_mean" ||
+        kind == "any" || kind == "prod" || kind == "all") {
+      std::string element = value;
+      if (kind == "var" || kind == "std" || kind == "var_mean") {
+        element = "(" + value + " * " + value + ")";
+      } else if (kind == "any" || kind == "all") {
+        element = "(" + value + " != 0).to(tl.int32)";
+      }
+      const bool multiply = kind == "prod";
+      const std::string identity = Identity(kind, acc_type);
+      const std::string combine_fn = multiply ? "_egg_prod" : (kind == "all" ? "tl.min" : (kind == "any" ? "tl.max" : "tl.sum"));
+      if (looped) {
+        acc.init.push_back(fmt::format("{} = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
+        if (multiply) {
+          acc.update.push_back(fmt::format("{0} = {0} * tl.where(mask, {1}, {2})", a, element, identity));
+        } else if (kind == "any" || kind == "all") {
+          acc.update.push_back(fmt::format("{0} = tl.where(mask, {3}({0}, {1}), {0})", a, element, identity,
+                                           kind == "any" ? "tl.maximum" : "tl.minimum"));
+        } else {
+          acc.update.push_back(fmt::format("{0} = {0} + tl.where(mask, {1}, {2})", a, element, identity));
+        }
+        acc.finish.push_back(multiply ? fmt::format("red{0} = tl.reduce({1}, 1, _egg_prod)[:, None]", tag, a)
+                                      : fmt::format("red{0} = {1}({2}, 1)[:, None]", tag, combine_fn, a));
+      } else {
+        acc.update.push_back(multiply ? fmt::format("red{0} = tl.reduce(tl.where(mask, {1}, {2}), 1, _egg_prod)[:, None]",
+                                                    tag, element, identity)
+                                      : fmt::format("red{0} = {1}(tl.where(mask, {2}, {3}), 1)[:, None]", tag, combine_fn,
+                                                    element, identity));
+      }
+      const std::string red = "red" + tag;
+      if (kind == "sum" || kind == "prod") {
+        result(spec.outputs[0], red, out_type);
+      } else if (kind == "mean") {
+        result(spec.outputs[0], fmt::format("({} / {})", red, count), out_type);
+      } else if (kind == "any" || kind == "all") {
+        result(spec.outputs[0], "(" + red + " != 0)", out_type);
+      }
+      // var, std, var_mean are finished by the caller (two passes).
+      acc.results.emplace_back(-1, Operand{red, acc_type, false});
+      return acc;
+    }
+    if (kind == "max" || kind == "min") {
+      const std::string fn = kind == "max" ? "maximum" : "minimum";
+      const std::string identity = Identity(kind, acc_type);
+      if (looped) {
+        acc.init.push_back(fmt::format("{} = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
+        acc.update.push_back(fmt::format("{0} = tl.where(mask, tl.{1}({0}, {2}), {0})", a, fn, value));
+        acc.finish.push_back(fmt::format("red{} = tl.{}({}, 1)[:, None]", tag, kind, a));
+      } else {
+        acc.update.push_back(fmt::format("red{} = tl.{}(tl.where(mask, {}, {}), 1)[:, None]", tag, kind, value, identity));
+      }
+      result(spec.outputs[0], "red" + tag, out_type);
+      return acc;
+    }
+    // argmax / argmin / max_with_index / min_with_index: (value, index) pairs, ties to the first index.
+    const bool is_max = kind == "argmax" || kind == "max_with_index";
+    const std::string identity = Identity(is_max ? "max" : "min", acc_type);
+    const std::string combine = is_max ? "_egg_argmax_combine" : "_egg_argmin_combine";
+    const std::string better = is_max ? ">" : "<";
+    if (looped) {
+      acc.init.push_back(fmt::format("{}v = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
+      acc.init.push_back(fmt::format("{}i = tl.zeros([XBLOCK, RBLOCK], tl.int64)", a));
+      acc.update.push_back(fmt::format("take{0} = mask & (({1} {2} {3}v) | (({1} != {1}) & ({3}v == {3}v)))", tag,
+                                       value, better, a));
+      acc.update.push_back(fmt::format("{0}v = tl.where(take{1}, {2}, {0}v)", a, tag, value));
+      acc.update.push_back(fmt::format("{0}i = tl.where(take{1}, rindex.to(tl.int64) + tl.zeros_like({0}i), {0}i)", a, tag));
+      acc.finish.push_back(fmt::format("redv{0}, redi{0} = tl.reduce(({1}v, {1}i), 1, {2})", tag, a, combine));
+    } else {
+      acc.update.push_back(fmt::format(
+          "redv{0}, redi{0} = tl.reduce((tl.where(mask, {1}, {2}), rindex.to(tl.int64) + tl.zeros([XBLOCK, RBLOCK], tl.int64)), 1, {3})",
+          tag, value, identity, combine));
+    }
+    const std::string v = "redv" + tag + "[:, None]";
+    const std::string i = "redi" + tag + "[:, None]";
+    if (kind == "argmax" || kind == "argmin") {
+      result(spec.outputs[0], i, DType::kInt64);
+    } else {
+      if (spec.outputs.size() > 0 && spec.outputs[0] >= 0) {
+        result(spec.outputs[0], v, out_type);
+      }
+      if (spec.outputs.size() > 1 && spec.outputs[1] >= 0) {
+        result(spec.outputs[1], i, DType::kInt64);
+      }
+    }
+    return acc;
+  }
+
+  void EmitReductionPass(const ReductionSpec& spec, size_t number, bool looped, const std::string& center,
+                         const std::string& tag, Accumulator* out) {
+    const Index x = Index::Var("xindex", kernel_.rows);
+    const Index r = Index::Var("rindex", kernel_.length);
+    if (looped) {
+      emitter_.OpenScope(2);
+    }
+    const Operand input = emitter_.Emit(spec.input, ReductionInputIndex(spec, x, r));
+    *out = Accumulate(spec, input, looped, tag, center);
+    (void)number;
+    if (looped) {
+      for (const std::string& line : out->update) {
+        emitter_.Line(line);
+      }
+      const std::vector<std::string> body = emitter_.CloseScope();
+      for (const std::string& line : out->init) {
+        emitter_.Line(line);
+      }
+      emitter_.Line(LoopHeader());
+      emitter_.Line(TileLines(true));
+      emitter_.Append(body);
+      for (const std::string& line : out->finish) {
+        emitter_.Line(line);
+      }
+    } else {
+      for (const std::string& line : out->update) {
+        emitter_.Line(line);
+      }
+    }
+  }
+
+  std::string LoopHeader() const {
+    return fmt::format("for roffset in range(0, {}, RBLOCK):", kernel_.length);
+  }
+
+  std::string TileLines(bool looped) const {
+    templates::Values values;
+    values.text["indent"] = looped ? "    " : "";
+    values.text["length"] = std::to_string(kernel_.length);
+    values.flags["looped"] = looped;
+    std::string text = templates::Render("triton/reduction_tile.py.mustache", values);
+    while (!text.empty() && text.back() == '\n') {
+      text.pop_back();
+    }
+    // The emitter indents the first line; the others carry their own indent relative to it.
+    std::string out;
+    size_t start = 0;
+    bool first = true;
+    while (start <= text.size()) {
+      const size_t end = text.find('\n', start);
+      const std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      out += first ? line : "\n    " + line;
+      first = false;
+      if (end == std::string::npos) {
+        break;
+      }
+      start = end + 1;
+    }
+    return out;
+  }
+
+  void DefineResults(const ReductionSpec& spec, const Accumulator& acc) {
+    const Index x = Index::Var("xindex", kernel_.rows);
+    for (const auto& [value, operand] : acc.results) {
+      if (value < 0) {
+        continue;
+      }
+      emitter_.DefineRow(value, operand, x);
+      StoreIfNeeded(value, Delinearize(x, MetaOf(graph_, value).shape), operand, "xmask");
+    }
+    (void)spec;
+  }
+
+  // var/std/var_mean in two passes: mean, then the centred sum of squares.
+  void EmitVariance(const ReductionSpec& spec, size_t number, bool looped) {
+    ReductionSpec mean_spec = spec;
+    mean_spec.kind = "sum";
+    Accumulator first;
+    const std::string tag = std::to_string(number);
+    EmitReductionPass(mean_spec, number, looped, "", tag + "m", &first);
+    const std::string mean = "mean" + tag;
+    emitter_.Line(fmt::format("{} = {} / {}", mean, first.results.back().second.code, spec.Length()));
+    Accumulator second;
+    EmitReductionPass(spec, number, looped, mean, tag, &second);
+    const std::string squares = second.results.back().second.code;
+    const double denominator = static_cast<double>(spec.Length()) - spec.correction;
+    const std::string variance = "var" + tag;
+    emitter_.Line(fmt::format("{} = {} / {}", variance, squares, FloatLiteral(std::max(denominator, 0.0))));
+    Accumulator results;
+    const DType out_type = MetaOf(graph_, spec.outputs.at(0)).dtype;
+    if (spec.kind == "var") {
+      results.results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
+    } else if (spec.kind == "std") {
+      results.results.emplace_back(spec.outputs[0], Operand{"tl.sqrt(" + variance + ")", out_type, false});
+    } else {
+      if (spec.outputs[0] >= 0) {
+        results.results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
+      }
+      if (spec.outputs.size() > 1 && spec.outputs[1] >= 0) {
+        results.results.emplace_back(spec.outputs[1], Operand{mean, out_type, false});
+      }
+    }
+    DefineResults(spec, results);
+  }
+
+  KernelSource WriteReduction() {
+    const bool looped = kernel_.design.algorithm != "persistent";
+    const Index x = Index::Var("xindex", kernel_.rows);
+    const Index r = Index::Var("rindex", kernel_.length);
+    if (!looped) {
+      emitter_.Line(TileLines(false));
+    }
+    size_t number = 0;
+    std::vector<int> full_roots;
+    std::vector<int> row_roots;
+    for (int root : kernel_.roots) {
+      const auto spec = std::find_if(kernel_.reductions.begin(), kernel_.reductions.end(),
+                                     [&](const ReductionSpec& s) { return s.node >= 0 && graph_.nodes[static_cast<size_t>(s.node)].value == root; });
+      if (spec != kernel_.reductions.end()) {
+        // Pointwise roots placed before this reduction are written in the final pass with the others.
+        if (spec->kind == "var" || spec->kind == "std" || spec->kind == "var_mean") {
+          EmitVariance(*spec, number, looped);
+        } else {
+          Accumulator acc;
+          EmitReductionPass(*spec, number, looped, "", std::to_string(number), &acc);
+          DefineResults(*spec, acc);
+        }
+        ++number;
+        continue;
+      }
+      const int64_t numel = MetaOf(graph_, root).Numel();
+      if (numel == kernel_.rows && kernel_.length != 1) {
+        row_roots.push_back(root);
+      } else {
+        full_roots.push_back(root);
+      }
+    }
+    if (!full_roots.empty()) {
+      if (looped) {
+        emitter_.OpenScope(2);
+      }
+      const auto anchor = AnchorIndex(kernel_.shape, kernel_.reduced, x, r);
+      const Index flat = Linearize(anchor, kernel_.shape);
+      for (int root : full_roots) {
+        const auto index = Delinearize(flat, MetaOf(graph_, root).shape);
+        const Operand value = emitter_.Emit(root, index);
+        StoreIfNeeded(root, index, value, "mask");
+      }
+      if (looped) {
+        const std::vector<std::string> body = emitter_.CloseScope();
+        emitter_.Line(LoopHeader());
+        emitter_.Line(TileLines(true));
+        emitter_.Append(body);
+      }
+    }
+    for (int root : row_roots) {
+      const auto index = Delinearize(x, MetaOf(graph_, root).shape);
+      const Operand value = emitter_.Emit(root, index);
+      StoreIfNeeded(root, index, value, "xmask");
+    }
+    templates::Values values;
+    values.text["rows"] = std::to_string(kernel_.rows);
+    values.text["length"] = std::to_string(kernel_.length);
+    values.text["algorithm"] = kernel_.design.algorithm;
+    values.text["body"] = Join(emitter_.CloseScope());
+    const int64_t xblock = kernel_.design.xblock;
+    return Finish("triton/reduction.py.mustache", values, fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
+                  {{"XBLOCK", xblock}, {"RBLOCK", kernel_.design.rblock}});
+  }
+
+  // ---- pooling --------------------------------------------------------------------------------------------
+  KernelSource WritePool() {
+    const PoolSpec& pool = *kernel_.pool;
+    const TensorMeta& in = MetaOf(graph_, pool.input);
+    const TensorMeta& out = MetaOf(graph_, pool.output);
+    const int64_t numel = out.Numel();
+    const Index x = Index::Var("xindex", numel);
+    const auto out_index = Delinearize(x, out.shape);
+    const size_t rank = out.shape.size();
+    const size_t first_spatial = rank - static_cast<size_t>(pool.spatial);
+    const bool is_max = pool.kind == "max";
+    emitter_.Line(fmt::format("acc = tl.full([XBLOCK], {}, tl.float32)", is_max ? "float('-inf')" : "0.0"));
+    std::vector<std::string> starts;
+    std::vector<std::string> ends;
+    std::vector<Index> window_index(out_index.begin(), out_index.begin() + static_cast<std::ptrdiff_t>(first_spatial));
+    std::string window_text;
+    int depth = 1;
+    std::vector<std::string> conditions;
+    for (int s = 0; s < pool.spatial; ++s) {
+      const auto sd = static_cast<size_t>(s);
+      const size_t d = first_spatial + sd;
+      const int64_t in_size = in.shape[d];
+      const int64_t out_size = out.shape[d];
+      const std::string k = "k" + std::to_string(s);
+      Index position;
+      if (pool.adaptive) {
+        const Index start = (out_index[d] * in_size).FloorDiv(out_size);
+        const Index end = ((out_index[d] + Index(1)) * in_size + Index(out_size - 1)).FloorDiv(out_size);
+        position = start + Index::Var(k, pool.kernel[sd]);
+        conditions.push_back(fmt::format("({}) < ({})", position.Code(), end.Code()));
+        starts.push_back(start.Code());
+        ends.push_back(end.Code());
+      } else {
+        position = out_index[d] * pool.stride[sd] - Index(pool.padding[sd]) + Index::Var(k, pool.kernel[sd]) * pool.dilation[sd];
+        if (pool.padding[sd] > 0 || pool.ceil_mode) {
+          conditions.push_back(fmt::format("(({0}) >= 0) & (({0}) < {1})", position.Code(), in_size));
+        }
+        const Index start = out_index[d] * pool.stride[sd] - Index(pool.padding[sd]);
+        starts.push_back(start.Code());
+        ends.push_back(fmt::format("tl.minimum({} + {}, {})", start.Code(), pool.kernel[sd], in_size + pool.padding[sd]));
+      }
+      window_index.push_back(position);
+      window_text += (window_text.empty() ? "" : "x") + std::to_string(pool.kernel[sd]);
+      emitter_.Line(fmt::format("for {} in tl.static_range({}):", k, pool.kernel[sd]));
+      emitter_.OpenScope(++depth);
+    }
+    std::string valid;
+    for (const std::string& c : conditions) {
+      valid = valid.empty() ? c : "(" + valid + ") & (" + c + ")";
+    }
+    if (!valid.empty()) {
+      emitter_.Line("valid = " + valid);
+      emitter_.PushCondition("valid");
+    }
+    const Operand value = emitter_.Emit(pool.input, window_index);
+    std::string element = "(" + value.code + ").to(tl.float32)";
+    if (!valid.empty()) {
+      element = fmt::format("tl.where(valid, {}, {})", element, is_max ? "float('-inf')" : "0.0");
+      emitter_.PopCondition();
+    }
+    emitter_.Line(is_max ? fmt::format("acc = tl.maximum(acc, {})", element) : fmt::format("acc = acc + {}", element));
+    for (int s = pool.spatial; s-- > 0;) {
+      emitter_.Append(emitter_.CloseScope());
+    }
+    std::string result = "acc";
+    if (!is_max) {
+      result = "acc / " + AvgDivisor(pool, in, out, out_index, first_spatial, starts, ends);
+    }
+    const Operand pooled{"pooled", out.dtype, false};
+    emitter_.Line("pooled = (" + result + ").to(" + TritonDType(out.dtype) + ")");
+    emitter_.DefineRow(pool.output, pooled, x);
+    StoreIfNeeded(pool.output, out_index, pooled, "xmask");
+    WriteEpilogues(x, pool.output);
+    templates::Values values;
+    values.text["numel"] = std::to_string(numel);
+    values.text["kind"] = pool.kind;
+    values.text["window"] = window_text;
+    values.text["body"] = Join(emitter_.CloseScope());
+    const int64_t xblock = kernel_.design.xblock;
+    return Finish("triton/pool.py.mustache", values, fmt::format("(triton.cdiv({}, {}),)", numel, xblock),
+                  {{"XBLOCK", xblock}});
+  }
+
+  std::string AvgDivisor(const PoolSpec& pool, const TensorMeta& in, const TensorMeta& out,
+                         const std::vector<Index>& out_index, size_t first_spatial,
+                         const std::vector<std::string>& starts, const std::vector<std::string>& ends) {
+    if (pool.divisor_override) {
+      return FloatLiteral(static_cast<double>(*pool.divisor_override));
+    }
+    bool uniform = !pool.adaptive;
+    for (int s = 0; s < pool.spatial && uniform; ++s) {
+      const auto sd = static_cast<size_t>(s);
+      const size_t d = first_spatial + sd;
+      const bool no_edge = pool.padding[sd] == 0 && !pool.ceil_mode;
+      uniform = no_edge || (pool.count_include_pad && (out.shape[d] - 1) * pool.stride[sd] + pool.kernel[sd] <=
+                                                          in.shape[d] + 2 * pool.padding[sd]);
+    }
+    if (uniform) {
+      int64_t size = 1;
+      for (int64_t k : pool.kernel) {
+        size *= k;
+      }
+      return FloatLiteral(static_cast<double>(size));
+    }
+    std::string divisor;
+    for (int s = 0; s < pool.spatial; ++s) {
+      const auto sd = static_cast<size_t>(s);
+      const size_t d = first_spatial + sd;
+      std::string extent;
+      if (pool.adaptive) {
+        extent = fmt::format("(({}) - ({}))", ends[sd], starts[sd]);
+      } else if (pool.count_include_pad) {
+        extent = fmt::format("({} - ({}))", ends[sd], starts[sd]);
+      } else {
+        extent = fmt::format("(tl.minimum({}, {}) - tl.maximum({}, 0))", ends[sd], in.shape[d], starts[sd]);
+      }
+      divisor += (divisor.empty() ? "" : " * ") + extent;
+    }
+    (void)out_index;
+    return "(" + divisor + ").to(tl.float32)";
+  }
+
+  // Pointwise roots after a pooled or scanned value, computed where that value is (same flat position).
+  void WriteEpilogues(const Index& flat, int producer) {
+    for (int root : kernel_.roots) {
+      if (root == producer) {
+        continue;
+      }
+      const auto index = Delinearize(flat, MetaOf(graph_, root).shape);
+      const Operand value = emitter_.Emit(root, index);
+      StoreIfNeeded(root, index, value, kernel_.kind == KernelKind::kScan ? "mask" : "xmask");
+    }
+  }
+
+  // ---- scans ----------------------------------------------------------------------------------------------
+  KernelSource WriteScan() {
+    const ScanSpec& scan = *kernel_.scan;
+    const TensorMeta& meta = MetaOf(graph_, scan.input);
+    const int output = graph_.nodes.at(static_cast<size_t>(scan.node)).value;
+    const DType out_type = MetaOf(graph_, output).dtype;
+    const Index x = Index::Var("xindex", kernel_.rows);
+    const Index r = Index::Var("rindex", kernel_.length);
+    const auto index = AnchorIndex(meta.shape, {scan.dim}, x, r);
+    const bool looped = kernel_.design.algorithm != "single";
+    const bool sum = scan.kind == "sum";
+    const std::string tl_acc = TritonDType(IsFloating(out_type) ? DType::kFloat32 : DType::kInt64);
+    emitter_.Line(fmt::format("carry = tl.full([XBLOCK, 1], {}, {})", sum ? "0" : "1", tl_acc));
+    if (looped) {
+      emitter_.OpenScope(2);
+    }
+    const Operand input = emitter_.Emit(scan.input, index);
+    emitter_.Line(fmt::format("element = tl.where(mask, ({}).to({}), {})", input.code, tl_acc, sum ? "0" : "1"));
+    if (sum) {
+      emitter_.Line("scanned = tl.cumsum(element, 1) + carry");
+      emitter_.Line("carry = carry + tl.sum(element, 1)[:, None]");
+    } else {
+      emitter_.Line("scanned = tl.cumprod(element, 1) * carry");
+      emitter_.Line("carry = carry * tl.reduce(element, 1, _egg_prod)[:, None]");
+    }
+    const Operand scanned{"scanned", out_type, false};
+    emitter_.DefineRow(output, scanned, Linearize(index, meta.shape));
+    StoreIfNeeded(output, index, scanned, "mask");
+    WriteEpilogues(Linearize(index, meta.shape), output);
+    if (looped) {
+      const std::vector<std::string> body = emitter_.CloseScope();
+      emitter_.Line(LoopHeader());
+      emitter_.Line(TileLines(true));
+      emitter_.Append(body);
+    } else {
+      // single tile: the tile lines go first
+      std::vector<std::string> body = emitter_.CloseScope();
+      emitter_.Line(TileLines(false));
+      emitter_.Append(body);
+    }
+    templates::Values values;
+    values.text["rows"] = std::to_string(kernel_.rows);
+    values.text["length"] = std::to_string(kernel_.length);
+    values.text["kind"] = scan.kind;
+    values.text["algorithm"] = kernel_.design.algorithm;
+    values.text["body"] = Join(emitter_.CloseScope());
+    const int64_t xblock = kernel_.design.xblock;
+    return Finish("triton/scan.py.mustache", values, fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
+                  {{"XBLOCK", xblock}, {"RBLOCK", kernel_.design.rblock}});
+  }
+
+  const Graph& graph_;
+  const KernelPlan& kernel_;
+  const std::map<int, TensorMeta>& layouts_;
+  KernelEmitter emitter_;
+};
+
+}  // namespace
+
+TensorMeta DenseLayout(const TensorMeta& meta) {
+  TensorMeta layout = meta;
+  layout.stride = ContiguousStrides(meta.shape);
+  layout.offset = 0;
+  return layout;
+}
+
+std::vector<Index> AnchorIndex(const std::vector<int64_t>& shape, const std::vector<int64_t>& reduced,
+                               const Index& x, const Index& r) {
+  std::vector<int64_t> kept_shape;
+  std::vector<int64_t> reduced_shape;
+  std::vector<bool> is_reduced(shape.size(), false);
+  for (int64_t d : reduced) {
+    is_reduced[static_cast<size_t>(d)] = true;
+  }
+  for (size_t d = 0; d < shape.size(); ++d) {
+    (is_reduced[d] ? reduced_shape : kept_shape).push_back(shape[d]);
+  }
+  const auto kept_index = Delinearize(x, kept_shape);
+  const auto reduced_index = Delinearize(r, reduced_shape);
+  std::vector<Index> index(shape.size());
+  size_t k = 0;
+  size_t j = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    index[d] = is_reduced[d] ? reduced_index[j++] : kept_index[k++];
+  }
+  return index;
+}
+
+KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
+                            const std::map<int, TensorMeta>& layouts) {
+  MaskSet masks;
+  if (kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan) {
+    masks = MaskSet{"xmask", "rmask", "mask", "xindex", "rindex"};
+  } else {
+    masks = MaskSet{"xmask", "", "xmask", "xindex", ""};
+  }
+  KernelWriter writer(graph, kernel, memory, layouts, masks);
+  return writer.Write();
+}
+
+}  // namespace egg::expert

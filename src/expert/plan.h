@@ -1,0 +1,118 @@
+// The fusion plan of a captured graph: which values are realized in memory, which Triton kernels compute them
+// (each a fusion group with its iteration domain and the reasons it was formed), which ops run in PyTorch, and
+// the design record that fixes each kernel's algorithm and tiling. MakePlan never throws for graph content:
+// what it cannot put in a kernel runs in PyTorch.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "expert/graph.h"
+#include "expert/ops.h"
+
+namespace egg::expert {
+
+enum class KernelKind { kPointwise, kReduction, kPool, kScan };
+std::string KernelKindName(KernelKind kind);
+
+// A reduction node, parsed: what it combines, over which dimensions of which input.
+struct ReductionSpec {
+  std::string kind;  // sum mean max min prod argmax argmin var std any all max_with_index min_with_index var_mean
+  int node = -1;
+  int input = -1;
+  std::vector<int64_t> dims;  // reduced dimensions of the input, sorted
+  double correction = 1;
+  std::vector<int> outputs;  // values holding the results (getitem values for tuple-producing nodes)
+  std::vector<int64_t> kept_shape;
+  std::vector<int64_t> reduced_shape;
+  int64_t Rows() const { return Product(kept_shape); }
+  int64_t Length() const { return Product(reduced_shape); }
+};
+std::optional<ReductionSpec> ParseReduction(const Graph& graph, const Node& node);
+
+struct PoolSpec {
+  std::string kind;  // max | avg
+  int node = -1;
+  int input = -1;
+  int output = -1;                    // the value of pooled results
+  int spatial = 2;                    // 1, 2 or 3 spatial dimensions
+  std::vector<int64_t> kernel, stride, padding, dilation;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+  std::optional<int64_t> divisor_override;
+  bool adaptive = false;
+};
+std::optional<PoolSpec> ParsePool(const Graph& graph, const Node& node);
+
+struct ScanSpec {
+  std::string kind;  // sum | prod
+  int node = -1;
+  int input = -1;
+  int64_t dim = 0;
+};
+std::optional<ScanSpec> ParseScan(const Graph& graph, const Node& node);
+
+// The algorithm and launch shape of one kernel: the design record's entry for it.
+struct KernelDesign {
+  std::string algorithm;  // pointwise: flat | reduction: persistent, looped, online | pool: direct | scan: blocked
+  int64_t xblock = 0;
+  int64_t rblock = 0;
+  int num_warps = 4;
+  int num_stages = 1;
+
+  Json ToJson() const;
+  static KernelDesign FromJson(const Json& json);
+  bool operator==(const KernelDesign& other) const { return ToJson() == other.ToJson(); }
+};
+
+struct KernelPlan {
+  std::string name;
+  KernelKind kind = KernelKind::kPointwise;
+  std::vector<int> roots;   // realized values computed here, in order (reductions first where they lead)
+  std::vector<int> stores;  // roots (or reduction outputs) written to memory
+  // The iteration domain. Pointwise: `shape` iterated flat. Reduction: the anchor input `shape` with
+  // `reduced` dims, rows = product of the kept dims, length = product of the reduced. Pool/scan: see spec.
+  std::vector<int64_t> shape;
+  std::vector<int64_t> reduced;
+  int64_t rows = 0;
+  int64_t length = 1;
+  std::vector<ReductionSpec> reductions;
+  std::optional<PoolSpec> pool;
+  std::optional<ScanSpec> scan;
+  KernelDesign design;
+  std::vector<std::string> reasons;
+};
+
+struct PlanOptions {
+  bool fuse_reductions = true;  // same-domain reductions share a kernel (multi-pass or registers)
+  bool fuse_epilogues = true;   // pointwise consumers join the kernel that produces their inputs
+  Json ToJson() const;
+  static PlanOptions FromJson(const Json& json);
+};
+
+struct Step {
+  enum class Kind { kKernel, kExtern };
+  Kind kind = Kind::kKernel;
+  int index = -1;  // kernel index or node index
+};
+
+struct Plan {
+  PlanOptions options;
+  std::vector<KernelPlan> kernels;
+  std::vector<Step> steps;
+  std::set<int> memory;                // values in memory by the end (inputs, state, stored, extern results)
+  std::vector<std::map<int, TensorMeta>> memory_before;  // per kernel: what it may read, with layouts
+  std::vector<std::string> notes;      // planner decisions worth reporting
+  std::vector<std::string> extern_ops; // ops left to PyTorch
+};
+
+Plan MakePlan(const Graph& graph, const PlanOptions& options);
+
+// The default design of a kernel (first seed); `seed` picks an alternative algorithm family (0, 1, 2).
+KernelDesign DefaultDesign(const KernelPlan& kernel, int seed);
+
+}  // namespace egg::expert

@@ -1,0 +1,853 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "expert/kernel_codegen.h"
+#include "expert/plan.h"
+
+namespace egg::expert {
+namespace {
+
+const Value& ValueAt(const Graph& graph, int value) { return graph.values.at(static_cast<size_t>(value)); }
+
+int64_t NormalizeDim(int64_t dim, size_t rank) { return dim < 0 ? dim + static_cast<int64_t>(std::max<size_t>(rank, 1)) : dim; }
+
+int64_t IntArg(const Node& node, size_t position, const std::string& key, int64_t fallback) {
+  const Arg* arg = node.ArgAt(position, key);
+  if (arg == nullptr || arg->kind != Arg::Kind::kInt) {
+    return fallback;
+  }
+  return arg->i;
+}
+
+bool BoolArg(const Node& node, size_t position, const std::string& key, bool fallback) {
+  const Arg* arg = node.ArgAt(position, key);
+  if (arg == nullptr || arg->kind != Arg::Kind::kBool) {
+    return fallback;
+  }
+  return arg->b;
+}
+
+// getitem users of a tuple-producing node: element index -> value (-1 when unused).
+std::vector<int> TupleOutputs(const Graph& graph, const Node& node, size_t count) {
+  std::vector<int> outputs(count, -1);
+  for (int user : ValueAt(graph, node.value).users) {
+    const Node& getitem = graph.nodes.at(static_cast<size_t>(user));
+    if (getitem.op != "getitem" || getitem.args.size() < 2 || getitem.args[1].kind != Arg::Kind::kInt) {
+      continue;
+    }
+    const auto index = static_cast<size_t>(getitem.args[1].i);
+    if (index < count) {
+      outputs[index] = getitem.value;
+    }
+  }
+  return outputs;
+}
+
+std::vector<int64_t> ExpandTo(std::vector<int64_t> values, int count, int64_t fallback) {
+  if (values.empty()) {
+    values.push_back(fallback);
+  }
+  while (static_cast<int>(values.size()) < count) {
+    values.push_back(values.back());
+  }
+  return values;
+}
+
+int64_t NextPow2(int64_t value) {
+  int64_t p = 1;
+  while (p < value) {
+    p *= 2;
+  }
+  return p;
+}
+
+}  // namespace
+
+std::string KernelKindName(KernelKind kind) {
+  switch (kind) {
+    case KernelKind::kPointwise:
+      return "pointwise";
+    case KernelKind::kReduction:
+      return "reduction";
+    case KernelKind::kPool:
+      return "pool";
+    case KernelKind::kScan:
+      return "scan";
+  }
+  return "pointwise";
+}
+
+std::optional<ReductionSpec> ParseReduction(const Graph& graph, const Node& node) {
+  if (node.args.empty() || node.args[0].kind != Arg::Kind::kValue) {
+    return std::nullopt;
+  }
+  const Value& input = ValueAt(graph, node.args[0].value);
+  if (!input.meta) {
+    return std::nullopt;
+  }
+  const size_t rank = input.meta->shape.size();
+  ReductionSpec spec;
+  spec.node = static_cast<int>(&node - graph.nodes.data());
+  spec.input = node.args[0].value;
+  const std::string& op = node.op;
+  const std::string base = op.substr(op.find('.') + 1, op.rfind('.') - op.find('.') - 1);
+  std::optional<std::vector<int64_t>> dims;
+  bool all = false;
+  auto dims_at = [&](size_t position, const std::string& key) {
+    const Arg* arg = node.ArgAt(position, key);
+    if (arg == nullptr || arg->kind == Arg::Kind::kNone) {
+      all = true;
+      return;
+    }
+    dims = arg->AsInts();
+    if (dims && dims->empty()) {
+      all = true;
+    }
+  };
+  if (op == "aten.sum.default" || op == "aten.mean.default" || op == "aten.prod.default" ||
+      op == "aten.max.default" || op == "aten.min.default" || op == "aten.any.default" || op == "aten.all.default") {
+    all = true;
+  } else if (op == "aten.var.correction" || op == "aten.std.correction" || op == "aten.var_mean.correction") {
+    dims_at(1, "dim");
+    const Arg* correction = node.Kwarg("correction");
+    spec.correction = correction != nullptr && correction->IsNumber() ? correction->AsDouble() : 1.0;
+  } else if (op == "aten.var.dim") {
+    dims_at(1, "dim");
+    spec.correction = BoolArg(node, 2, "unbiased", true) ? 1.0 : 0.0;
+  } else if (op == "prims.var.default") {
+    dims_at(1, "dims");
+    const Arg* correction = node.ArgAt(2, "correction");
+    spec.correction = correction != nullptr && correction->IsNumber() ? correction->AsDouble() : 1.0;
+  } else if (op == "aten.argmax.default" || op == "aten.argmin.default") {
+    dims_at(1, "dim");
+  } else {
+    dims_at(1, "dim");
+  }
+  std::vector<int64_t> reduced;
+  if (all) {
+    for (size_t d = 0; d < rank; ++d) {
+      reduced.push_back(static_cast<int64_t>(d));
+    }
+  } else {
+    if (!dims) {
+      return std::nullopt;
+    }
+    for (int64_t d : *dims) {
+      reduced.push_back(NormalizeDim(d, rank));
+    }
+  }
+  std::sort(reduced.begin(), reduced.end());
+  reduced.erase(std::unique(reduced.begin(), reduced.end()), reduced.end());
+  if (rank == 0 || reduced.empty() || reduced.back() >= static_cast<int64_t>(rank) || reduced.front() < 0) {
+    return std::nullopt;
+  }
+  spec.dims = reduced;
+  if (base == "sum" || op == "prims.sum.default") {
+    spec.kind = "sum";
+  } else if (base == "mean") {
+    spec.kind = "mean";
+  } else if (base == "amax" || op == "aten.max.default") {
+    spec.kind = "max";
+  } else if (base == "amin" || op == "aten.min.default") {
+    spec.kind = "min";
+  } else if (base == "prod") {
+    spec.kind = "prod";
+  } else if (base == "var") {
+    spec.kind = "var";
+  } else if (base == "std") {
+    spec.kind = "std";
+  } else if (base == "argmax" || base == "argmin" || base == "any" || base == "all") {
+    spec.kind = base;
+  } else if (op == "aten.max.dim") {
+    spec.kind = "max_with_index";
+  } else if (op == "aten.min.dim") {
+    spec.kind = "min_with_index";
+  } else if (op == "aten.var_mean.correction") {
+    spec.kind = "var_mean";
+  } else {
+    return std::nullopt;
+  }
+  if ((spec.kind == "argmax" || spec.kind == "argmin" || spec.kind == "max_with_index" ||
+       spec.kind == "min_with_index") &&
+      spec.dims.size() != 1 && !all) {
+    return std::nullopt;
+  }
+  if (spec.kind == "max_with_index" || spec.kind == "min_with_index" || spec.kind == "var_mean") {
+    spec.outputs = TupleOutputs(graph, node, 2);
+  } else {
+    spec.outputs = {node.value};
+  }
+  if (spec.outputs[0] < 0 && (spec.outputs.size() < 2 || spec.outputs[1] < 0)) {
+    return std::nullopt;
+  }
+  for (int output : spec.outputs) {
+    if (output >= 0 && !ValueAt(graph, output).meta) {
+      return std::nullopt;
+    }
+  }
+  std::vector<bool> is_reduced(rank, false);
+  for (int64_t d : spec.dims) {
+    is_reduced[static_cast<size_t>(d)] = true;
+  }
+  for (size_t d = 0; d < rank; ++d) {
+    (is_reduced[d] ? spec.reduced_shape : spec.kept_shape).push_back(input.meta->shape[d]);
+  }
+  if (spec.Length() == 0 || spec.Rows() == 0) {
+    return std::nullopt;
+  }
+  return spec;
+}
+
+std::optional<PoolSpec> ParsePool(const Graph& graph, const Node& node) {
+  if (node.args.empty() || node.args[0].kind != Arg::Kind::kValue) {
+    return std::nullopt;
+  }
+  const Value& input = ValueAt(graph, node.args[0].value);
+  if (!input.meta) {
+    return std::nullopt;
+  }
+  PoolSpec pool;
+  pool.node = static_cast<int>(&node - graph.nodes.data());
+  pool.input = node.args[0].value;
+  const std::string& op = node.op;
+  pool.spatial = op.find("3d") != std::string::npos ? 3 : (op.find("1d") != std::string::npos ? 1 : 2);
+  auto ints = [&](size_t position, const std::string& key) {
+    const Arg* arg = node.ArgAt(position, key);
+    return arg == nullptr ? std::vector<int64_t>{} : arg->AsInts().value_or(std::vector<int64_t>{});
+  };
+  const TensorMeta& in = *input.meta;
+  if (static_cast<int>(in.shape.size()) < pool.spatial + 1) {
+    return std::nullopt;
+  }
+  if (op.find("adaptive_avg") != std::string::npos) {
+    pool.kind = "avg";
+    pool.adaptive = true;
+    pool.output = node.value;
+    const auto output_size = ExpandTo(ints(1, "output_size"), pool.spatial, 1);
+    const size_t first = in.shape.size() - static_cast<size_t>(pool.spatial);
+    for (int s = 0; s < pool.spatial; ++s) {
+      const int64_t in_size = in.shape[first + static_cast<size_t>(s)];
+      const int64_t out_size = output_size[static_cast<size_t>(s)];
+      int64_t widest = 1;
+      for (int64_t o = 0; o < out_size; ++o) {
+        const int64_t start = o * in_size / out_size;
+        const int64_t end = ((o + 1) * in_size + out_size - 1) / out_size;
+        widest = std::max(widest, end - start);
+      }
+      pool.kernel.push_back(widest);
+      pool.stride.push_back(1);
+      pool.padding.push_back(0);
+      pool.dilation.push_back(1);
+    }
+  } else {
+    const bool is_max = op.find("max_pool") != std::string::npos;
+    pool.kind = is_max ? "max" : "avg";
+    pool.kernel = ExpandTo(ints(1, "kernel_size"), pool.spatial, 1);
+    pool.stride = ExpandTo(ints(2, "stride"), pool.spatial, 0);
+    if (ints(2, "stride").empty()) {
+      pool.stride = pool.kernel;
+    }
+    pool.padding = ExpandTo(ints(3, "padding"), pool.spatial, 0);
+    if (is_max) {
+      pool.dilation = ExpandTo(ints(4, "dilation"), pool.spatial, 1);
+      pool.ceil_mode = BoolArg(node, 5, "ceil_mode", false);
+    } else {
+      pool.dilation = std::vector<int64_t>(static_cast<size_t>(pool.spatial), 1);
+      pool.ceil_mode = BoolArg(node, 4, "ceil_mode", false);
+      pool.count_include_pad = BoolArg(node, 5, "count_include_pad", true);
+      const Arg* divisor = node.ArgAt(6, "divisor_override");
+      if (divisor != nullptr && divisor->kind == Arg::Kind::kInt) {
+        pool.divisor_override = divisor->i;
+      }
+    }
+    if (op.find("with_indices") != std::string::npos) {
+      const auto outputs = TupleOutputs(graph, node, 2);
+      if (outputs[1] >= 0 || outputs[0] < 0) {
+        return std::nullopt;  // the indices are used: PyTorch computes them
+      }
+      pool.output = outputs[0];
+    } else {
+      pool.output = node.value;
+    }
+  }
+  if (!ValueAt(graph, pool.output).meta) {
+    return std::nullopt;
+  }
+  return pool;
+}
+
+std::optional<ScanSpec> ParseScan(const Graph& graph, const Node& node) {
+  if (node.args.empty() || node.args[0].kind != Arg::Kind::kValue) {
+    return std::nullopt;
+  }
+  const Value& input = ValueAt(graph, node.args[0].value);
+  if (!input.meta || input.meta->shape.empty()) {
+    return std::nullopt;
+  }
+  ScanSpec scan;
+  scan.node = static_cast<int>(&node - graph.nodes.data());
+  scan.input = node.args[0].value;
+  scan.kind = node.op == "aten.cumsum.default" ? "sum" : "prod";
+  scan.dim = NormalizeDim(IntArg(node, 1, "dim", 0), input.meta->shape.size());
+  return scan;
+}
+
+Json KernelDesign::ToJson() const {
+  return Json{{"algorithm", algorithm},
+              {"xblock", xblock},
+              {"rblock", rblock},
+              {"num_warps", num_warps},
+              {"num_stages", num_stages}};
+}
+
+KernelDesign KernelDesign::FromJson(const Json& json) {
+  KernelDesign design;
+  design.algorithm = json.value("algorithm", "");
+  design.xblock = json.value("xblock", int64_t{0});
+  design.rblock = json.value("rblock", int64_t{0});
+  design.num_warps = json.value("num_warps", 4);
+  design.num_stages = json.value("num_stages", 1);
+  return design;
+}
+
+Json PlanOptions::ToJson() const {
+  return Json{{"fuse_reductions", fuse_reductions}, {"fuse_epilogues", fuse_epilogues}};
+}
+
+PlanOptions PlanOptions::FromJson(const Json& json) {
+  PlanOptions options;
+  options.fuse_reductions = json.value("fuse_reductions", true);
+  options.fuse_epilogues = json.value("fuse_epilogues", true);
+  return options;
+}
+
+KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
+  constexpr int64_t kPointwiseBlock = 1024;
+  constexpr int64_t kTileElements = 4096;
+  constexpr int64_t kLoopBlock = 2048;
+  constexpr int64_t kOuterXBlock = 64;
+  constexpr int64_t kOuterRBlock = 16;
+  constexpr int64_t kPoolBlock = 256;
+  constexpr int kWideWarps = 8;
+  KernelDesign design;
+  switch (kernel.kind) {
+    case KernelKind::kPointwise: {
+      design.algorithm = "flat";
+      design.xblock = std::min(kPointwiseBlock, NextPow2(std::max<int64_t>(Product(kernel.shape), 1)));
+      design.num_warps = 4;
+      return design;
+    }
+    case KernelKind::kPool: {
+      design.algorithm = "direct";
+      design.xblock = std::min(kPoolBlock, NextPow2(std::max<int64_t>(Product(kernel.shape), 1)));
+      return design;
+    }
+    case KernelKind::kReduction:
+    case KernelKind::kScan: {
+      const int64_t rows = std::max<int64_t>(kernel.rows, 1);
+      const int64_t length = NextPow2(std::max<int64_t>(kernel.length, 1));
+      // Inner: the reduced (scanned) dimensions are the innermost of the anchor, so r walks contiguous memory.
+      bool inner = !kernel.reduced.empty();
+      for (size_t d = kernel.shape.size(); d-- > 0;) {
+        if (kernel.shape[d] == 1) {
+          continue;
+        }
+        inner = std::find(kernel.reduced.begin(), kernel.reduced.end(), static_cast<int64_t>(d)) != kernel.reduced.end();
+        break;
+      }
+      const bool scan = kernel.kind == KernelKind::kScan;
+      bool persistent = length <= kTileElements;
+      if (seed % 2 == 1) {
+        persistent = !persistent && length <= 4 * kTileElements;
+      }
+      if (!inner && length > kOuterRBlock && seed % 2 == 0) {
+        persistent = false;
+      }
+      if (persistent) {
+        design.algorithm = scan ? "single" : "persistent";
+        design.rblock = length;
+        design.xblock = std::min(NextPow2(rows), std::max<int64_t>(1, kTileElements / length));
+        if (!inner) {
+          design.xblock = std::max<int64_t>(design.xblock, std::min<int64_t>(NextPow2(rows), kOuterXBlock / 4));
+        }
+      } else if (inner) {
+        design.algorithm = scan ? "blocked" : "looped";
+        design.rblock = std::min(length, kLoopBlock);
+        design.xblock = 1;
+      } else {
+        design.algorithm = scan ? "blocked" : "looped";
+        design.rblock = std::min(length, kOuterRBlock);
+        design.xblock = std::min(NextPow2(rows), kOuterXBlock);
+      }
+      design.num_warps = design.xblock * design.rblock >= kLoopBlock ? kWideWarps : 4;
+      return design;
+    }
+  }
+  return design;
+}
+
+namespace {
+
+class Planner {
+ public:
+  Planner(const Graph& graph, const PlanOptions& options, std::set<int> forced_extern)
+      : graph_(graph), forced_extern_(std::move(forced_extern)) {
+    plan_.options = options;
+  }
+
+  // False (with *failed_node set) when a root cannot be put in any kernel: the caller forces it to PyTorch.
+  bool Run(int* failed_node) {
+    Classify();
+    for (int value = 0; value < static_cast<int>(graph_.values.size()); ++value) {
+      const Value& v = ValueAt(graph_, value);
+      if ((v.kind == ValueKind::kInput || v.kind == ValueKind::kState) && v.meta) {
+        memory_[value] = *v.meta;
+      }
+    }
+    MarkRealizations();
+    for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+      const Node& node = graph_.nodes[n];
+      const auto index = static_cast<int>(n);
+      if (externs_.count(index) != 0) {
+        plan_.steps.push_back({Step::Kind::kExtern, index});
+        plan_.extern_ops.push_back(node.op);
+        AddExternResults(node);
+        continue;
+      }
+      if (roots_.count(node.value) == 0) {
+        continue;
+      }
+      if (!Place(node)) {
+        *failed_node = index;
+        return false;
+      }
+    }
+    FinalizeStores();
+    return true;
+  }
+
+  Plan Take() { return std::move(plan_); }
+
+ private:
+  void Classify() {
+    for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+      const Node& node = graph_.nodes[n];
+      const auto index = static_cast<int>(n);
+      OpClass op_class = ClassifyOp(node.op);
+      if (forced_extern_.count(index) != 0) {
+        op_class = OpClass::kExtern;
+      }
+      if (op_class == OpClass::kReduction) {
+        if (auto spec = ParseReduction(graph_, node)) {
+          reductions_[index] = *spec;
+        } else {
+          op_class = OpClass::kExtern;
+        }
+      } else if (op_class == OpClass::kPool) {
+        if (auto spec = ParsePool(graph_, node)) {
+          pools_[index] = *spec;
+        } else {
+          op_class = OpClass::kExtern;
+        }
+      } else if (op_class == OpClass::kScan) {
+        if (auto spec = ParseScan(graph_, node)) {
+          scans_[index] = *spec;
+        } else {
+          op_class = OpClass::kExtern;
+        }
+      } else if (op_class == OpClass::kGetItem) {
+        op_class = OpClass::kGetItem;
+      }
+      if (op_class == OpClass::kExtern) {
+        externs_.insert(index);
+      }
+      classes_[index] = op_class;
+    }
+  }
+
+  bool IsZeroCopyView(const Node& node) const {
+    static const std::set<std::string> kCopies = {"aten.flip.default", "aten.clone.default",
+                                                  "aten.contiguous.default", "aten.lift_fresh_copy.default",
+                                                  "aten.expand_copy.default", "aten.view_copy.default",
+                                                  "aten.permute_copy.default", "aten.unsqueeze_copy.default",
+                                                  "aten.squeeze_copy.dims"};
+    return ClassifyOp(node.op) == OpClass::kView && kCopies.count(node.op) == 0;
+  }
+
+  // `value` must exist in memory or as a PyTorch view of memory (for an extern op or an output).
+  void NeedMemory(int value) {
+    const Value& v = ValueAt(graph_, value);
+    if (v.kind != ValueKind::kNode) {
+      return;
+    }
+    const Node& node = graph_.nodes.at(static_cast<size_t>(v.node));
+    const int index = v.node;
+    if (externs_.count(index) != 0 || reductions_.count(index) != 0 || scans_.count(index) != 0) {
+      return;
+    }
+    if (node.op == "getitem") {
+      const Value& parent = ValueAt(graph_, node.args.at(0).value);
+      const int parent_node = parent.node;
+      if (externs_.count(parent_node) != 0 || reductions_.count(parent_node) != 0) {
+        return;
+      }
+      if (pools_.count(parent_node) != 0 && pools_.at(parent_node).output == value) {
+        return;
+      }
+    }
+    if (pools_.count(index) != 0) {
+      return;
+    }
+    if (IsZeroCopyView(node) && v.meta) {
+      torch_views_.insert(value);
+      NeedMemory(ViewSource(node));
+      return;
+    }
+    roots_.insert(value);
+  }
+
+  void MarkRealizations() {
+    for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+      const Node& node = graph_.nodes[n];
+      const auto index = static_cast<int>(n);
+      if (reductions_.count(index) != 0 || scans_.count(index) != 0) {
+        roots_.insert(node.value);
+      } else if (pools_.count(index) != 0) {
+        roots_.insert(node.value);
+      } else if (externs_.count(index) != 0) {
+        for (const Arg& arg : node.args) {
+          NeedArg(arg);
+        }
+        for (const auto& [key, arg] : node.kwargs) {
+          NeedArg(arg);
+        }
+      }
+    }
+    for (const Arg& output : graph_.outputs) {
+      NeedMemory(output.value);
+    }
+    for (const auto& [target, arg] : graph_.mutations) {
+      if (arg.kind == Arg::Kind::kValue) {
+        NeedMemory(arg.value);
+      }
+    }
+  }
+
+  void NeedArg(const Arg& arg) {
+    if (arg.kind == Arg::Kind::kValue && ValueAt(graph_, arg.value).meta) {
+      NeedMemory(arg.value);
+    }
+    for (const Arg& item : arg.list) {
+      NeedArg(item);
+    }
+  }
+
+  void AddExternResults(const Node& node) {
+    const Value& v = ValueAt(graph_, node.value);
+    if (v.meta) {
+      memory_[node.value] = DenseLayout(*v.meta);
+      extern_results_.insert(node.value);
+    }
+    for (int user : v.users) {
+      const Node& getitem = graph_.nodes.at(static_cast<size_t>(user));
+      const Value& item = ValueAt(graph_, getitem.value);
+      if (getitem.op == "getitem" && item.meta) {
+        memory_[getitem.value] = DenseLayout(*item.meta);
+        extern_results_.insert(getitem.value);
+      }
+    }
+  }
+
+  // The values a kernel's roots leave in memory.
+  std::vector<int> Results(const KernelPlan& kernel) const {
+    std::vector<int> results;
+    for (int root : kernel.roots) {
+      bool reduction = false;
+      for (const ReductionSpec& spec : kernel.reductions) {
+        if (graph_.nodes.at(static_cast<size_t>(spec.node)).value == root) {
+          reduction = true;
+          for (int output : spec.outputs) {
+            if (output >= 0) {
+              results.push_back(output);
+            }
+          }
+        }
+      }
+      if (!reduction) {
+        results.push_back(root);
+      }
+    }
+    return results;
+  }
+
+  std::map<int, TensorMeta> Layouts(const KernelPlan& kernel) const {
+    std::map<int, TensorMeta> layouts;
+    for (int value : Results(kernel)) {
+      layouts[value] = DenseLayout(*ValueAt(graph_, value).meta);
+    }
+    return layouts;
+  }
+
+  // Whether `kernel` generates (all its results stored, as the trial's worst case).
+  bool Generates(KernelPlan kernel, const std::map<int, TensorMeta>& memory, std::string* problem) const {
+    kernel.design = DefaultDesign(kernel, 0);
+    kernel.stores = Results(kernel);
+    try {
+      GenerateKernel(graph_, kernel, memory, Layouts(kernel));
+      return true;
+    } catch (const NotFusable& error) {
+      *problem = error.what();
+      return false;
+    }
+  }
+
+  KernelPlan NewKernel(const Node& node) const {
+    KernelPlan kernel;
+    const auto index = static_cast<int>(&node - graph_.nodes.data());
+    kernel.name = fmt::format("egg_k{}_{}", plan_.kernels.size(), node.name);
+    if (reductions_.count(index) != 0) {
+      const ReductionSpec& spec = reductions_.at(index);
+      kernel.kind = KernelKind::kReduction;
+      kernel.shape = ValueAt(graph_, spec.input).meta->shape;
+      kernel.reduced = spec.dims;
+      kernel.rows = spec.Rows();
+      kernel.length = spec.Length();
+      kernel.reductions.push_back(spec);
+      kernel.roots.push_back(node.value);
+      kernel.reasons.push_back(fmt::format("{} {} over {} of {} rows", spec.kind, node.name, kernel.length, kernel.rows));
+    } else if (pools_.count(index) != 0) {
+      const PoolSpec& pool = pools_.at(index);
+      kernel.kind = KernelKind::kPool;
+      kernel.shape = ValueAt(graph_, pool.output).meta->shape;
+      kernel.rows = Product(kernel.shape);
+      kernel.pool = pool;
+      kernel.roots.push_back(pool.output);
+      kernel.reasons.push_back(fmt::format("{} pooling {} ({} outputs)", pool.kind, node.name, kernel.rows));
+    } else if (scans_.count(index) != 0) {
+      const ScanSpec& scan = scans_.at(index);
+      kernel.kind = KernelKind::kScan;
+      kernel.shape = ValueAt(graph_, scan.input).meta->shape;
+      kernel.reduced = {scan.dim};
+      kernel.length = kernel.shape.at(static_cast<size_t>(scan.dim));
+      kernel.rows = Product(kernel.shape) / std::max<int64_t>(kernel.length, 1);
+      kernel.scan = scan;
+      kernel.roots.push_back(node.value);
+      kernel.reasons.push_back(fmt::format("cumulative {} {} along {} of {} rows", scan.kind, node.name,
+                                           kernel.length, kernel.rows));
+    } else {
+      kernel.kind = KernelKind::kPointwise;
+      kernel.shape = ValueAt(graph_, node.value).meta->shape;
+      kernel.rows = Product(kernel.shape);
+      kernel.roots.push_back(node.value);
+      kernel.reasons.push_back(fmt::format("{} realized ({} elements){}", node.name, kernel.rows, RealizeWhy(node.value)));
+    }
+    return kernel;
+  }
+
+  std::string RealizeWhy(int value) const {
+    for (const Arg& output : graph_.outputs) {
+      if (output.value == value) {
+        return ": a graph output";
+      }
+    }
+    return ": read by an op that runs in PyTorch or through a view";
+  }
+
+  // The kernel `kernel` extended by the root of `node`, or nullopt when the domains cannot be shared.
+  std::optional<KernelPlan> Extend(const KernelPlan& kernel, const Node& node) const {
+    const auto index = static_cast<int>(&node - graph_.nodes.data());
+    KernelPlan extended = kernel;
+    if (reductions_.count(index) != 0) {
+      if (!plan_.options.fuse_reductions) {
+        return std::nullopt;
+      }
+      const ReductionSpec& spec = reductions_.at(index);
+      if (kernel.kind == KernelKind::kPointwise && Product(kernel.shape) == spec.Rows() * spec.Length() &&
+          plan_.options.fuse_epilogues) {
+        extended.kind = KernelKind::kReduction;
+        extended.shape = ValueAt(graph_, spec.input).meta->shape;
+        extended.reduced = spec.dims;
+        extended.rows = spec.Rows();
+        extended.length = spec.Length();
+      } else if (kernel.kind != KernelKind::kReduction || spec.Rows() != kernel.rows ||
+                 spec.Length() != kernel.length) {
+        return std::nullopt;
+      }
+      extended.reductions.push_back(spec);
+      extended.roots.push_back(node.value);
+      extended.reasons.push_back(fmt::format("+ {} {}: same {} rows x {}, reads earlier results at its own row",
+                                             spec.kind, node.name, spec.Rows(), spec.Length()));
+      return extended;
+    }
+    if (pools_.count(index) != 0 || scans_.count(index) != 0 || !plan_.options.fuse_epilogues) {
+      return std::nullopt;
+    }
+    const int64_t numel = ValueAt(graph_, node.value).meta->Numel();
+    const bool full = numel == kernel.rows * kernel.length;
+    const bool row = kernel.kind == KernelKind::kReduction && numel == kernel.rows;
+    if (!full && !row) {
+      return std::nullopt;
+    }
+    if (kernel.kind == KernelKind::kPool && !full) {
+      return std::nullopt;
+    }
+    extended.roots.push_back(node.value);
+    extended.reasons.push_back(fmt::format("+ {}: {} consumer over the same {}", node.name,
+                                           full ? "elementwise" : "per-row", full ? "elements" : "rows"));
+    return extended;
+  }
+
+  bool Place(const Node& node) {
+    if (!plan_.kernels.empty()) {
+      const KernelPlan& last = plan_.kernels.back();
+      if (auto extended = Extend(last, node)) {
+        std::string problem;
+        if (Generates(*extended, kernel_memory_.back(), &problem)) {
+          plan_.kernels.back() = std::move(*extended);
+          AddResults(plan_.kernels.back());
+          return true;
+        }
+        plan_.notes.push_back(fmt::format("{} not fused into {}: {}", node.name, last.name, problem));
+      }
+    }
+    KernelPlan kernel = NewKernel(node);
+    std::string problem;
+    if (!Generates(kernel, memory_, &problem)) {
+      plan_.notes.push_back(fmt::format("{} runs in PyTorch: {}", node.name, problem));
+      return false;
+    }
+    kernel_memory_.push_back(memory_);
+    plan_.steps.push_back({Step::Kind::kKernel, static_cast<int>(plan_.kernels.size())});
+    plan_.kernels.push_back(std::move(kernel));
+    AddResults(plan_.kernels.back());
+    return true;
+  }
+
+  void AddResults(const KernelPlan& kernel) {
+    for (const auto& [value, layout] : Layouts(kernel)) {
+      memory_[value] = layout;
+    }
+  }
+
+  // Stores only what a later kernel, an extern op, an output or a mutation reads; designs are defaults.
+  void FinalizeStores() {
+    std::set<int> needed;
+    auto need_base = [&](int value) {
+      int current = value;
+      while (torch_views_.count(current) != 0) {
+        current = ViewSource(*graph_.Producer(current));
+      }
+      needed.insert(current);
+    };
+    for (int index : externs_) {
+      const Node& node = graph_.nodes.at(static_cast<size_t>(index));
+      std::vector<const Arg*> pending;
+      for (const Arg& arg : node.args) {
+        pending.push_back(&arg);
+      }
+      for (const auto& [key, arg] : node.kwargs) {
+        pending.push_back(&arg);
+      }
+      while (!pending.empty()) {
+        const Arg* arg = pending.back();
+        pending.pop_back();
+        if (arg->kind == Arg::Kind::kValue && ValueAt(graph_, arg->value).meta) {
+          need_base(arg->value);
+        }
+        for (const Arg& item : arg->list) {
+          pending.push_back(&item);
+        }
+      }
+    }
+    for (const Arg& output : graph_.outputs) {
+      need_base(output.value);
+    }
+    for (const auto& [target, arg] : graph_.mutations) {
+      if (arg.kind == Arg::Kind::kValue) {
+        need_base(arg.value);
+      }
+    }
+    for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+      KernelPlan& kernel = plan_.kernels[k];
+      kernel.design = DefaultDesign(kernel, 0);
+      kernel.stores = Results(kernel);
+      const KernelSource source = GenerateKernel(graph_, kernel, kernel_memory_[k], Layouts(kernel));
+      needed.insert(source.loaded.begin(), source.loaded.end());
+    }
+    for (KernelPlan& kernel : plan_.kernels) {
+      std::vector<int> stores;
+      for (int value : Results(kernel)) {
+        if (needed.count(value) != 0) {
+          stores.push_back(value);
+        }
+      }
+      kernel.stores = stores;
+    }
+    // What each kernel may read: inputs, state, earlier extern results and earlier kernels' stores.
+    std::map<int, TensorMeta> memory;
+    for (const auto& [value, layout] : memory_) {
+      const Value& v = ValueAt(graph_, value);
+      if (v.kind != ValueKind::kNode || extern_results_.count(value) != 0) {
+        memory[value] = layout;
+      }
+    }
+    std::map<int, TensorMeta> available;
+    for (const Step& step : plan_.steps) {
+      if (step.kind == Step::Kind::kExtern) {
+        continue;
+      }
+      const KernelPlan& kernel = plan_.kernels[static_cast<size_t>(step.index)];
+      std::map<int, TensorMeta> before;
+      for (const auto& [value, layout] : kernel_memory_[static_cast<size_t>(step.index)]) {
+        if (memory.count(value) != 0 || available.count(value) != 0) {
+          before[value] = layout;
+        }
+      }
+      plan_.memory_before.push_back(before);
+      for (int value : kernel.stores) {
+        available[value] = DenseLayout(*ValueAt(graph_, value).meta);
+      }
+    }
+    plan_.memory.clear();
+    for (const auto& [value, layout] : memory_) {
+      plan_.memory.insert(value);
+    }
+  }
+
+  const Graph& graph_;
+  std::set<int> forced_extern_;
+  Plan plan_;
+  std::map<int, OpClass> classes_;
+  std::map<int, ReductionSpec> reductions_;
+  std::map<int, PoolSpec> pools_;
+  std::map<int, ScanSpec> scans_;
+  std::set<int> externs_;
+  std::set<int> roots_;
+  std::set<int> torch_views_;
+  std::set<int> extern_results_;
+  std::map<int, TensorMeta> memory_;
+  std::vector<std::map<int, TensorMeta>> kernel_memory_;  // memory before each kernel
+};
+
+}  // namespace
+
+Plan MakePlan(const Graph& graph, const PlanOptions& options) {
+  std::set<int> forced;
+  for (size_t attempt = 0; attempt <= graph.nodes.size(); ++attempt) {
+    Planner planner(graph, options, forced);
+    int failed = -1;
+    if (planner.Run(&failed)) {
+      Plan plan = planner.Take();
+      for (int node : forced) {
+        plan.notes.push_back(graph.nodes.at(static_cast<size_t>(node)).name + " runs in PyTorch");
+      }
+      return plan;
+    }
+    forced.insert(failed);
+  }
+  throw std::logic_error("planner did not converge");
+}
+
+}  // namespace egg::expert
