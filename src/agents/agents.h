@@ -56,6 +56,13 @@ class CodeAgent {
   // Candidate `index` of `count` for this stage and round; `proposal` is the Profile agent's, if any.
   virtual AgentResult<CodeProposal> Propose(const StageContext& context, const ProfileReport* proposal,
                                             int index, int count) = 0;
+  // A pruned design space for this stage and round, to be screened by measurement (the pipeline fully
+  // evaluates only the fastest). Empty (the default): the backend proposes one candidate at a time.
+  virtual std::vector<CodeProposal> ProposeSpace(const StageContext& context, const ProfileReport* proposal) {
+    (void)context;
+    (void)proposal;
+    return {};
+  }
 };
 
 class DebugAgent {

@@ -128,20 +128,28 @@ class ForwardWriter {
                        TorchDType(meta.dtype)));
       bound_[value] = name;
     }
-    std::vector<std::string> args;
-    for (int value : source.pointers) {
-      args.push_back(Expr(value));
+    std::vector<std::string> scratch;
+    for (size_t i = 0; i < source.scratch.size(); ++i) {
+      scratch.push_back(fmt::format("{}_scratch{}", source.name, i));
+      Line(fmt::format("{} = torch.empty(({},), device={}, dtype={})", scratch.back(), source.scratch[i].numel,
+                       device, TorchDType(source.scratch[i].dtype)));
     }
-    for (const auto& [key, number] : source.constexprs) {
-      args.push_back(fmt::format("{}={}", key, number));
+    for (const KernelLaunch& launch : source.launches) {
+      std::vector<std::string> args;
+      for (int pointer : launch.pointers) {
+        args.push_back(IsScratch(pointer) ? scratch.at(ScratchIndex(pointer)) : Expr(pointer));
+      }
+      for (const auto& [key, number] : launch.constexprs) {
+        args.push_back(fmt::format("{}={}", key, number));
+      }
+      args.push_back(fmt::format("num_warps={}", kernel.design.num_warps));
+      args.push_back(fmt::format("num_stages={}", kernel.design.num_stages));
+      std::string call = launch.function + "[" + launch.grid + "](";
+      for (size_t i = 0; i < args.size(); ++i) {
+        call += (i == 0 ? "" : ", ") + args[i];
+      }
+      Line(call + ")");
     }
-    args.push_back(fmt::format("num_warps={}", kernel.design.num_warps));
-    args.push_back(fmt::format("num_stages={}", kernel.design.num_stages));
-    std::string call = source.name + "[" + source.grid + "](";
-    for (size_t i = 0; i < args.size(); ++i) {
-      call += (i == 0 ? "" : ", ") + args[i];
-    }
-    Line(call + ")");
   }
 
   void Extern(const Node& node) {
@@ -336,6 +344,25 @@ std::string ConstantsSource(const Graph& graph, const std::vector<int>& constant
   return text;
 }
 
+// kernel.warmup(torch.float32, ..., XBLOCK=..., grid=(1,)): Triton compiles from dtypes alone.
+std::vector<std::string> PrecompileCalls(const Graph& graph, const KernelPlan& kernel, const KernelSource& source) {
+  std::vector<std::string> calls;
+  for (const KernelLaunch& launch : source.launches) {
+    std::string call = launch.function + ".warmup(";
+    for (int pointer : launch.pointers) {
+      const DType dtype = IsScratch(pointer) ? source.scratch.at(ScratchIndex(pointer)).dtype
+                                             : ValueAt(graph, pointer).meta->dtype;
+      call += TorchDType(dtype) + ", ";
+    }
+    for (const auto& [key, number] : launch.constexprs) {
+      call += fmt::format("{}={}, ", key, number);
+    }
+    calls.push_back(call + fmt::format("num_warps={}, num_stages={}, grid=(1,))", kernel.design.num_warps,
+                                       kernel.design.num_stages));
+  }
+  return calls;
+}
+
 }  // namespace
 
 Json CandidateDesign::ToJson() const {
@@ -385,9 +412,12 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
     if (single && design.rblock < kernel.length) {
       return false;
     }
+    if (design.algorithm == "split" && (!kernel.splittable || design.split < 1)) {
+      return false;
+    }
     const std::set<std::string> algorithms = kernel.kind == KernelKind::kScan
                                                  ? std::set<std::string>{"single", "blocked"}
-                                                 : std::set<std::string>{"persistent", "looped"};
+                                                 : std::set<std::string>{"persistent", "looped", "online", "split"};
     return algorithms.count(design.algorithm) != 0;
   }
   return design.xblock <= kMaxTile;
@@ -422,6 +452,7 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
   Plan& plan = candidate.plan;
   std::vector<KernelSource> sources;
   std::string kernels_code;
+  std::vector<std::string> precompile;
   try {
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       KernelPlan& kernel = plan.kernels[k];
@@ -436,6 +467,9 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
       }
       sources.push_back(GenerateKernel(graph, kernel, plan.memory_before.at(k), layouts));
       kernels_code += sources.back().code + "\n\n";
+      for (const std::string& call : PrecompileCalls(graph, kernel, sources.back())) {
+        precompile.push_back(call);
+      }
       KernelReport report{kernel.name, KernelKindName(kernel.kind), {}, kernel.design, kernel.reasons};
       for (int node : sources.back().computed) {
         report.ops.push_back(graph.nodes.at(static_cast<size_t>(node)).op);
@@ -492,6 +526,10 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
   values.text["args"] = args;
   values.text["guard"] = Guard(graph);
   values.text["body"] = Indent(forward.Lines(), 2);
+  if (precompile.empty()) {
+    precompile.push_back("pass");
+  }
+  values.text["precompile"] = Indent(precompile, 1);
   candidate.source = templates::Render("triton/model.py.mustache", values);
   return candidate;
 }

@@ -11,6 +11,15 @@ namespace egg::expert {
 namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr int64_t kCombineTile = 4096;
+
+int64_t NextPow2Local(int64_t value) {
+  int64_t p = 1;
+  while (p < value) {
+    p *= 2;
+  }
+  return p;
+}
 
 std::string Join(const std::vector<std::string>& lines) {
   std::string out;
@@ -80,7 +89,7 @@ class KernelWriter {
  public:
   KernelWriter(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                const std::map<int, TensorMeta>& layouts, MaskSet masks)
-      : graph_(graph), kernel_(kernel), layouts_(layouts), emitter_(graph, memory, std::move(masks)) {}
+      : graph_(graph), kernel_(kernel), memory_(memory), layouts_(layouts), emitter_(graph, memory, std::move(masks)) {}
 
   KernelSource Write() {
     switch (kernel_.kind) {
@@ -123,9 +132,7 @@ class KernelWriter {
     values.text["summary"] = Summary(graph_, kernel_);
     values.flags["int64"] = source.int64_indexing;
     source.code = templates::Render(template_name, values);
-    source.pointers = emitter_.PointerValues();
-    source.grid = grid;
-    source.constexprs = std::move(constexprs);
+    source.launches.push_back({kernel_.name, emitter_.PointerValues(), grid, std::move(constexprs)});
     source.helpers = emitter_.Helpers();
     source.loaded = emitter_.Loaded();
     source.computed = emitter_.Computed();
@@ -387,8 +394,233 @@ class KernelWriter {
     DefineResults(spec, results);
   }
 
+  // max(u) and sum(exp(u - max)) in one pass: a running maximum per lane and a sum rescaled when it grows.
+  void EmitOnlineSoftmax(const ReductionSpec& max_spec, const ReductionSpec& sum_spec, size_t number) {
+    const Index x = Index::Var("xindex", kernel_.rows);
+    const Index r = Index::Var("rindex", kernel_.length);
+    const std::string t = std::to_string(number);
+    emitter_.OpenScope(2);
+    const Operand input = emitter_.Emit(max_spec.input, ReductionInputIndex(max_spec, x, r));
+    emitter_.Line(fmt::format("t{0} = tl.where(mask, ({1}).to(tl.float32), float('-inf'))", t, input.code));
+    emitter_.Line(fmt::format("mn{0} = tl.maximum(m{0}, t{0})", t));
+    emitter_.Line(fmt::format("s{0} = s{0} * tl.where(mn{0} == float('-inf'), 0.0, tl.exp(m{0} - mn{0})) + "
+                              "tl.where(mask, tl.exp(t{0} - mn{0}), 0.0)", t));
+    emitter_.Line(fmt::format("m{0} = mn{0}", t));
+    const std::vector<std::string> body = emitter_.CloseScope();
+    emitter_.Line(fmt::format("m{} = tl.full([XBLOCK, RBLOCK], float('-inf'), tl.float32)", t));
+    emitter_.Line(fmt::format("s{} = tl.zeros([XBLOCK, RBLOCK], tl.float32)", t));
+    emitter_.Line(LoopHeader());
+    emitter_.Line(TileLines(true));
+    emitter_.Append(body);
+    emitter_.Line(fmt::format("redm{0} = tl.max(m{0}, 1)[:, None]", t));
+    emitter_.Line(fmt::format("reds{0} = tl.sum(s{0} * tl.where(m{0} == float('-inf'), 0.0, tl.exp(m{0} - redm{0})), 1)[:, None]", t));
+    Accumulator results;
+    results.results.emplace_back(max_spec.outputs[0], Operand{"redm" + t, MetaOf(graph_, max_spec.outputs[0]).dtype, false});
+    results.results.emplace_back(sum_spec.outputs[0], Operand{"reds" + t, MetaOf(graph_, sum_spec.outputs[0]).dtype, false});
+    DefineResults(max_spec, results);
+  }
+
+  // Few long rows: kernel 1 reduces chunks of every row in parallel into partials, kernel 2 combines them and
+  // computes what the rows feed.
+  KernelSource WriteSplitReduction() {
+    const KernelDesign& design = kernel_.design;
+    const int64_t rblock = design.rblock;
+    int64_t chunk = (kernel_.length + design.split - 1) / design.split;
+    chunk = (chunk + rblock - 1) / rblock * rblock;
+    const int64_t splits = (kernel_.length + chunk - 1) / chunk;
+    const Index x = Index::Var("xindex", kernel_.rows);
+    const Index r = Index::Var("rindex", kernel_.length);
+    KernelSource source;
+    source.name = kernel_.name;
+    // Partial kernel: one loop, every reduction of the kernel accumulated together.
+    KernelEmitter& partial = emitter_;
+    std::vector<std::string> init;
+    std::vector<std::string> finish;
+    struct Part {
+      size_t scratch;
+      std::string code;
+      DType dtype;
+      std::string identity;
+    };
+    std::vector<std::vector<Part>> parts(kernel_.reductions.size());
+    partial.OpenScope(2);
+    for (size_t i = 0; i < kernel_.reductions.size(); ++i) {
+      const ReductionSpec& spec = kernel_.reductions[i];
+      const Operand input = partial.Emit(spec.input, ReductionInputIndex(spec, x, r));
+      Accumulator acc = Accumulate(spec, input, true, std::to_string(i), "");
+      for (const std::string& line : acc.update) {
+        partial.Line(line);
+      }
+      init.insert(init.end(), acc.init.begin(), acc.init.end());
+      finish.insert(finish.end(), acc.finish.begin(), acc.finish.end());
+      const DType acc_type = AccumulatorType(spec.kind, input.dtype);
+      const bool indexed = spec.kind == "argmax" || spec.kind == "argmin" || spec.kind == "max_with_index" ||
+                           spec.kind == "min_with_index";
+      const std::string tag = std::to_string(i);
+      if (indexed) {
+        const bool is_max = spec.kind == "argmax" || spec.kind == "max_with_index";
+        parts[i].push_back({source.scratch.size(), "redv" + tag + "[:, None]", acc_type, Identity(is_max ? "max" : "min", acc_type)});
+        source.scratch.push_back({kernel_.rows * splits, acc_type});
+        parts[i].push_back({source.scratch.size(), "redi" + tag + "[:, None]", DType::kInt64, "0"});
+        source.scratch.push_back({kernel_.rows * splits, DType::kInt64});
+      } else if (spec.kind == "var" || spec.kind == "std" || spec.kind == "var_mean") {
+        throw NotFusable("variance does not split");
+      } else {
+        const std::string identity = Identity(spec.kind, acc_type);
+        parts[i].push_back({source.scratch.size(), "red" + tag, acc_type, identity});
+        source.scratch.push_back({kernel_.rows * splits, acc_type});
+      }
+    }
+    const std::vector<std::string> body = partial.CloseScope();
+    partial.Line("split = tl.program_id(1)");
+    for (const std::string& line : init) {
+      partial.Line(line);
+    }
+    partial.Line(fmt::format("for roffset in range(0, {}, RBLOCK):", chunk));
+    partial.Line(fmt::format("    rindex = split * {} + roffset + rbase", chunk));
+    partial.Line(fmt::format("    rmask = rindex < {}", kernel_.length));
+    partial.Line("    mask = xmask & rmask");
+    partial.Append(body);
+    for (const std::string& line : finish) {
+      partial.Line(line);
+    }
+    for (const auto& list : parts) {
+      for (const Part& part : list) {
+        const std::string pointer = partial.PointerName(ScratchId(part.scratch));
+        partial.Line(fmt::format("tl.store({} + (xindex * {} + split), {}, xmask)", pointer, splits, part.code));
+      }
+    }
+    templates::Values values;
+    values.text["name"] = kernel_.name + "_partial";
+    values.text["rows"] = std::to_string(kernel_.rows);
+    values.text["length"] = std::to_string(kernel_.length);
+    values.text["algorithm"] = fmt::format("split ({} programs per row, partials)", splits);
+    values.text["summary"] = Summary(graph_, kernel_);
+    values.text["body"] = Join(partial.CloseScope());
+    values.flags["int64"] = partial.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max;
+    std::string params;
+    for (size_t i = 0; i < partial.PointerValues().size(); ++i) {
+      params += "ptr" + std::to_string(i) + ", ";
+    }
+    values.text["params"] = params;
+    source.code = templates::Render("triton/reduction.py.mustache", values);
+    source.launches.push_back({kernel_.name + "_partial", partial.PointerValues(),
+                               fmt::format("(triton.cdiv({}, {}), {})", kernel_.rows, design.xblock, splits),
+                               {{"XBLOCK", design.xblock}, {"RBLOCK", rblock}}});
+    // Combine kernel: a row block per program, the partials of its rows in one tile.
+    MaskSet masks{"xmask", "smask", "mask", "xindex", ""};
+    KernelEmitter combine(graph_, memory_, masks);
+    const int64_t sblock = [&] {
+      int64_t p = 1;
+      while (p < splits) {
+        p *= 2;
+      }
+      return p;
+    }();
+    const int64_t xblock = std::max<int64_t>(1, std::min<int64_t>(kCombineTile / sblock, NextPow2Local(kernel_.rows)));
+    combine.Line(fmt::format("sindex = tl.arange(0, SBLOCK)[None, :]"));
+    combine.Line(fmt::format("smask = sindex < {}", splits));
+    combine.Line("mask = xmask & smask");
+    for (size_t i = 0; i < kernel_.reductions.size(); ++i) {
+      const ReductionSpec& spec = kernel_.reductions[i];
+      const std::string tag = std::to_string(i);
+      std::vector<std::string> loaded;
+      for (const Part& part : parts[i]) {
+        const std::string pointer = combine.PointerName(ScratchId(part.scratch));
+        loaded.push_back("p" + tag + "_" + std::to_string(loaded.size()));
+        combine.Line(fmt::format("{} = tl.load({} + (xindex * {} + sindex), mask, other={})", loaded.back(), pointer,
+                                 splits, part.identity));
+      }
+      const DType out_type = MetaOf(graph_, spec.outputs.at(0) >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype;
+      Accumulator results;
+      const std::string red = "red" + tag;
+      if (loaded.size() == 2) {
+        const bool is_max = spec.kind == "argmax" || spec.kind == "max_with_index";
+        combine.Line(fmt::format("redv{0}, redi{0} = tl.reduce(({1}, {2}), 1, {3})", tag, loaded[0], loaded[1],
+                                 is_max ? "_egg_argmax_combine" : "_egg_argmin_combine"));
+        if (spec.kind == "argmax" || spec.kind == "argmin") {
+          results.results.emplace_back(spec.outputs[0], Operand{"redi" + tag + "[:, None]", DType::kInt64, false});
+        } else {
+          if (spec.outputs[0] >= 0) {
+            results.results.emplace_back(spec.outputs[0], Operand{"redv" + tag + "[:, None]", out_type, false});
+          }
+          if (spec.outputs.size() > 1 && spec.outputs[1] >= 0) {
+            results.results.emplace_back(spec.outputs[1], Operand{"redi" + tag + "[:, None]", DType::kInt64, false});
+          }
+        }
+      } else {
+        const std::string& k = spec.kind;
+        const std::string fn = k == "max" || k == "any" ? "tl.max" : (k == "min" || k == "all" ? "tl.min" : "tl.sum");
+        combine.Line(k == "prod" ? fmt::format("{} = tl.reduce({}, 1, _egg_prod)[:, None]", red, loaded[0])
+                                 : fmt::format("{} = {}({}, 1)[:, None]", red, fn, loaded[0]));
+        std::string value = red;
+        if (k == "mean") {
+          value = fmt::format("({} / {})", red, spec.Length());
+        } else if (k == "any" || k == "all") {
+          value = "(" + red + " != 0)";
+        }
+        results.results.emplace_back(spec.outputs[0], Operand{value, out_type, false});
+      }
+      for (const auto& [value, operand] : results.results) {
+        combine.DefineRow(value, operand, x);
+        if (Stored(value)) {
+          combine.Store(value, Delinearize(x, MetaOf(graph_, value).shape), operand, layouts_.at(value), "xmask");
+        }
+      }
+    }
+    for (int root : kernel_.roots) {
+      const bool reduction = std::any_of(kernel_.reductions.begin(), kernel_.reductions.end(), [&](const ReductionSpec& spec) {
+        return graph_.nodes.at(static_cast<size_t>(spec.node)).value == root;
+      });
+      if (reduction) {
+        continue;
+      }
+      if (MetaOf(graph_, root).Numel() != kernel_.rows) {
+        throw NotFusable("a split reduction kernel computes only per-row results");
+      }
+      const auto index = Delinearize(x, MetaOf(graph_, root).shape);
+      const Operand value = combine.Emit(root, index);
+      if (Stored(root)) {
+        combine.Store(root, index, value, layouts_.at(root), "xmask");
+      }
+    }
+    templates::Values final_values;
+    final_values.text["name"] = kernel_.name;
+    final_values.text["rows"] = std::to_string(kernel_.rows);
+    final_values.text["splits"] = std::to_string(splits);
+    final_values.text["summary"] = Summary(graph_, kernel_);
+    final_values.text["body"] = Join(combine.CloseScope());
+    std::string combine_params;
+    for (size_t i = 0; i < combine.PointerValues().size(); ++i) {
+      combine_params += "ptr" + std::to_string(i) + ", ";
+    }
+    final_values.text["params"] = combine_params;
+    final_values.flags["int64"] = false;
+    source.code += "\n\n" + templates::Render("triton/combine.py.mustache", final_values);
+    source.launches.push_back({kernel_.name, combine.PointerValues(),
+                               fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
+                               {{"XBLOCK", xblock}, {"SBLOCK", sblock}}});
+    source.int64_indexing = values.flags["int64"];
+    source.loaded = partial.Loaded();
+    source.loaded.insert(combine.Loaded().begin(), combine.Loaded().end());
+    source.computed = partial.Computed();
+    source.computed.insert(combine.Computed().begin(), combine.Computed().end());
+    for (const ReductionSpec& spec : kernel_.reductions) {
+      source.computed.insert(spec.node);
+    }
+    return source;
+  }
+
   KernelSource WriteReduction() {
+    if (kernel_.design.algorithm == "split") {
+      return WriteSplitReduction();
+    }
     const bool looped = kernel_.design.algorithm != "persistent";
+    std::vector<std::pair<size_t, size_t>> online;
+    if (kernel_.design.algorithm == "online") {
+      online = OnlinePairs(graph_, kernel_);
+    }
+    std::set<size_t> done;
     const Index x = Index::Var("xindex", kernel_.rows);
     const Index r = Index::Var("rindex", kernel_.length);
     if (!looped) {
@@ -401,8 +633,16 @@ class KernelWriter {
       const auto spec = std::find_if(kernel_.reductions.begin(), kernel_.reductions.end(),
                                      [&](const ReductionSpec& s) { return s.node >= 0 && graph_.nodes[static_cast<size_t>(s.node)].value == root; });
       if (spec != kernel_.reductions.end()) {
+        const auto position = static_cast<size_t>(spec - kernel_.reductions.begin());
+        if (done.count(position) != 0) {
+          continue;
+        }
+        const auto pair = std::find_if(online.begin(), online.end(), [&](const auto& p) { return p.first == position; });
         // Pointwise roots placed before this reduction are written in the final pass with the others.
-        if (spec->kind == "var" || spec->kind == "std" || spec->kind == "var_mean") {
+        if (pair != online.end()) {
+          EmitOnlineSoftmax(kernel_.reductions[pair->first], kernel_.reductions[pair->second], number);
+          done.insert(pair->second);
+        } else if (spec->kind == "var" || spec->kind == "std" || spec->kind == "var_mean") {
           EmitVariance(*spec, number, looped);
         } else {
           Accumulator acc;
@@ -639,11 +879,60 @@ class KernelWriter {
 
   const Graph& graph_;
   const KernelPlan& kernel_;
+  const std::map<int, TensorMeta>& memory_;
   const std::map<int, TensorMeta>& layouts_;
   KernelEmitter emitter_;
 };
 
 }  // namespace
+
+namespace {
+
+// The value under any chain of views.
+int StripViews(const Graph& graph, int value) {
+  while (true) {
+    const Node* node = graph.Producer(value);
+    if (node == nullptr || ClassifyOp(node->op) != OpClass::kView || node->op == "aten.flip.default") {
+      return value;
+    }
+    value = ViewSource(*node);
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<size_t, size_t>> OnlinePairs(const Graph& graph, const KernelPlan& kernel) {
+  std::vector<std::pair<size_t, size_t>> pairs;
+  const auto& specs = kernel.reductions;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    if (specs[k].kind != "sum") {
+      continue;
+    }
+    const Node* exp = graph.Producer(specs[k].input);
+    if (exp == nullptr || exp->op != "aten.exp.default" || exp->args.empty() || exp->args[0].kind != Arg::Kind::kValue) {
+      continue;
+    }
+    const Node* sub = graph.Producer(exp->args[0].value);
+    if (sub == nullptr || sub->op != "aten.sub.Tensor" || sub->args.size() != 2 || sub->Kwarg("alpha") != nullptr ||
+        sub->args[0].kind != Arg::Kind::kValue || sub->args[1].kind != Arg::Kind::kValue) {
+      continue;
+    }
+    const int u = sub->args[0].value;
+    const int m = StripViews(graph, sub->args[1].value);
+    const auto* u_meta = &graph.values.at(static_cast<size_t>(u)).meta;
+    const auto* sub_meta = &graph.values.at(static_cast<size_t>(sub->value)).meta;
+    if (!*u_meta || !*sub_meta || (*u_meta)->shape != (*sub_meta)->shape) {
+      continue;
+    }
+    for (size_t j = 0; j < k; ++j) {
+      if (specs[j].kind == "max" && specs[j].outputs[0] == m && specs[j].input == u && specs[j].dims == specs[k].dims) {
+        pairs.emplace_back(j, k);
+        break;
+      }
+    }
+  }
+  return pairs;
+}
 
 TensorMeta DenseLayout(const TensorMeta& meta) {
   TensorMeta layout = meta;

@@ -12,12 +12,28 @@
 
 namespace egg::expert {
 
+// One launch of a jitted function. Pointer arguments are values, or scratch buffers as ScratchId(i).
+struct KernelLaunch {
+  std::string function;
+  std::vector<int> pointers;
+  std::string grid;                           // Python expression of the launch grid
+  std::map<std::string, int64_t> constexprs;  // XBLOCK, RBLOCK...
+};
+
+inline int ScratchId(size_t index) { return -1 - static_cast<int>(index); }
+inline bool IsScratch(int pointer) { return pointer < 0; }
+inline size_t ScratchIndex(int pointer) { return static_cast<size_t>(-1 - pointer); }
+
+struct Scratch {
+  int64_t numel = 0;
+  DType dtype = DType::kFloat32;
+};
+
 struct KernelSource {
   std::string name;
-  std::string code;              // the @triton.jit function
-  std::vector<int> pointers;     // values passed as pointer arguments, in order
-  std::string grid;              // Python expression of the launch grid
-  std::map<std::string, int64_t> constexprs;  // XBLOCK, RBLOCK...
+  std::string code;  // the @triton.jit function(s)
+  std::vector<KernelLaunch> launches;
+  std::vector<Scratch> scratch;  // temporary buffers the launches share (split reductions' partials)
   std::vector<Helper> helpers;
   std::set<int> loaded;    // values read from memory
   std::set<int> computed;  // nodes computed in this kernel
@@ -28,6 +44,10 @@ struct KernelSource {
 // kernel stores (plan.stores). Reductions and pooled or scanned results are computed in registers.
 KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                             const std::map<int, TensorMeta>& layouts);
+
+// Pairs (index of a max, index of a sum) among a kernel's reductions where the sum is of exp(u - max(u)) over the
+// same rows: online softmax computes both in one pass.
+std::vector<std::pair<size_t, size_t>> OnlinePairs(const Graph& graph, const KernelPlan& kernel);
 
 // The layout egg gives a value it materializes: contiguous in the value's shape.
 TensorMeta DenseLayout(const TensorMeta& meta);

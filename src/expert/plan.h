@@ -58,9 +58,11 @@ std::optional<ScanSpec> ParseScan(const Graph& graph, const Node& node);
 
 // The algorithm and launch shape of one kernel: the design record's entry for it.
 struct KernelDesign {
-  std::string algorithm;  // pointwise: flat | reduction: persistent, looped, online | pool: direct | scan: blocked
+  // pointwise: flat | reduction: persistent, looped, online, split | pool: direct | scan: single, blocked
+  std::string algorithm;
   int64_t xblock = 0;
   int64_t rblock = 0;
+  int64_t split = 0;  // split reductions: programs per row (partial results combined by a second kernel)
   int num_warps = 4;
   int num_stages = 1;
 
@@ -85,6 +87,8 @@ struct KernelPlan {
   std::optional<ScanSpec> scan;
   KernelDesign design;
   std::vector<std::string> reasons;
+  bool splittable = false;        // its reductions can be split across programs (no elementwise roots)
+  bool online_candidate = false;  // a max and a sum of exp(x - max) over the same rows: online softmax applies
 };
 
 struct PlanOptions {

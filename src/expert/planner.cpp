@@ -298,6 +298,7 @@ Json KernelDesign::ToJson() const {
   return Json{{"algorithm", algorithm},
               {"xblock", xblock},
               {"rblock", rblock},
+              {"split", split},
               {"num_warps", num_warps},
               {"num_stages", num_stages}};
 }
@@ -307,6 +308,7 @@ KernelDesign KernelDesign::FromJson(const Json& json) {
   design.algorithm = json.value("algorithm", "");
   design.xblock = json.value("xblock", int64_t{0});
   design.rblock = json.value("rblock", int64_t{0});
+  design.split = json.value("split", int64_t{0});
   design.num_warps = json.value("num_warps", 4);
   design.num_stages = json.value("num_stages", 1);
   return design;
@@ -323,67 +325,97 @@ PlanOptions PlanOptions::FromJson(const Json& json) {
   return options;
 }
 
+namespace {
+
+constexpr int64_t kPointwiseBlock = 1024;
+constexpr int64_t kTileElements = 4096;
+constexpr int64_t kLargeTileElements = 16384;
+constexpr int64_t kLoopBlock = 2048;
+constexpr int64_t kOuterXBlock = 64;
+constexpr int64_t kOuterRBlock = 16;
+constexpr int64_t kPoolBlock = 256;
+constexpr int64_t kSplitRowLimit = 256;
+constexpr int64_t kSplitMinLength = 16384;
+constexpr int64_t kSplitTargetPrograms = 1024;
+constexpr int64_t kSplitBlock = 1024;
+constexpr int kWideWarps = 8;
+
+// The reduced (scanned) dimensions are the innermost of the anchor, so r walks contiguous memory.
+bool InnerReduction(const KernelPlan& kernel) {
+  for (size_t d = kernel.shape.size(); d-- > 0;) {
+    if (kernel.shape[d] == 1) {
+      continue;
+    }
+    return std::find(kernel.reduced.begin(), kernel.reduced.end(), static_cast<int64_t>(d)) != kernel.reduced.end();
+  }
+  return true;
+}
+
+KernelDesign RowDesign(const KernelPlan& kernel, const std::string& algorithm) {
+  const int64_t rows = NextPow2(std::max<int64_t>(kernel.rows, 1));
+  const int64_t length = NextPow2(std::max<int64_t>(kernel.length, 1));
+  const bool inner = InnerReduction(kernel);
+  KernelDesign design;
+  design.algorithm = algorithm;
+  if (algorithm == "persistent" || algorithm == "single") {
+    design.rblock = length;
+    design.xblock = std::min(rows, std::max<int64_t>(1, kTileElements / length));
+  } else if (algorithm == "split") {
+    design.rblock = std::min(length, kSplitBlock);
+    design.xblock = 1;
+    const int64_t chunks = (kernel.length + design.rblock - 1) / design.rblock;
+    design.split = std::clamp<int64_t>(kSplitTargetPrograms / std::max<int64_t>(kernel.rows, 1), 2, chunks);
+  } else if (inner) {
+    design.rblock = std::min(length, kLoopBlock);
+    design.xblock = 1;
+  } else {
+    design.rblock = std::min(length, kOuterRBlock);
+    design.xblock = std::min(rows, kOuterXBlock);
+  }
+  design.num_warps = design.xblock * design.rblock >= kLoopBlock ? kWideWarps : 4;
+  return design;
+}
+
+}  // namespace
+
 KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
-  constexpr int64_t kPointwiseBlock = 1024;
-  constexpr int64_t kTileElements = 4096;
-  constexpr int64_t kLoopBlock = 2048;
-  constexpr int64_t kOuterXBlock = 64;
-  constexpr int64_t kOuterRBlock = 16;
-  constexpr int64_t kPoolBlock = 256;
-  constexpr int kWideWarps = 8;
   KernelDesign design;
   switch (kernel.kind) {
-    case KernelKind::kPointwise: {
+    case KernelKind::kPointwise:
       design.algorithm = "flat";
       design.xblock = std::min(kPointwiseBlock, NextPow2(std::max<int64_t>(Product(kernel.shape), 1)));
-      design.num_warps = 4;
       return design;
-    }
-    case KernelKind::kPool: {
+    case KernelKind::kPool:
       design.algorithm = "direct";
       design.xblock = std::min(kPoolBlock, NextPow2(std::max<int64_t>(Product(kernel.shape), 1)));
       return design;
+    case KernelKind::kScan: {
+      const int64_t length = NextPow2(std::max<int64_t>(kernel.length, 1));
+      const bool single = (length <= kTileElements) == (seed % 2 == 0);
+      return RowDesign(kernel, single && length <= kLargeTileElements ? "single" : "blocked");
     }
     case KernelKind::kReduction:
-    case KernelKind::kScan: {
-      const int64_t rows = std::max<int64_t>(kernel.rows, 1);
-      const int64_t length = NextPow2(std::max<int64_t>(kernel.length, 1));
-      // Inner: the reduced (scanned) dimensions are the innermost of the anchor, so r walks contiguous memory.
-      bool inner = !kernel.reduced.empty();
-      for (size_t d = kernel.shape.size(); d-- > 0;) {
-        if (kernel.shape[d] == 1) {
-          continue;
-        }
-        inner = std::find(kernel.reduced.begin(), kernel.reduced.end(), static_cast<int64_t>(d)) != kernel.reduced.end();
-        break;
-      }
-      const bool scan = kernel.kind == KernelKind::kScan;
-      bool persistent = length <= kTileElements;
-      if (seed % 2 == 1) {
-        persistent = !persistent && length <= 4 * kTileElements;
-      }
-      if (!inner && length > kOuterRBlock && seed % 2 == 0) {
-        persistent = false;
-      }
-      if (persistent) {
-        design.algorithm = scan ? "single" : "persistent";
-        design.rblock = length;
-        design.xblock = std::min(NextPow2(rows), std::max<int64_t>(1, kTileElements / length));
-        if (!inner) {
-          design.xblock = std::max<int64_t>(design.xblock, std::min<int64_t>(NextPow2(rows), kOuterXBlock / 4));
-        }
-      } else if (inner) {
-        design.algorithm = scan ? "blocked" : "looped";
-        design.rblock = std::min(length, kLoopBlock);
-        design.xblock = 1;
-      } else {
-        design.algorithm = scan ? "blocked" : "looped";
-        design.rblock = std::min(length, kOuterRBlock);
-        design.xblock = std::min(NextPow2(rows), kOuterXBlock);
-      }
-      design.num_warps = design.xblock * design.rblock >= kLoopBlock ? kWideWarps : 4;
-      return design;
+      break;
+  }
+  const int64_t length = NextPow2(std::max<int64_t>(kernel.length, 1));
+  const bool fits = length <= kTileElements && (InnerReduction(kernel) || length <= kOuterRBlock);
+  const bool split_worthy = kernel.splittable && kernel.rows < kSplitRowLimit && kernel.length >= kSplitMinLength;
+  const std::string streamed = kernel.online_candidate ? "online" : "looped";
+  std::string algorithm;
+  if (seed == 0) {
+    algorithm = split_worthy ? "split" : (fits ? "persistent" : streamed);
+  } else if (seed == 1) {
+    if (split_worthy || fits) {
+      algorithm = "looped";
+    } else {
+      algorithm = length <= kLargeTileElements && InnerReduction(kernel) ? "persistent" : "looped";
     }
+  } else {
+    algorithm = kernel.online_candidate ? "online" : (kernel.splittable ? "split" : "looped");
+  }
+  design = RowDesign(kernel, algorithm);
+  if (seed == 2 && algorithm == "looped") {
+    design.rblock = std::max<int64_t>(design.rblock / 4, 1);
   }
   return design;
 }
@@ -693,6 +725,9 @@ class Planner {
     if (kernel.kind == KernelKind::kPool && !full) {
       return std::nullopt;
     }
+    if (full && kernel.kind == KernelKind::kReduction && kernel.rows < kSplitRowLimit && kernel.length >= kSplitMinLength) {
+      return std::nullopt;  // few long rows: the reduction splits across programs; elementwise work runs apart
+    }
     extended.roots.push_back(node.value);
     extended.reasons.push_back(fmt::format("+ {}: {} consumer over the same {}", node.name,
                                            full ? "elementwise" : "per-row", full ? "elements" : "rows"));
@@ -728,6 +763,26 @@ class Planner {
   void AddResults(const KernelPlan& kernel) {
     for (const auto& [value, layout] : Layouts(kernel)) {
       memory_[value] = layout;
+    }
+  }
+
+  // Which algorithms apply to a reduction kernel beyond persistent and looped.
+  void MarkAlgorithms(KernelPlan* kernel, const std::map<int, TensorMeta>& memory) const {
+    if (kernel->kind != KernelKind::kReduction) {
+      return;
+    }
+    kernel->online_candidate = !OnlinePairs(graph_, *kernel).empty();
+    KernelPlan trial = *kernel;
+    trial.design.algorithm = "split";
+    trial.design.xblock = 1;
+    trial.design.rblock = 16;
+    trial.design.split = 2;
+    trial.stores = Results(trial);
+    try {
+      GenerateKernel(graph_, trial, memory, Layouts(trial));
+      kernel->splittable = true;
+    } catch (const NotFusable&) {
+      kernel->splittable = false;
     }
   }
 
@@ -768,6 +823,9 @@ class Planner {
       if (arg.kind == Arg::Kind::kValue) {
         need_base(arg.value);
       }
+    }
+    for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+      MarkAlgorithms(&plan_.kernels[k], kernel_memory_[k]);
     }
     for (size_t k = 0; k < plan_.kernels.size(); ++k) {
       KernelPlan& kernel = plan_.kernels[k];

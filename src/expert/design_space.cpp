@@ -1,0 +1,327 @@
+#include "expert/design_space.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "expert/kernel_codegen.h"
+
+namespace egg::expert {
+namespace {
+
+constexpr int64_t kMinBlock = 16;
+constexpr int64_t kMaxRowBlock = 256;
+constexpr int64_t kMaxRBlock = 16384;
+constexpr int64_t kMinPointwiseBlock = 64;
+constexpr int64_t kMaxPointwiseBlock = 8192;
+constexpr int64_t kMaxElementsPerThread = 64;
+constexpr int kThreadsPerWarp = 32;
+constexpr int kMaxWarps = 16;
+constexpr int kMaxStages = 4;
+
+int64_t NextPow2(int64_t value) {
+  int64_t p = 1;
+  while (p < value) {
+    p *= 2;
+  }
+  return p;
+}
+
+bool IsRowKernel(const KernelPlan& kernel) {
+  return kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
+}
+
+std::vector<size_t> KernelOrder(const Graph& graph, const Candidate& incumbent, const std::string& focus) {
+  std::vector<std::pair<int64_t, size_t>> scored;
+  for (size_t k = 0; k < incumbent.plan.kernels.size(); ++k) {
+    int64_t score = KernelTrafficBytes(graph, incumbent.plan, k);
+    if (incumbent.plan.kernels[k].name == focus) {
+      score = std::numeric_limits<int64_t>::max();
+    }
+    scored.emplace_back(score, k);
+  }
+  std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<size_t> order;
+  for (const auto& [score, k] : scored) {
+    order.push_back(k);
+  }
+  return order;
+}
+
+int Log2Distance(int64_t a, int64_t b) {
+  return static_cast<int>(std::abs(std::log2(static_cast<double>(std::max<int64_t>(a, 1))) -
+                                   std::log2(static_cast<double>(std::max<int64_t>(b, 1)))));
+}
+
+class MoveList {
+ public:
+  MoveList(const Candidate& incumbent, size_t limit) : incumbent_(incumbent), limit_(limit) {
+    seen_.insert(incumbent.design.ToJson().dump());
+  }
+
+  bool Full() const { return moves_.size() >= limit_; }
+
+  void AddKernel(const KernelPlan& kernel, const KernelDesign& design, const std::string& move,
+                 const std::string& description) {
+    if (Full() || !WorthMeasuring(kernel, design)) {
+      return;
+    }
+    CandidateDesign candidate = incumbent_.design;
+    candidate.kernels[kernel.name] = design;
+    Add(candidate, move, description);
+  }
+
+  void Add(const CandidateDesign& design, const std::string& move, const std::string& description) {
+    if (Full() || !seen_.insert(design.ToJson().dump()).second) {
+      return;
+    }
+    moves_.push_back({design, move, description});
+  }
+
+  std::vector<DesignMove> Take() { return std::move(moves_); }
+
+ private:
+  const Candidate& incumbent_;
+  size_t limit_;
+  std::set<std::string> seen_;
+  std::vector<DesignMove> moves_;
+};
+
+// Powers of two in [lo, hi] other than `current`, nearest first.
+std::vector<int64_t> Around(int64_t current, int64_t lo, int64_t hi) {
+  std::vector<int64_t> values;
+  for (int64_t v = lo; v <= hi; v *= 2) {
+    if (v != current) {
+      values.push_back(v);
+    }
+  }
+  std::stable_sort(values.begin(), values.end(),
+                   [&](int64_t a, int64_t b) { return Log2Distance(a, current) < Log2Distance(b, current); });
+  return values;
+}
+
+void AlgorithmMoves(const Graph& graph, const Candidate& incumbent, const std::vector<size_t>& order,
+                    MoveList* list) {
+  (void)graph;
+  for (size_t k : order) {
+    const KernelPlan& kernel = incumbent.plan.kernels[k];
+    if (!IsRowKernel(kernel)) {
+      continue;
+    }
+    for (int seed = 0; seed < kSeedFamilies; ++seed) {
+      const KernelDesign other = DefaultDesign(kernel, seed);
+      if (other.algorithm != kernel.design.algorithm) {
+        list->AddKernel(kernel, other, fmt::format("algorithm {} {}", kernel.name, other.algorithm),
+                        fmt::format("{} from {} to {} ({})", kernel.name, kernel.design.algorithm, other.algorithm,
+                                    other.algorithm == "persistent" || other.algorithm == "single"
+                                        ? "one row per tile kept in registers: one read of the input"
+                                        : "stream the row in tiles: bounded registers, one pass per statistic"));
+      }
+    }
+  }
+  const PlanOptions& plan = incumbent.design.plan;
+  CandidateDesign unfused = incumbent.design;
+  unfused.kernels.clear();
+  unfused.plan.fuse_epilogues = !plan.fuse_epilogues;
+  list->Add(unfused, plan.fuse_epilogues ? "split epilogues" : "fuse epilogues",
+            plan.fuse_epilogues ? "elementwise consumers in their own kernels (fewer passes per kernel)"
+                                : "elementwise consumers fused into their producers' kernels (fewer round trips)");
+  CandidateDesign reductions = incumbent.design;
+  reductions.kernels.clear();
+  reductions.plan.fuse_reductions = !plan.fuse_reductions;
+  list->Add(reductions, plan.fuse_reductions ? "split reductions" : "fuse reductions",
+            plan.fuse_reductions ? "one kernel per reduction" : "reductions over the same rows share a kernel");
+}
+
+void MappingMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
+  for (size_t k : order) {
+    const KernelPlan& kernel = incumbent.plan.kernels[k];
+    if (!IsRowKernel(kernel)) {
+      continue;
+    }
+    const int64_t rows = NextPow2(std::max<int64_t>(kernel.rows, 1));
+    for (int64_t xblock : Around(kernel.design.xblock, 1, std::min(rows, kMaxRowBlock))) {
+      KernelDesign design = kernel.design;
+      design.xblock = xblock;
+      list->AddKernel(kernel, design, fmt::format("rows per program {} {}", kernel.name, xblock),
+                      fmt::format("{} rows per program ({} programs)", xblock, (kernel.rows + xblock - 1) / xblock));
+    }
+  }
+}
+
+void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
+  for (size_t k : order) {
+    const KernelPlan& kernel = incumbent.plan.kernels[k];
+    KernelDesign base = kernel.design;
+    if (IsRowKernel(kernel)) {
+      const int64_t length = NextPow2(std::max<int64_t>(kernel.length, 1));
+      const bool single = base.algorithm == "persistent" || base.algorithm == "single";
+      const int64_t lo = single ? length : kMinBlock;
+      const int64_t hi = single ? std::max(length, kMaxRBlock) : std::min(length, kMaxRBlock);
+      for (int64_t rblock : Around(base.rblock, lo, hi)) {
+        KernelDesign design = base;
+        design.rblock = rblock;
+        list->AddKernel(kernel, design, fmt::format("tile {} rblock {}", kernel.name, rblock),
+                        fmt::format("reduction tile of {} elements per row", rblock));
+      }
+    } else {
+      const int64_t numel = NextPow2(std::max<int64_t>(kernel.rows, 1));
+      for (int64_t xblock : Around(base.xblock, kMinPointwiseBlock, std::min(numel, kMaxPointwiseBlock))) {
+        KernelDesign design = base;
+        design.xblock = xblock;
+        list->AddKernel(kernel, design, fmt::format("tile {} xblock {}", kernel.name, xblock),
+                        fmt::format("{} elements per program", xblock));
+      }
+    }
+  }
+}
+
+void MemoryMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
+  for (size_t k : order) {
+    const KernelPlan& kernel = incumbent.plan.kernels[k];
+    const KernelDesign& base = kernel.design;
+    std::vector<std::pair<int, int>> options;
+    for (int warps = 1; warps <= kMaxWarps; warps *= 2) {
+      for (int stages = 1; stages <= kMaxStages; ++stages) {
+        if (warps == base.num_warps && stages == base.num_stages) {
+          continue;
+        }
+        if (stages > 1 && !(IsRowKernel(kernel) && base.algorithm != "persistent" && base.algorithm != "single")) {
+          continue;  // software pipelining needs a loop
+        }
+        options.emplace_back(warps, stages);
+      }
+    }
+    std::stable_sort(options.begin(), options.end(), [&](const auto& a, const auto& b) {
+      return Log2Distance(a.first, base.num_warps) + std::abs(a.second - base.num_stages) <
+             Log2Distance(b.first, base.num_warps) + std::abs(b.second - base.num_stages);
+    });
+    for (const auto& [warps, stages] : options) {
+      KernelDesign design = base;
+      design.num_warps = warps;
+      design.num_stages = stages;
+      list->AddKernel(kernel, design, fmt::format("memory {} warps {} stages {}", kernel.name, warps, stages),
+                      fmt::format("{} warps per program, {}-deep load pipeline", warps, stages));
+    }
+  }
+}
+
+}  // namespace
+
+std::string SeedFamilyName(int seed) {
+  switch (seed) {
+    case 0:
+      return "registers: fused kernels, a reduction row held in registers where it fits, streamed otherwise";
+    case 1:
+      return "streaming: fused kernels, the other reduction algorithm (rows streamed in tiles where seed 0 "
+             "holds them, held where seed 0 streams)";
+    default:
+      return "one-pass: fused kernels with online statistics (running max with rescaled sums for softmax-like "
+             "rows) and split reductions across programs for few long rows";
+  }
+}
+
+DesignMove SeedDesign(int index) {
+  DesignMove move;
+  move.design.seed = index;
+  move.move = fmt::format("seed {}", index);
+  move.description = SeedFamilyName(index);
+  return move;
+}
+
+bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
+  if (!DesignFits(kernel, design)) {
+    return false;
+  }
+  const int64_t tile = design.xblock * (IsRowKernel(kernel) ? design.rblock : 1);
+  const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
+  return tile <= threads * kMaxElementsPerThread && tile * 4 >= threads;
+}
+
+int64_t KernelTrafficBytes(const Graph& graph, const Plan& plan, size_t kernel) {
+  const KernelPlan& k = plan.kernels.at(kernel);
+  std::map<int, TensorMeta> layouts;
+  int64_t bytes = 0;
+  for (int value : k.stores) {
+    const TensorMeta& meta = *graph.values.at(static_cast<size_t>(value)).meta;
+    layouts[value] = DenseLayout(meta);
+    bytes += meta.Numel() * DTypeBytes(meta.dtype);
+  }
+  try {
+    const KernelSource source = GenerateKernel(graph, k, plan.memory_before.at(kernel), layouts);
+    for (int value : source.loaded) {
+      const TensorMeta& meta = *graph.values.at(static_cast<size_t>(value)).meta;
+      bytes += meta.Numel() * DTypeBytes(meta.dtype);
+    }
+  } catch (const std::exception&) {
+    return bytes;
+  }
+  return bytes;
+}
+
+std::vector<DesignMove> SeedRefinements(const Graph& graph, const Candidate& seed) {
+  MoveList list(seed, 2);
+  const auto order = KernelOrder(graph, seed, "");
+  if (order.empty()) {
+    return {};
+  }
+  const KernelPlan& kernel = seed.plan.kernels[order.front()];
+  for (const int64_t factor : {2, 0}) {
+    KernelDesign design = kernel.design;
+    const bool looped = design.algorithm == "looped" || design.algorithm == "blocked";
+    int64_t& block = looped ? design.rblock : design.xblock;
+    block = factor == 0 ? std::max<int64_t>(block / 2, 1) : block * factor;
+    list.AddKernel(kernel, design, fmt::format("refine {} {} {}", kernel.name, looped ? "rblock" : "xblock", block),
+                   "the seed's hottest kernel with its tile resized");
+  }
+  return list.Take();
+}
+
+std::vector<DesignMove> StageMoves(const Graph& graph, const std::string& stage, const Candidate& incumbent,
+                                   const std::string& focus, size_t limit) {
+  MoveList list(incumbent, limit);
+  const auto order = KernelOrder(graph, incumbent, focus);
+  if (stage == "stage1.algorithm") {
+    AlgorithmMoves(graph, incumbent, order, &list);
+  } else if (stage == "stage2.mapping") {
+    MappingMoves(incumbent, order, &list);
+  } else if (stage == "stage2.tiling") {
+    TilingMoves(incumbent, order, &list);
+  } else if (stage == "stage2.memory") {
+    MemoryMoves(incumbent, order, &list);
+  }
+  return list.Take();
+}
+
+std::vector<DesignMove> RepairMoves(const Candidate& failing, const std::string& status, const std::string& reason) {
+  MoveList list(failing, 3);
+  const bool resources = reason.find("out of resource") != std::string::npos ||
+                         reason.find("OutOfResources") != std::string::npos ||
+                         reason.find("shared memory") != std::string::npos ||
+                         reason.find("registers") != std::string::npos || status == "timeout";
+  if (resources) {
+    CandidateDesign smaller = failing.design;
+    for (auto& [name, design] : smaller.kernels) {
+      design.xblock = std::max<int64_t>(design.xblock / 2, 1);
+      if (design.algorithm == "looped" || design.algorithm == "blocked") {
+        design.rblock = std::max<int64_t>(design.rblock / 2, kMinBlock);
+      }
+      design.num_stages = 1;
+    }
+    list.Add(smaller, "halve tiles", "out of resources: smaller tiles and no load pipelining");
+  }
+  CandidateDesign other;
+  other.seed = failing.design.seed == 1 ? 0 : 1;
+  other.plan = failing.design.plan;
+  list.Add(other, fmt::format("seed {} algorithms", other.seed), "the other reduction algorithm for every kernel");
+  CandidateDesign safest;
+  safest.seed = 1;
+  safest.plan.fuse_epilogues = false;
+  safest.plan.fuse_reductions = false;
+  list.Add(safest, "unfused streaming", "one kernel per reduction, streamed rows: the simplest correct form");
+  return list.Take();
+}
+
+}  // namespace egg::expert
