@@ -11,6 +11,7 @@ trial under the profiler to catch side streams; then the optional robustness tri
 Request errors (bad task, bad fields) raise loader.RequestError; everything the candidate does becomes a status.
 """
 
+import copy
 import dataclasses
 import gc
 import math
@@ -479,7 +480,50 @@ def run_trial(context: Context, model, trial: int, profile: bool) -> tuple:
     _check_call(context, call, inputs, pristine, references, trial)
     if call.kernel_records is not None:
         _check_streams(context, call, trial)
-    return call, compare_outputs(call.outputs, references, context.request.tol)
+    comparison = compare_outputs(call.outputs, references, context.request.tol)
+    if _only_relative_l2_failed(comparison):
+        comparison = compare_at_noise_floor(context, call.outputs, references, pristine, comparison)
+    return call, comparison
+
+
+NOISE_FACTOR = 10.0
+
+
+def _only_relative_l2_failed(comparison: Comparison) -> bool:
+    return (not comparison.passed and "rel_l2_err over tol" in comparison.reason
+            and "not allclose" not in comparison.reason and "non-finite" not in comparison.reason)
+
+
+def _float64_reference(context: Context, inputs) -> list | None:
+    """The reference computed in float64 on the same inputs, or None where the task cannot run in float64."""
+    try:
+        model = copy.deepcopy(context.reference).double()
+        wide = [value.double() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+                for value in inputs]
+        with torch.no_grad():
+            return flatten(model(*wide))
+    except Exception:
+        return None
+
+
+def compare_at_noise_floor(context: Context, outputs: list, references: list, inputs, comparison: Comparison):
+    """Allclose passed but the relative L2 error did not: decide against float64. A reference that is zero up
+    to rounding (the mean of a normalized tensor) makes any relative error noise; the candidate passes when its
+    distance to the float64 answer is within tol of that answer or within NOISE_FACTOR times the distance of
+    PyTorch's own float32 reference to it. An answer that is merely small (zeros for tiny outputs) stays wrong."""
+    exact = _float64_reference(context, inputs)
+    if exact is None or len(exact) != len(outputs):
+        return comparison
+    for out, ref, ref64 in zip(outputs, references, exact):
+        if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+            continue
+        ref64 = ref64.to(torch.float64)
+        own_error = torch.linalg.vector_norm(ref.to(torch.float64) - ref64).item()
+        error = torch.linalg.vector_norm(out.to(torch.float64) - ref64).item()
+        scale = torch.linalg.vector_norm(ref64).item()
+        if error > max(context.request.tol * scale, NOISE_FACTOR * own_error):
+            return comparison
+    return Comparison(True, comparison.errors, "")
 
 
 def robust_inputs(task: loader.Task, seed: int, device: torch.device) -> list:

@@ -15,5 +15,6 @@ CommandRunner RegisterProfile(CLI::App& app, const GlobalOptions& globals);
 CommandRunner RegisterOptimize(CLI::App& app, const GlobalOptions& globals);
 CommandRunner RegisterShow(CLI::App& app, const GlobalOptions& globals);
 CommandRunner RegisterCompile(CLI::App& app, const GlobalOptions& globals);
+CommandRunner RegisterBench(CLI::App& app, const GlobalOptions& globals);
 
 }  // namespace egg::cli

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   std::vector<egg::cli::CommandRunner> commands = {
       egg::cli::RegisterEval(app, globals), egg::cli::RegisterProfile(app, globals),
       egg::cli::RegisterOptimize(app, globals), egg::cli::RegisterShow(app, globals),
-      egg::cli::RegisterCompile(app, globals)};
+      egg::cli::RegisterCompile(app, globals), egg::cli::RegisterBench(app, globals)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {

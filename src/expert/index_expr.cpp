@@ -176,6 +176,32 @@ int64_t Index::Hi() const {
   return hi;
 }
 
+std::optional<std::pair<Index, int64_t>> Index::SplitByFactor(int64_t divisor) const {
+  std::vector<int64_t> factors;
+  for (const auto& [coef, atom] : terms_) {
+    if (coef > 1 && divisor % coef == 0 && divisor != coef) {
+      factors.push_back(coef);
+    }
+  }
+  std::sort(factors.rbegin(), factors.rend());
+  for (int64_t c : factors) {
+    std::vector<std::pair<int64_t, AtomPtr>> whole;
+    std::vector<std::pair<int64_t, AtomPtr>> rest;
+    for (const auto& term : terms_) {
+      if (term.first % c == 0) {
+        whole.push_back({term.first / c, term.second});
+      } else {
+        rest.push_back(term);
+      }
+    }
+    const Index remainder = FromTerms(FloorModInt(constant_, c), rest);
+    if (remainder.Lo() >= 0 && remainder.Hi() < c) {
+      return std::make_pair(FromTerms(FloorDivInt(constant_, c), whole), c);
+    }
+  }
+  return std::nullopt;
+}
+
 Index Index::FloorDiv(int64_t divisor) const {
   if (divisor <= 0) {
     throw std::logic_error("FloorDiv by a non-positive divisor");
@@ -212,6 +238,10 @@ Index Index::FloorDiv(int64_t divisor) const {
     if (rlo >= 0) {
       return quotient + remainder.FloorDiv(divisor);
     }
+  }
+  // (c*A + rest) // d with c | d and 0 <= rest < c -> A // (d / c)
+  if (auto split = SplitByFactor(divisor)) {
+    return split->first.FloorDiv(divisor / split->second);
   }
   // (e // a) // b -> e // (a*b) ; (e % m) // d with d | m -> (e // d) % (m / d)
   if (const IndexAtom* atom = SoleAtom(*this)) {
@@ -278,6 +308,12 @@ Index Index::Mod(int64_t modulus) const {
     if (atom->kind == IndexAtom::Kind::kMod && atom->divisor % modulus == 0) {
       return atom->inner->Mod(modulus);
     }
+  }
+  // (c*A + rest) % m with c | m and 0 <= rest < c -> c*(A % (m / c)) + rest
+  if (auto split = SplitByFactor(modulus)) {
+    const int64_t c = split->second;
+    const Index below = *this - split->first * c;
+    return split->first.Mod(modulus / c) * c + below;
   }
   int64_t g = modulus;
   g = std::gcd(g, constant_);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,8 @@ class Index {
 
  private:
   static Index FromTerms(int64_t constant, std::vector<std::pair<int64_t, AtomPtr>> terms);
+  // (A, c) with this == c*A + rest, c dividing `divisor` and 0 <= rest < c, for the largest such c.
+  std::optional<std::pair<Index, int64_t>> SplitByFactor(int64_t divisor) const;
   void Normalize();
   bool Recombine();
 

@@ -394,32 +394,6 @@ class KernelWriter {
     DefineResults(spec, results);
   }
 
-  // max(u) and sum(exp(u - max)) in one pass: a running maximum per lane and a sum rescaled when it grows.
-  void EmitOnlineSoftmax(const ReductionSpec& max_spec, const ReductionSpec& sum_spec, size_t number) {
-    const Index x = Index::Var("xindex", kernel_.rows);
-    const Index r = Index::Var("rindex", kernel_.length);
-    const std::string t = std::to_string(number);
-    emitter_.OpenScope(2);
-    const Operand input = emitter_.Emit(max_spec.input, ReductionInputIndex(max_spec, x, r));
-    emitter_.Line(fmt::format("t{0} = tl.where(mask, ({1}).to(tl.float32), float('-inf'))", t, input.code));
-    emitter_.Line(fmt::format("mn{0} = tl.maximum(m{0}, t{0})", t));
-    emitter_.Line(fmt::format("s{0} = s{0} * tl.where(mn{0} == float('-inf'), 0.0, tl.exp(m{0} - mn{0})) + "
-                              "tl.where(mask, tl.exp(t{0} - mn{0}), 0.0)", t));
-    emitter_.Line(fmt::format("m{0} = mn{0}", t));
-    const std::vector<std::string> body = emitter_.CloseScope();
-    emitter_.Line(fmt::format("m{} = tl.full([XBLOCK, RBLOCK], float('-inf'), tl.float32)", t));
-    emitter_.Line(fmt::format("s{} = tl.zeros([XBLOCK, RBLOCK], tl.float32)", t));
-    emitter_.Line(LoopHeader());
-    emitter_.Line(TileLines(true));
-    emitter_.Append(body);
-    emitter_.Line(fmt::format("redm{0} = tl.max(m{0}, 1)[:, None]", t));
-    emitter_.Line(fmt::format("reds{0} = tl.sum(s{0} * tl.where(m{0} == float('-inf'), 0.0, tl.exp(m{0} - redm{0})), 1)[:, None]", t));
-    Accumulator results;
-    results.results.emplace_back(max_spec.outputs[0], Operand{"redm" + t, MetaOf(graph_, max_spec.outputs[0]).dtype, false});
-    results.results.emplace_back(sum_spec.outputs[0], Operand{"reds" + t, MetaOf(graph_, sum_spec.outputs[0]).dtype, false});
-    DefineResults(max_spec, results);
-  }
-
   // Few long rows: kernel 1 reduces chunks of every row in parallel into partials, kernel 2 combines them and
   // computes what the rows feed.
   KernelSource WriteSplitReduction() {
@@ -447,7 +421,8 @@ class KernelWriter {
     for (size_t i = 0; i < kernel_.reductions.size(); ++i) {
       const ReductionSpec& spec = kernel_.reductions[i];
       const Operand input = partial.Emit(spec.input, ReductionInputIndex(spec, x, r));
-      Accumulator acc = Accumulate(spec, input, true, std::to_string(i), "");
+      Accumulator acc = IsVariance(spec) ? WelfordAccumulate(spec, input, std::to_string(i))
+                                         : Accumulate(spec, input, true, std::to_string(i), "");
       for (const std::string& line : acc.update) {
         partial.Line(line);
       }
@@ -463,8 +438,11 @@ class KernelWriter {
         source.scratch.push_back({kernel_.rows * splits, acc_type});
         parts[i].push_back({source.scratch.size(), "redi" + tag + "[:, None]", DType::kInt64, "0"});
         source.scratch.push_back({kernel_.rows * splits, DType::kInt64});
-      } else if (spec.kind == "var" || spec.kind == "std" || spec.kind == "var_mean") {
-        throw NotFusable("variance does not split");
+      } else if (IsVariance(spec)) {
+        for (const char* name : {"redm", "reds", "redn"}) {
+          parts[i].push_back({source.scratch.size(), name + tag + "[:, None]", DType::kFloat32, "0.0"});
+          source.scratch.push_back({kernel_.rows * splits, DType::kFloat32});
+        }
       } else {
         const std::string identity = Identity(spec.kind, acc_type);
         parts[i].push_back({source.scratch.size(), "red" + tag, acc_type, identity});
@@ -534,7 +512,11 @@ class KernelWriter {
       const DType out_type = MetaOf(graph_, spec.outputs.at(0) >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype;
       Accumulator results;
       const std::string red = "red" + tag;
-      if (loaded.size() == 2) {
+      if (loaded.size() == 3) {
+        combine.Line(fmt::format("redm{0}, reds{0}, redn{0} = tl.reduce(({1}, {2}, {3}), 1, _egg_welford_combine)", tag,
+                                 loaded[0], loaded[1], loaded[2]));
+        WelfordResults(spec, "redm" + tag + "[:, None]", "reds" + tag + "[:, None]", &results);
+      } else if (loaded.size() == 2) {
         const bool is_max = spec.kind == "argmax" || spec.kind == "max_with_index";
         combine.Line(fmt::format("redv{0}, redi{0} = tl.reduce(({1}, {2}), 1, {3})", tag, loaded[0], loaded[1],
                                  is_max ? "_egg_argmax_combine" : "_egg_argmin_combine"));
@@ -611,52 +593,241 @@ class KernelWriter {
     return source;
   }
 
+  // A reduction unit: a plain accumulator, a variance (Welford when streamed), or an online-softmax pair.
+  struct Unit {
+    enum class Kind { kPlain, kVariance, kOnline };
+    Kind kind = Kind::kPlain;
+    size_t spec = 0;
+    size_t partner = 0;  // kOnline: the sum of exp(u - max)
+  };
+
+  const ReductionSpec* ReductionOf(int root) const {
+    for (const ReductionSpec& spec : kernel_.reductions) {
+      if (graph_.nodes.at(static_cast<size_t>(spec.node)).value == root) {
+        return &spec;
+      }
+    }
+    return nullptr;
+  }
+
+  static bool IsVariance(const ReductionSpec& spec) {
+    return spec.kind == "var" || spec.kind == "std" || spec.kind == "var_mean";
+  }
+
+  std::vector<Unit> Units(bool online) const {
+    const auto pairs = online ? OnlinePairs(graph_, kernel_) : std::vector<std::pair<size_t, size_t>>{};
+    std::set<size_t> partners;
+    for (const auto& [first, second] : pairs) {
+      partners.insert(second);
+    }
+    std::vector<Unit> units;
+    for (int root : kernel_.roots) {
+      const ReductionSpec* spec = ReductionOf(root);
+      if (spec == nullptr) {
+        continue;
+      }
+      const auto index = static_cast<size_t>(spec - kernel_.reductions.data());
+      if (partners.count(index) != 0) {
+        continue;
+      }
+      Unit unit;
+      unit.spec = index;
+      const auto pair = std::find_if(pairs.begin(), pairs.end(), [&](const auto& p) { return p.first == index; });
+      if (pair != pairs.end()) {
+        unit.kind = Unit::Kind::kOnline;
+        unit.partner = pair->second;
+      } else if (IsVariance(*spec)) {
+        unit.kind = Unit::Kind::kVariance;
+      }
+      units.push_back(unit);
+    }
+    return units;
+  }
+
+  std::vector<int> UnitOutputs(const Unit& unit) const {
+    std::vector<int> outputs = kernel_.reductions[unit.spec].outputs;
+    if (unit.kind == Unit::Kind::kOnline) {
+      for (int output : kernel_.reductions[unit.partner].outputs) {
+        outputs.push_back(output);
+      }
+    }
+    return outputs;
+  }
+
+  // Whether `value`, computed in this kernel, reads any of `targets` (directly or through inlined ops).
+  bool Reads(int value, const std::set<int>& targets, std::set<int>* seen) const {
+    if (targets.count(value) != 0) {
+      return true;
+    }
+    if (memory_.count(value) != 0 || !seen->insert(value).second) {
+      return false;
+    }
+    const Node* node = graph_.Producer(value);
+    if (node == nullptr) {
+      return false;
+    }
+    std::vector<const Arg*> pending;
+    for (const Arg& arg : node->args) {
+      pending.push_back(&arg);
+    }
+    while (!pending.empty()) {
+      const Arg* arg = pending.back();
+      pending.pop_back();
+      if (arg->kind == Arg::Kind::kValue && Reads(arg->value, targets, seen)) {
+        return true;
+      }
+      for (const Arg& item : arg->list) {
+        pending.push_back(&item);
+      }
+    }
+    return false;
+  }
+
+  // Consecutive units that do not read each other's results share one loop over the row.
+  std::vector<std::vector<Unit>> Groups(const std::vector<Unit>& units) const {
+    std::vector<std::vector<Unit>> groups;
+    std::set<int> outputs;
+    for (const Unit& unit : units) {
+      std::set<int> seen;
+      if (groups.empty() || Reads(kernel_.reductions[unit.spec].input, outputs, &seen)) {
+        groups.emplace_back();
+        outputs.clear();
+      }
+      groups.back().push_back(unit);
+      for (int output : UnitOutputs(unit)) {
+        outputs.insert(output);
+      }
+    }
+    return groups;
+  }
+
+  // Streamed mean and M2 per lane (Welford), combined across lanes with Chan's formula.
+  Accumulator WelfordAccumulate(const ReductionSpec& spec, const Operand& input, const std::string& tag) {
+    Accumulator acc;
+    for (const char* name : {"wm", "ws", "wn"}) {
+      acc.init.push_back(fmt::format("{}{} = tl.zeros([XBLOCK, RBLOCK], tl.float32)", name, tag));
+    }
+    acc.update.push_back(fmt::format("wv{} = ({}).to(tl.float32)", tag, input.code));
+    acc.update.push_back(fmt::format("wn{0} = wn{0} + tl.where(mask, 1.0, 0.0)", tag));
+    acc.update.push_back(fmt::format("wd{0} = wv{0} - wm{0}", tag));
+    acc.update.push_back(fmt::format("wm{0} = tl.where(mask, wm{0} + wd{0} / tl.maximum(wn{0}, 1.0), wm{0})", tag));
+    acc.update.push_back(fmt::format("ws{0} = tl.where(mask, ws{0} + wd{0} * (wv{0} - wm{0}), ws{0})", tag));
+    acc.finish.push_back(fmt::format("redm{0}, reds{0}, redn{0} = tl.reduce((wm{0}, ws{0}, wn{0}), 1, _egg_welford_combine)", tag));
+    WelfordResults(spec, "redm" + tag + "[:, None]", "reds" + tag + "[:, None]", &acc);
+    return acc;
+  }
+
+  void WelfordResults(const ReductionSpec& spec, const std::string& mean, const std::string& m2, Accumulator* acc) {
+    const double denominator = std::max(static_cast<double>(spec.Length()) - spec.correction, 0.0);
+    const std::string variance = fmt::format("({} / {})", m2, FloatLiteral(denominator));
+    const DType out_type = MetaOf(graph_, spec.outputs[0] >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype;
+    if (spec.kind == "var") {
+      acc->results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
+    } else if (spec.kind == "std") {
+      acc->results.emplace_back(spec.outputs[0], Operand{"tl.sqrt(" + variance + ")", out_type, false});
+    } else {
+      if (spec.outputs[0] >= 0) {
+        acc->results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
+      }
+      if (spec.outputs.size() > 1 && spec.outputs[1] >= 0) {
+        acc->results.emplace_back(spec.outputs[1], Operand{mean, out_type, false});
+      }
+    }
+  }
+
+  Accumulator OnlineAccumulate(const ReductionSpec& max_spec, const ReductionSpec& sum_spec, const Operand& input,
+                               const std::string& t) {
+    Accumulator acc;
+    acc.init.push_back(fmt::format("m{} = tl.full([XBLOCK, RBLOCK], float('-inf'), tl.float32)", t));
+    acc.init.push_back(fmt::format("s{} = tl.zeros([XBLOCK, RBLOCK], tl.float32)", t));
+    acc.update.push_back(fmt::format("t{0} = tl.where(mask, ({1}).to(tl.float32), float('-inf'))", t, input.code));
+    acc.update.push_back(fmt::format("mn{0} = tl.maximum(m{0}, t{0})", t));
+    acc.update.push_back(fmt::format("s{0} = s{0} * tl.where(mn{0} == float('-inf'), 0.0, tl.exp(m{0} - mn{0})) + "
+                                     "tl.where(mask, tl.exp(t{0} - mn{0}), 0.0)", t));
+    acc.update.push_back(fmt::format("m{0} = mn{0}", t));
+    acc.finish.push_back(fmt::format("redm{0} = tl.max(m{0}, 1)[:, None]", t));
+    acc.finish.push_back(fmt::format(
+        "reds{0} = tl.sum(s{0} * tl.where(m{0} == float('-inf'), 0.0, tl.exp(m{0} - redm{0})), 1)[:, None]", t));
+    acc.results.emplace_back(max_spec.outputs[0], Operand{"redm" + t, MetaOf(graph_, max_spec.outputs[0]).dtype, false});
+    acc.results.emplace_back(sum_spec.outputs[0], Operand{"reds" + t, MetaOf(graph_, sum_spec.outputs[0]).dtype, false});
+    return acc;
+  }
+
+  void EmitLoopGroup(const std::vector<Unit>& group) {
+    const Index x = Index::Var("xindex", kernel_.rows);
+    const Index r = Index::Var("rindex", kernel_.length);
+    emitter_.OpenScope(2);
+    std::vector<Accumulator> accumulators;
+    for (const Unit& unit : group) {
+      const ReductionSpec& spec = kernel_.reductions[unit.spec];
+      const Operand input = emitter_.Emit(spec.input, ReductionInputIndex(spec, x, r));
+      const std::string tag = std::to_string(unit.spec);
+      if (unit.kind == Unit::Kind::kOnline) {
+        accumulators.push_back(OnlineAccumulate(spec, kernel_.reductions[unit.partner], input, tag));
+      } else if (unit.kind == Unit::Kind::kVariance) {
+        accumulators.push_back(WelfordAccumulate(spec, input, tag));
+      } else {
+        accumulators.push_back(Accumulate(spec, input, true, tag, ""));
+      }
+      for (const std::string& line : accumulators.back().update) {
+        emitter_.Line(line);
+      }
+    }
+    const std::vector<std::string> body = emitter_.CloseScope();
+    for (const Accumulator& acc : accumulators) {
+      for (const std::string& line : acc.init) {
+        emitter_.Line(line);
+      }
+    }
+    emitter_.Line(LoopHeader());
+    emitter_.Line(TileLines(true));
+    emitter_.Append(body);
+    for (size_t i = 0; i < group.size(); ++i) {
+      for (const std::string& line : accumulators[i].finish) {
+        emitter_.Line(line);
+      }
+      DefineResults(kernel_.reductions[group[i].spec], accumulators[i]);
+    }
+  }
+
+  void EmitPersistentUnit(const Unit& unit, size_t number) {
+    const ReductionSpec& spec = kernel_.reductions[unit.spec];
+    if (unit.kind == Unit::Kind::kVariance) {
+      EmitVariance(spec, number, false);
+      return;
+    }
+    Accumulator acc;
+    EmitReductionPass(spec, number, false, "", std::to_string(unit.spec), &acc);
+    DefineResults(spec, acc);
+  }
+
   KernelSource WriteReduction() {
     if (kernel_.design.algorithm == "split") {
       return WriteSplitReduction();
     }
     const bool looped = kernel_.design.algorithm != "persistent";
-    std::vector<std::pair<size_t, size_t>> online;
-    if (kernel_.design.algorithm == "online") {
-      online = OnlinePairs(graph_, kernel_);
-    }
-    std::set<size_t> done;
     const Index x = Index::Var("xindex", kernel_.rows);
     const Index r = Index::Var("rindex", kernel_.length);
     if (!looped) {
       emitter_.Line(TileLines(false));
     }
-    size_t number = 0;
     std::vector<int> full_roots;
     std::vector<int> row_roots;
     for (int root : kernel_.roots) {
-      const auto spec = std::find_if(kernel_.reductions.begin(), kernel_.reductions.end(),
-                                     [&](const ReductionSpec& s) { return s.node >= 0 && graph_.nodes[static_cast<size_t>(s.node)].value == root; });
-      if (spec != kernel_.reductions.end()) {
-        const auto position = static_cast<size_t>(spec - kernel_.reductions.begin());
-        if (done.count(position) != 0) {
-          continue;
-        }
-        const auto pair = std::find_if(online.begin(), online.end(), [&](const auto& p) { return p.first == position; });
-        // Pointwise roots placed before this reduction are written in the final pass with the others.
-        if (pair != online.end()) {
-          EmitOnlineSoftmax(kernel_.reductions[pair->first], kernel_.reductions[pair->second], number);
-          done.insert(pair->second);
-        } else if (spec->kind == "var" || spec->kind == "std" || spec->kind == "var_mean") {
-          EmitVariance(*spec, number, looped);
-        } else {
-          Accumulator acc;
-          EmitReductionPass(*spec, number, looped, "", std::to_string(number), &acc);
-          DefineResults(*spec, acc);
-        }
-        ++number;
+      if (ReductionOf(root) != nullptr) {
         continue;
       }
       const int64_t numel = MetaOf(graph_, root).Numel();
-      if (numel == kernel_.rows && kernel_.length != 1) {
-        row_roots.push_back(root);
-      } else {
-        full_roots.push_back(root);
+      (numel == kernel_.rows && kernel_.length != 1 ? row_roots : full_roots).push_back(root);
+    }
+    const std::vector<Unit> units = Units(kernel_.design.algorithm == "online");
+    if (looped) {
+      for (const std::vector<Unit>& group : Groups(units)) {
+        EmitLoopGroup(group);
+      }
+    } else {
+      for (size_t u = 0; u < units.size(); ++u) {
+        EmitPersistentUnit(units[u], u);
       }
     }
     if (!full_roots.empty()) {

@@ -521,6 +521,13 @@ std::string HelperSource(const std::string& code) {
       out << "    return " << source.compiled << "\n\n\n";
     }
   }
+  if (code.find("_egg_welford_combine") != std::string::npos) {
+    out << "@triton.jit\ndef _egg_welford_combine(m1, s1, n1, m2, s2, n2):\n"
+        << "    n = n1 + n2\n"
+        << "    w = tl.where(n == 0.0, 0.0, n2 / tl.where(n == 0.0, 1.0, n))\n"
+        << "    d = m2 - m1\n"
+        << "    return m1 + d * w, s1 + s2 + d * d * n1 * w, n\n\n\n";
+  }
   for (const auto& [name, better] : {std::pair<const char*, const char*>{"_egg_argmax_combine", ">"},
                                      std::pair<const char*, const char*>{"_egg_argmin_combine", "<"}}) {
     if (code.find(name) == std::string::npos) {

@@ -11,6 +11,26 @@ harness::EvalResult HarnessCandidateEvaluator::Evaluate(const std::string& candi
   return evaluator_.Evaluate(task_path_, candidate_path, options_);
 }
 
+std::vector<harness::ScreenResult> CandidateEvaluator::Screen(const std::vector<std::string>& candidate_paths) {
+  std::vector<harness::ScreenResult> results;
+  for (const std::string& path : candidate_paths) {
+    const harness::EvalResult eval = Evaluate(path);
+    harness::ScreenResult result;
+    result.candidate_path = path;
+    result.candidate_hash = eval.candidate_hash;
+    result.status = eval.status;
+    result.reason = eval.reason;
+    result.time = eval.time_ms.candidate;
+    result.max_abs_err = eval.max_abs_err;
+    results.push_back(result);
+  }
+  return results;
+}
+
+std::vector<harness::ScreenResult> HarnessCandidateEvaluator::Screen(const std::vector<std::string>& candidate_paths) {
+  return evaluator_.Screen(task_path_, candidate_paths, options_, harness::ScreenOptions{});
+}
+
 std::string HarnessCandidateEvaluator::Profile(const std::string& candidate_path) {
   return CompactProfile(evaluator_.Profile(task_path_, candidate_path, options_, kProfileTimeoutS, ""));
 }

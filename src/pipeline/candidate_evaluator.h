@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "harness/evaluator.h"
 
@@ -12,6 +13,9 @@ class CandidateEvaluator {
  public:
   virtual ~CandidateEvaluator() = default;
   virtual harness::EvalResult Evaluate(const std::string& candidate_path) = 0;
+  // A quick measurement of many candidates for ranking (one correctness trial, a short timing), in order.
+  // The default evaluates each fully.
+  virtual std::vector<harness::ScreenResult> Screen(const std::vector<std::string>& candidate_paths);
   // The `egg profile` JSON of the candidate (ncu metrics and roofline, or the roofline alone).
   virtual std::string Profile(const std::string& candidate_path) = 0;
   virtual int SmCount() = 0;
@@ -26,6 +30,7 @@ class HarnessCandidateEvaluator : public CandidateEvaluator {
         task_path_(std::move(task_path)),
         options_(std::move(options)) {}
   harness::EvalResult Evaluate(const std::string& candidate_path) override;
+  std::vector<harness::ScreenResult> Screen(const std::vector<std::string>& candidate_paths) override;
   std::string Profile(const std::string& candidate_path) override;
   int SmCount() override;
 

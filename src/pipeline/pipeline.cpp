@@ -222,7 +222,7 @@ void Pipeline::RunSeeds(StageRecord* record) {
 }
 
 void Pipeline::RefineSeed(StageRecord* record, const CandidateRecord& seed, int index) {
-  if (Stopped()) {
+  if (Stopped() || !options_.refine_seeds) {
     return;
   }
   agents::StageContext context = Context(record->spec, *record, 0);
@@ -241,12 +241,17 @@ void Pipeline::RefineSeed(StageRecord* record, const CandidateRecord& seed, int 
 
 bool Pipeline::RunRound(StageRecord* record, int round) {
   agents::StageContext context = Context(record->spec, *record, round);
-  const std::string profile = evaluator_.Profile(incumbent_->path);
+  const std::string profile = options_.profile ? evaluator_.Profile(incumbent_->path) : std::string("{}");
   auto report = backend_.profile->Analyze(context, profile);
   NoteStop(report.stop, report.failure);
   if (report.value && report.value->near_roofline) {
     record->stopped_because = "near the roofline: " + report.value->move;
     return false;
+  }
+  std::vector<agents::CodeProposal> space =
+      backend_.code->ProposeSpace(context, report.value ? &*report.value : nullptr);
+  if (!space.empty()) {
+    return ScreenRound(record, round, context, std::move(space));
   }
   bool accepted = false;
   for (int index = 0; index < options_.candidates_per_round && !Stopped(); ++index) {
@@ -280,6 +285,62 @@ bool Pipeline::RunRound(StageRecord* record, int round) {
     }
   }
   return accepted;
+}
+
+bool Pipeline::ScreenRound(StageRecord* record, int round, const agents::StageContext& context,
+                           std::vector<agents::CodeProposal> proposals) {
+  std::vector<agents::CodeProposal> fresh;
+  std::vector<std::string> paths;
+  for (agents::CodeProposal& proposal : proposals) {
+    if (IsDuplicate(record, round, proposal)) {
+      continue;
+    }
+    const std::string id = CandidateId(proposal.source);
+    tried_ids_.insert(id);
+    paths.push_back(options_.run_dir + "/" + id + ".py");
+    WriteFileAtomic(paths.back(), proposal.source);
+    fresh.push_back(std::move(proposal));
+  }
+  if (fresh.empty()) {
+    record->stopped_because = "design space exhausted";
+    return false;
+  }
+  const std::vector<harness::ScreenResult> screened = evaluator_.Screen(paths);
+  std::optional<size_t> best;
+  for (size_t i = 0; i < screened.size() && i < fresh.size(); ++i) {
+    const harness::ScreenResult& result = screened[i];
+    const std::optional<double> median = result.time ? std::optional<double>(result.time->median) : std::nullopt;
+    if (store_ != nullptr) {
+      store_->PutCandidate({options_.run_id + "/" + CandidateId(fresh[i].source), options_.run_id, record->spec.name,
+                            "screen", "", fresh[i].source, fresh[i].description, fresh[i].move, "",
+                            harness::StatusName(result.status), median});
+    }
+    screened_.push_back(Json{{"stage", record->spec.name},
+                             {"round", round},
+                             {"id", CandidateId(fresh[i].source)},
+                             {"move", fresh[i].move},
+                             {"status", harness::StatusName(result.status)},
+                             {"median_ms", median},
+                             {"reason", result.reason}});
+    if (result.status == harness::EvalStatus::kOk && median &&
+        (!best || *median < screened[*best].time->median)) {
+      best = i;
+    }
+  }
+  if (!best) {
+    DecisionRecord decision{record->spec.name, round, "", "screened " + std::to_string(fresh.size()) + " designs",
+                            false, "no screened design was correct", incumbent_->MedianMs(), std::nullopt};
+    record->decisions.push_back(decision);
+    return false;
+  }
+  tried_ids_.erase(CandidateId(fresh[*best].source));
+  auto candidate = Attempt(context, fresh[*best], record);
+  if (!candidate) {
+    return false;
+  }
+  const size_t before = record->decisions.size();
+  Decide(record, round, *candidate, /*keep_if_first=*/false);
+  return record->decisions[before].accepted;
 }
 
 void Pipeline::RunRefinement(StageRecord* record) {
@@ -328,6 +389,8 @@ RunResult Pipeline::Run() {
       RunSeeds(&record);
     } else if (!incumbent_) {
       record.stopped_because = "no correct kernel to refine";
+    } else if (!options_.tune) {
+      record.stopped_because = options_.tuning_note.empty() ? "tuning disabled" : options_.tuning_note;
     } else {
       RunRefinement(&record);
     }
@@ -350,6 +413,7 @@ RunResult Pipeline::Run() {
   result.stopped_because = agents::StopReasonName(stop_);
   result.reason = stop_failure_;
   result.final = incumbent_;
+  result.screened = screened_;
   result.correct = incumbent_.has_value() && incumbent_->eval.correct;
   if (!result.correct && result.reason.empty()) {
     result.reason = "no candidate passed the harness";

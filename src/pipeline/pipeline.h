@@ -31,6 +31,10 @@ struct PipelineOptions {
   int rounds = 2;
   int candidates_per_round = 2;
   int debug_attempts = 2;
+  bool refine_seeds = true;  // stage1.seeds: one brief refinement of every correct seed
+  bool tune = true;          // run the stages after the seeds (false: say why in tuning_note)
+  bool profile = true;       // profile the incumbent (ncu) before every refinement round
+  std::string tuning_note;
 };
 
 struct CandidateRecord {
@@ -74,6 +78,7 @@ struct RunResult {
   std::string reason;
   std::optional<CandidateRecord> final;
   std::vector<StageRecord> stages;
+  Json screened = Json::array();  // every screened design: stage, round, id, move, status, median_ms
 };
 
 // Acceptance: correct and median faster than the incumbent's by more than the noise. Sets *reason.
@@ -97,6 +102,9 @@ class Pipeline {
   void RefineSeed(StageRecord* record, const CandidateRecord& seed, int index);
   void RunRefinement(StageRecord* record);
   bool RunRound(StageRecord* record, int round);
+  // A round over a design space: screen every proposal, fully evaluate the fastest, decide on it.
+  bool ScreenRound(StageRecord* record, int round, const agents::StageContext& context,
+                   std::vector<agents::CodeProposal> proposals);
   void Decide(StageRecord* record, int round, const CandidateRecord& candidate, bool keep_if_first);
   bool Stopped() const { return stop_ != agents::StopReason::kNone; }
   void NoteStop(agents::StopReason stop, const std::string& failure);
@@ -111,6 +119,7 @@ class Pipeline {
   std::optional<CandidateRecord> incumbent_;
   std::vector<DecisionRecord> accepted_;
   std::set<std::string> tried_ids_;
+  Json screened_ = Json::array();
   agents::StopReason stop_ = agents::StopReason::kNone;
   std::string stop_failure_;
   int sm_count_ = 0;

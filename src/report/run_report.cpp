@@ -77,7 +77,10 @@ Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
       {"final_candidate_id", result.final ? result.final->id : ""},
       {"final", final_eval != nullptr ? Json(*final_eval) : Json()},
       {"stages", stages},
+      {"screened", result.screened},
       {"llm", meta.llm},
+      {"expert", meta.expert},
+      {"notes", meta.notes},
       {"options", meta.options}};
 }
 
@@ -104,6 +107,23 @@ std::string TrajectoryMarkdown(const Json& report) {
       out += fmt::format("- {} {} [{}]: {}\n", decision.value("accepted", false) ? "ACCEPTED" : "rejected",
                          decision.value("candidate_id", ""), decision.value("move", ""),
                          decision.value("reason", ""));
+    }
+  }
+  if (const std::string notes = report.value("notes", ""); !notes.empty()) {
+    out += "\nNote: " + notes + "\n";
+  }
+  const Json expert = report.value("expert", Json());
+  if (expert.is_object()) {
+    out += "\n## Final candidate (expert backend)\n";
+    for (const Json& kernel : expert.value("kernels", Json::array())) {
+      out += fmt::format("- {} ({}, {}): {}\n", kernel.value("name", ""), kernel.value("kind", ""),
+                         kernel.value("design", Json::object()).value("algorithm", ""),
+                         kernel.value("fusion", Json::array()).dump());
+    }
+    out += fmt::format("- ops left to PyTorch: {}\n", expert.value("pytorch_ops", Json::array()).dump());
+    if (expert.contains("triton_time_share") && expert["triton_time_share"].is_number()) {
+      out += fmt::format("- share of GPU kernel time in Triton: {:.1f}%\n",
+                         100.0 * expert["triton_time_share"].get<double>());
     }
   }
   const Json llm = report.value("llm", Json::object());

@@ -18,6 +18,8 @@ struct RunMeta {
   std::string model;
   Json llm;  // {calls, input_tokens, output_tokens, cost_usd, max_prompt_chars}
   Json options;
+  Json expert;        // expert backend: the final candidate's kernels, ops in Triton and in PyTorch, design
+  std::string notes;  // e.g. why measured tuning was skipped
 };
 
 Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,

@@ -1,0 +1,256 @@
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <memory>
+
+#include "agents/llm_agents.h"
+#include "cli/optimize_task.h"
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/hash.h"
+#include "expert/candidate.h"
+#include "expert/capture.h"
+#include "expert/expert_agents.h"
+#include "llm/llm.h"
+#include "pipeline/pipeline.h"
+#include "report/run_report.h"
+
+namespace egg::cli {
+namespace {
+
+constexpr size_t kRunIdChars = 16;
+
+
+std::map<std::string, std::string> LlmOverrides(const OptimizeArgs& args) {
+  std::map<std::string, std::string> overrides;
+  auto put = [&](const char* key, const std::string& value) {
+    if (!value.empty()) {
+      overrides[key] = value;
+    }
+  };
+  put("provider", args.provider);
+  put("base_url", args.base_url);
+  put("model", args.model);
+  if (args.llm_timeout_s > 0) {
+    overrides["request_timeout_s"] = std::to_string(args.llm_timeout_s);
+  }
+  if (args.max_calls > 0) {
+    overrides["max_calls"] = std::to_string(args.max_calls);
+  }
+  if (args.max_tokens > 0) {
+    overrides["max_tokens"] = std::to_string(args.max_tokens);
+  }
+  if (args.max_cost_usd > 0) {
+    overrides["max_cost_usd"] = std::to_string(args.max_cost_usd);
+  }
+  return overrides;
+}
+
+Json SearchOptionsJson(const OptimizeArgs& args, const std::optional<llm::LlmConfig>& llm) {
+  return Json{{"backend", args.backend},
+              {"device", args.eval.device},
+              {"provider", llm ? (llm->provider == llm::Provider::kOpenAi ? "openai" : "anthropic") : ""},
+              {"model", llm ? llm->model : "expert"},
+              {"seeds", args.pipeline.seeds},
+              {"rounds", args.pipeline.rounds},
+              {"candidates_per_round", args.pipeline.candidates_per_round},
+              {"debug_attempts", args.pipeline.debug_attempts},
+              {"tol", args.eval.tol},
+              {"trials", args.eval.trials}};
+}
+
+Json LlmUsageJson(store::Store* store, const std::string& run_id, const llm::LlmClient& client) {
+  Json usage = {{"calls", client.Calls()},
+                {"input_tokens", client.Spent().input_tokens},
+                {"output_tokens", client.Spent().output_tokens},
+                {"cost_usd", client.Spent().cost_usd},
+                {"max_prompt_chars", 0}};
+  if (store != nullptr) {
+    int64_t calls = 0, input = 0, output = 0, max_prompt = 0;
+    double cost = 0;
+    for (const auto& call : store->LlmCallsForRun(run_id)) {
+      ++calls;
+      input += call.input_tokens;
+      output += call.output_tokens;
+      cost += call.cost_usd;
+      max_prompt = std::max(max_prompt, call.prompt_chars);
+    }
+    usage = {{"calls", calls},
+             {"input_tokens", input},
+             {"output_tokens", output},
+             {"cost_usd", cost},
+             {"max_prompt_chars", max_prompt}};
+  }
+  return usage;
+}
+
+constexpr const char* kCpuTuningNote =
+    "measured tuning skipped: no GPU (the interpreter's timings are not performance figures); the seeds were "
+    "checked for correctness and the first correct one kept";
+
+// The expert backend's report section for the final candidate: its kernels, the ops in PyTorch, the design.
+Json ExpertSection(const expert::Graph& graph, const std::string& task_source, const std::string& task_name,
+                   const std::optional<pipeline::CandidateRecord>& final,
+                   const std::optional<harness::EvalResult>& final_eval) {
+  if (!final) {
+    return Json();
+  }
+  const auto design = expert::DesignInSource(final->source);
+  if (!design) {
+    return Json();
+  }
+  const expert::Candidate candidate = expert::GenerateCandidate(graph, task_source, task_name, *design);
+  Json section = candidate.ReportJson();
+  section["triton_time_share"] = final_eval ? Json(final_eval->triton_time_share) : Json();
+  section["triton_launches"] = final_eval ? Json(final_eval->triton_launches) : Json();
+  return section;
+}
+
+TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const std::string& task_path,
+                            const std::string& out_dir) {
+  if (args.backend == "hybrid") {
+    throw UsageError("--backend hybrid is not available yet; use --backend expert or --backend llm");
+  }
+  const bool use_llm = args.backend == "llm";
+  const EnvMap env = CurrentEnvironment();
+  std::optional<llm::LlmConfig> llm_config;
+  if (use_llm) {
+    llm_config = llm::LoadLlmConfig(args.config_path, env, LlmOverrides(args));
+    if (args.max_retries >= 0) {
+      llm_config->max_retries = args.max_retries;
+    }
+  }
+  const bool on_cpu = args.eval.device == "cpu";
+  args.eval.cpu_wall_timing = on_cpu && use_llm;
+  const std::string task_hash = FileSha256Hex(task_path);
+  const Json search = SearchOptionsJson(args, llm_config);
+  const std::string run_id =
+      Sha256Hex(Json{{"task", task_hash}, {"search", search}}.dump()).substr(0, kRunIdChars);
+  CreateDirectories(out_dir);
+  store::Store* store = session.store.get();
+  const std::string model_name = use_llm ? llm_config->model : "expert";
+  if (store != nullptr) {
+    store->PutRun({run_id, task_path, task_hash, args.backend, args.eval.device, search.dump(), "running", "", "",
+                   ""});
+  }
+  fmt::print(stderr, "egg: run {} ({} on {}{})\n", run_id, args.backend, args.eval.device,
+             use_llm ? ", model " + model_name : "");
+
+  const std::string task_source = ReadFile(task_path);
+  const std::string task_name = std::filesystem::path(task_path).filename().string();
+  harness::Evaluator evaluator(*session.worker, store);
+  pipeline::HarnessCandidateEvaluator candidates(evaluator, *session.worker, task_path, args.eval);
+  std::unique_ptr<llm::LlmClient> client;
+  std::optional<expert::Graph> graph;
+  agents::Backend backend;
+  std::string notes;
+  if (use_llm) {
+    client = llm::MakeLlmClient(*llm_config, nullptr);
+    backend = agents::MakeLlmBackend(*client, store, {run_id, search["provider"], model_name});
+  } else {
+    expert::CaptureOptions capture;
+    capture.device = args.eval.device;
+    capture.init_seed = args.eval.init_seed;
+    expert::ParsedGraph parsed = expert::CaptureGraph(*session.worker, task_path, capture);
+    if (!parsed.graph) {
+      throw ConfigError("the expert backend cannot capture this task: " + parsed.problem);
+    }
+    graph = std::move(parsed.graph);
+    backend = expert::MakeExpertBackend({&*graph, task_source, task_name});
+    if (on_cpu) {
+      args.pipeline.tune = false;
+      args.pipeline.refine_seeds = false;
+      args.pipeline.tuning_note = kCpuTuningNote;
+      notes = kCpuTuningNote;
+    }
+  }
+  args.pipeline.run_id = run_id;
+  args.pipeline.run_dir = EggHome(env) + "/runs/" + run_id;
+  args.pipeline.task_source = task_source;
+  args.pipeline.tol = args.eval.tol;
+  pipeline::Pipeline pipeline(backend, candidates, store, args.pipeline);
+  const pipeline::RunResult result = pipeline.Run();
+
+  std::optional<harness::EvalResult> final_eval;
+  if (result.final) {
+    const std::string final_path = out_dir + "/model_new.py";
+    WriteFileAtomic(final_path, result.final->source);
+    final_eval = evaluator.Evaluate(task_path, final_path, args.eval);
+  }
+  report::RunMeta meta{run_id,
+                       task_path,
+                       task_hash,
+                       args.backend,
+                       args.eval.device,
+                       model_name,
+                       use_llm ? LlmUsageJson(store, run_id, *client) : Json::object(),
+                       search,
+                       graph ? ExpertSection(*graph, task_source, task_name, result.final, final_eval) : Json(),
+                       notes};
+  const Json report = report::BuildRunReport(result, meta, final_eval ? &*final_eval : nullptr);
+  WriteFileAtomic(out_dir + "/report.json", report.dump(2) + "\n");
+  WriteFileAtomic(out_dir + "/trajectory.md", report::TrajectoryMarkdown(report));
+  if (store != nullptr) {
+    store->PutRun({run_id, task_path, task_hash, args.backend, args.eval.device, search.dump(), report["status"],
+                   result.stopped_because, result.final ? result.final->id : "", report.dump()});
+  }
+  return {final_eval && final_eval->correct, report, out_dir};
+}
+
+}  // namespace
+
+void AddSearchOptions(CLI::App& command_ref, OptimizeArgs* args) {
+  CLI::App* command = &command_ref;
+  command->add_option("--backend", args->backend, "expert, llm or hybrid")
+      ->check(CLI::IsMember({"expert", "llm", "hybrid"}))
+      ->default_val("expert");
+  command->add_option("--seeds", args->pipeline.seeds, "Structurally different seeds")
+      ->check(CLI::Range(1, 16))
+      ->default_val(3);
+  command->add_option("--rounds", args->pipeline.rounds, "Rounds per refinement stage")
+      ->check(CLI::Range(0, 32))
+      ->default_val(2);
+  command->add_option("--candidates-per-round", args->pipeline.candidates_per_round, "Candidates per round")
+      ->check(CLI::Range(1, 16))
+      ->default_val(2);
+  command->add_option("--debug-attempts", args->pipeline.debug_attempts, "Repairs per failed candidate")
+      ->check(CLI::Range(0, 8))
+      ->default_val(2);
+  command->add_flag("--no-profile", [args](std::int64_t) { args->pipeline.profile = false; },
+                    "Skip Nsight Compute before refinement rounds (the Profile agent sees no metrics)");
+  command->add_option("--config", args->config_path, "TOML config file with [llm] and [budget]");
+  command->add_option("--provider", args->provider, "openai or anthropic")
+      ->check(CLI::IsMember({"openai", "anthropic"}));
+  command->add_option("--base-url", args->base_url, "LLM API base URL");
+  command->add_option("--model", args->model, "LLM model name");
+  command->add_option("--llm-timeout", args->llm_timeout_s, "LLM request timeout, seconds")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--max-retries", args->max_retries, "LLM retries per call")->check(CLI::Range(0, 10));
+  command->add_option("--max-calls", args->max_calls, "Budget: LLM calls")->check(CLI::PositiveNumber);
+  command->add_option("--max-tokens", args->max_tokens, "Budget: LLM tokens")->check(CLI::PositiveNumber);
+  command->add_option("--max-cost", args->max_cost_usd, "Budget: dollars")->check(CLI::PositiveNumber);
+  AddEvalOptions(*command, &args->eval, &args->device);
+}
+
+void PrintOutcome(const TaskOutcome& outcome) {
+  const Json& report = outcome.report;
+  const bool correct = outcome.correct;
+  fmt::print("status: {} ({}){}\n", correct ? "ok" : "failed", report.value("stopped_because", ""),
+             correct ? "" : " - " + report.value("reason", ""));
+  const Json final = report.value("final", Json());
+  if (correct && final.is_object() && final.value("speedup_vs_eager", Json()).is_number()) {
+    const Json compile = final.value("speedup_vs_compile", Json());
+    fmt::print("speedup: {:.2f}x vs eager, {} vs torch.compile\n", final["speedup_vs_eager"].get<double>(),
+               compile.is_number() ? fmt::format("{:.2f}x", compile.get<double>()) : "n/a");
+  }
+  fmt::print("wrote {0}/report.json, {0}/trajectory.md{1}\n", outcome.out_dir,
+             report.value("final_candidate_id", "").empty() ? "" : ", " + outcome.out_dir + "/model_new.py");
+}
+
+TaskOutcome OptimizeTask(OptimizeArgs args, HarnessSession& session, const std::string& task_path,
+                         const std::string& out_dir) {
+  return RunOptimizeTask(args, session, task_path, out_dir);
+}
+
+}  // namespace egg::cli

@@ -1,0 +1,52 @@
+// `egg optimize` for one task, shared by `egg optimize` and `egg bench`: the search settings, their flags,
+// and OptimizeTask, which runs the staged search through an open harness session and writes the task's
+// model_new.py, report.json and trajectory.md. Throws EggError for bad settings or a task it cannot start.
+#pragma once
+
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+#include "cli/context.h"
+#include "common/json.h"
+#include "pipeline/pipeline.h"
+
+namespace egg::cli {
+
+struct OptimizeArgs {
+  // Search and evaluation settings of one task (the task path is the caller's).
+  std::string backend = "expert";
+  std::string device = "auto";
+  std::string out;
+  std::string config_path;
+  std::string provider;
+  std::string base_url;
+  std::string model;
+  double llm_timeout_s = 0;
+  int max_retries = -1;
+  int64_t max_calls = 0;
+  int64_t max_tokens = 0;
+  double max_cost_usd = 0;
+  pipeline::PipelineOptions pipeline;
+  harness::EvalOptions eval;
+};
+
+// --backend, --seeds, --rounds, the LLM settings and budgets, and the evaluation options.
+void AddSearchOptions(CLI::App& command, OptimizeArgs* args);
+
+struct TaskOutcome {
+  bool correct = false;
+  Json report;  // the report.json written
+  std::string out_dir;
+};
+
+// `args.eval.device` must already be resolved (OpenHarnessSession does it).
+TaskOutcome OptimizeTask(OptimizeArgs args, HarnessSession& session, const std::string& task_path,
+                         const std::string& out_dir);
+
+// The lines `egg optimize` prints for a finished task.
+void PrintOutcome(const TaskOutcome& outcome);
+
+}  // namespace egg::cli
