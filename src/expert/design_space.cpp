@@ -305,7 +305,10 @@ std::vector<DesignMove> RepairMoves(const Candidate& failing, const std::string&
     CandidateDesign smaller = failing.design;
     for (auto& [name, design] : smaller.kernels) {
       design.xblock = std::max<int64_t>(design.xblock / 2, 1);
-      if (design.algorithm == "looped" || design.algorithm == "blocked") {
+      if (design.algorithm == "persistent" || design.algorithm == "single") {
+        design.algorithm = design.algorithm == "single" ? "blocked" : "looped";  // a row no longer in registers
+      }
+      if (design.rblock > 0) {
         design.rblock = std::max<int64_t>(design.rblock / 2, kMinBlock);
       }
       design.num_stages = 1;

@@ -725,7 +725,8 @@ class Planner {
     if (kernel.kind == KernelKind::kPool && !full) {
       return std::nullopt;
     }
-    if (full && kernel.kind == KernelKind::kReduction && kernel.rows < kSplitRowLimit && kernel.length >= kSplitMinLength) {
+    if (full && kernel.kind == KernelKind::kReduction && kernel.rows < kSplitRowLimit &&
+        kernel.length >= kSplitMinLength && Splittable(kernel)) {
       return std::nullopt;  // few long rows: the reduction splits across programs; elementwise work runs apart
     }
     extended.roots.push_back(node.value);
@@ -763,6 +764,26 @@ class Planner {
   void AddResults(const KernelPlan& kernel) {
     for (const auto& [value, layout] : Layouts(kernel)) {
       memory_[value] = layout;
+    }
+  }
+
+  // Whether the reductions of `kernel` can be split across programs (none reads another's result).
+  bool Splittable(const KernelPlan& kernel) const {
+    KernelPlan trial = kernel;
+    trial.roots.clear();
+    for (const ReductionSpec& spec : kernel.reductions) {
+      trial.roots.push_back(graph_.nodes.at(static_cast<size_t>(spec.node)).value);
+    }
+    trial.design.algorithm = "split";
+    trial.design.xblock = 1;
+    trial.design.rblock = 16;
+    trial.design.split = 2;
+    trial.stores = Results(trial);
+    try {
+      GenerateKernel(graph_, trial, kernel_memory_.back(), Layouts(trial));
+      return true;
+    } catch (const NotFusable&) {
+      return false;
     }
   }
 

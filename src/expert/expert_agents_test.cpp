@@ -1,0 +1,145 @@
+#include "expert/expert_agents.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "expert/candidate.h"
+#include "expert/design_space.h"
+#include "expert/test_graphs.h"
+
+namespace egg::expert {
+namespace {
+
+using testing::FixtureJson;
+using testing::LoadGraph;
+using testing::Scaled;
+
+Graph BigSoftmax() { return LoadGraph(Scaled(FixtureJson("level1_23_Softmax"), 64, 65536)); }
+
+agents::StageContext Context(const std::string& stage, const std::string& incumbent = "") {
+  agents::StageContext context;
+  context.stage = stage;
+  context.incumbent_source = incumbent;
+  return context;
+}
+
+TEST(DesignSpaceTest, StageMovesChangeOneDecisionAndArePruned) {
+  const Graph graph = BigSoftmax();
+  const Candidate incumbent = GenerateCandidate(graph, "", "softmax", SeedDesign(0).design);
+  ASSERT_TRUE(incumbent.source);
+  const KernelPlan& kernel = incumbent.plan.kernels[0];
+  for (const std::string stage : {"stage1.algorithm", "stage2.mapping", "stage2.tiling", "stage2.memory"}) {
+    const auto moves = StageMoves(graph, stage, incumbent, "", 5);
+    EXPECT_FALSE(moves.empty()) << stage;
+    EXPECT_LE(moves.size(), 5U);
+    std::set<std::string> designs;
+    for (const DesignMove& move : moves) {
+      EXPECT_TRUE(designs.insert(move.design.ToJson().dump()).second) << "duplicate move in " << stage;
+      EXPECT_NE(move.design.ToJson(), incumbent.design.ToJson());
+      const auto found = move.design.kernels.find(kernel.name);
+      if (found != move.design.kernels.end()) {
+        EXPECT_TRUE(WorthMeasuring(kernel, found->second)) << move.move;
+      }
+    }
+  }
+  for (const DesignMove& move : StageMoves(graph, "stage2.tiling", incumbent, "", 3)) {
+    int changed = 0;
+    for (const auto& [name, design] : move.design.kernels) {
+      const KernelDesign& before = incumbent.design.kernels.at(name);
+      if (design == before) {
+        continue;
+      }
+      ++changed;
+      EXPECT_EQ(design.algorithm, before.algorithm) << move.move;
+      EXPECT_TRUE(design.rblock != before.rblock || design.xblock != before.xblock) << move.move;
+    }
+    EXPECT_EQ(changed, 1) << move.move;
+  }
+}
+
+TEST(DesignSpaceTest, PruningRejectsTilesThatSpillOrIdle) {
+  const Graph graph = BigSoftmax();
+  const Candidate candidate = GenerateCandidate(graph, "", "softmax", {});
+  const KernelPlan& kernel = candidate.plan.kernels[0];
+  KernelDesign design = kernel.design;
+  design.rblock = 16384;
+  design.xblock = 16;
+  design.num_warps = 1;  // 8192 elements per thread
+  EXPECT_FALSE(WorthMeasuring(kernel, design));
+  design = kernel.design;
+  design.rblock = 16;
+  design.xblock = 1;
+  design.num_warps = 16;  // 512 threads for 16 elements
+  EXPECT_FALSE(WorthMeasuring(kernel, design));
+}
+
+TEST(DesignSpaceTest, RepairsGetMoreConservative) {
+  const Graph graph = BigSoftmax();
+  const Candidate failing = GenerateCandidate(graph, "", "softmax", {});
+  const auto moves = RepairMoves(failing, "compile_error", "triton.runtime.errors.OutOfResources: shared memory");
+  ASSERT_EQ(moves.size(), 3U);
+  EXPECT_EQ(moves[0].move, "halve tiles");
+  EXPECT_FALSE(moves.back().design.plan.fuse_epilogues);
+  EXPECT_EQ(RepairMoves(failing, "mismatch", "not allclose").size(), 2U);
+}
+
+TEST(ExpertAgentsTest, CodeAgentSeedsAndSpaces) {
+  const Graph graph = BigSoftmax();
+  agents::Backend backend = MakeExpertBackend({&graph, "", "softmax.py"});
+  std::set<std::string> seeds;
+  for (int index = 0; index < kSeedFamilies; ++index) {
+    auto proposal = backend.code->Propose(Context("stage1.seeds"), nullptr, index, kSeedFamilies);
+    ASSERT_TRUE(proposal.value) << proposal.failure;
+    EXPECT_EQ(proposal.value->move, "seed " + std::to_string(index));
+    seeds.insert(proposal.value->source);
+  }
+  EXPECT_EQ(seeds.size(), 3U);
+  const std::string incumbent = *seeds.begin();
+  const auto space = backend.code->ProposeSpace(Context("stage2.tiling", incumbent), nullptr);
+  EXPECT_FALSE(space.empty());
+  EXPECT_LE(space.size(), kStageSpaceLimit);
+  EXPECT_TRUE(backend.code->ProposeSpace(Context("stage1.seeds", incumbent), nullptr).empty());
+  // A file without a design record cannot be refined by the expert.
+  EXPECT_TRUE(backend.code->ProposeSpace(Context("stage2.tiling", "class ModelNew: pass"), nullptr).empty());
+}
+
+TEST(ExpertAgentsTest, DebugAgentRepairsFromTheDesignRecord) {
+  const Graph graph = BigSoftmax();
+  agents::Backend backend = MakeExpertBackend({&graph, "", "softmax.py"});
+  const std::string failing = *GenerateCandidate(graph, "", "softmax.py", {}).source;
+  auto repaired = backend.debug->Repair(Context("stage1.seeds"), failing, "mismatch", "not allclose", 0);
+  ASSERT_TRUE(repaired.value) << repaired.failure;
+  EXPECT_NE(repaired.value->source, failing);
+  EXPECT_NE(repaired.value->diagnosis.find("mismatch"), std::string::npos);
+  EXPECT_FALSE(backend.debug->Repair(Context("stage1.seeds"), failing, "mismatch", "x", 5).value);
+  EXPECT_FALSE(backend.debug->Repair(Context("stage1.seeds"), "no design", "mismatch", "x", 0).value);
+}
+
+TEST(ExpertAgentsTest, ProfileRulesNameTheBottleneck) {
+  Json profile = {{"roofline", {{"bound", "memory"}, {"pct_of_roof", 93.0}}}, {"kernels", Json::array()}};
+  agents::ProfileReport report = AnalyzeProfile(profile, "stage2.tiling");
+  EXPECT_TRUE(report.near_roofline);
+  profile["roofline"]["pct_of_roof"] = 40.0;
+  profile["kernels"] = Json::array({{{"name", "egg_k0_amax"}, {"triton", true}, {"duration_ns", 900000.0},
+                                     {"dram_throughput_pct", 35.0}, {"achieved_occupancy_pct", 12.0},
+                                     {"compute_throughput_pct", 10.0}, {"registers_per_thread", 128}},
+                                    {{"name", "cublas"}, {"triton", false}, {"duration_ns", 5e6}}});
+  report = AnalyzeProfile(profile, "stage2.mapping");
+  EXPECT_FALSE(report.near_roofline);
+  EXPECT_EQ(report.bottleneck, "occupancy");
+  EXPECT_NE(std::find(report.evidence.begin(), report.evidence.end(), "kernel=egg_k0_amax"), report.evidence.end());
+  profile["kernels"][0]["achieved_occupancy_pct"] = 60.0;
+  EXPECT_EQ(AnalyzeProfile(profile, "stage2.memory").bottleneck, "latency");
+  profile["kernels"][0]["dram_throughput_pct"] = 85.0;
+  EXPECT_EQ(AnalyzeProfile(profile, "stage2.memory").bottleneck, "memory");
+  Json many = {{"kernels", Json::array()}};
+  for (int k = 0; k < 4; ++k) {
+    many["kernels"].push_back({{"name", "egg_k" + std::to_string(k)}, {"triton", true}, {"duration_ns", 3000.0},
+                               {"dram_throughput_pct", 20.0}});
+  }
+  EXPECT_EQ(AnalyzeProfile(many, "stage1.algorithm").bottleneck, "launch");
+}
+
+}  // namespace
+}  // namespace egg::expert

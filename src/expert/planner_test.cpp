@@ -1,0 +1,179 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "expert/candidate.h"
+#include "expert/kernel_codegen.h"
+#include "expert/plan.h"
+#include "expert/test_graphs.h"
+
+namespace egg::expert {
+namespace {
+
+using testing::Fixture;
+using testing::FixtureJson;
+using testing::LoadGraph;
+using testing::Scaled;
+
+size_t Count(const std::string& text, const std::string& word) {
+  size_t count = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+TEST(GraphTest, ParsesCapturedGraphs) {
+  const Graph graph = Fixture("level2_1_Conv2D_ReLU_BiasAdd");
+  ASSERT_EQ(graph.nodes.size(), 3U);
+  EXPECT_EQ(graph.nodes[0].op, "aten.convolution.default");
+  EXPECT_EQ(graph.Inputs().size(), 1U);
+  const auto state = std::count_if(graph.values.begin(), graph.values.end(),
+                                   [](const Value& v) { return v.kind == ValueKind::kState; });
+  EXPECT_EQ(state, 3);
+  EXPECT_EQ(graph.outputs.size(), 1U);
+}
+
+TEST(GraphTest, RejectsMalformedDocuments) {
+  EXPECT_FALSE(ParseGraph(Json::object()).graph);
+  Json ir = FixtureJson("level1_23_Softmax");
+  ir["nodes"][1]["args"][0] = Json{{"node", "nowhere"}};
+  const ParsedGraph parsed = ParseGraph(ir);
+  EXPECT_FALSE(parsed.graph);
+  EXPECT_NE(parsed.problem.find("unknown value nowhere"), std::string::npos);
+  ir = FixtureJson("level1_23_Softmax");
+  ir["version"] = 99;
+  EXPECT_FALSE(ParseGraph(ir).graph);
+}
+
+TEST(PlannerTest, SoftmaxIsOneFusedReductionKernel) {
+  const Graph graph = Fixture("level1_23_Softmax");
+  const Plan plan = MakePlan(graph, {});
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  const KernelPlan& kernel = plan.kernels[0];
+  EXPECT_EQ(kernel.kind, KernelKind::kReduction);
+  EXPECT_EQ(kernel.reductions.size(), 2U);  // amax and sum over the same rows
+  EXPECT_EQ(kernel.rows, 48);
+  EXPECT_EQ(kernel.length, 64);
+  EXPECT_TRUE(kernel.online_candidate);
+  ASSERT_EQ(kernel.stores.size(), 1U);  // only the output: the row statistics stay in registers
+  EXPECT_TRUE(plan.extern_ops.empty());
+}
+
+TEST(PlannerTest, ConvolutionRunsInPyTorchAndItsEpilogueFuses) {
+  const Graph graph = Fixture("level2_1_Conv2D_ReLU_BiasAdd");
+  const Plan plan = MakePlan(graph, {});
+  ASSERT_EQ(plan.extern_ops.size(), 1U);
+  EXPECT_EQ(plan.extern_ops[0], "aten.convolution.default");
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  EXPECT_EQ(plan.kernels[0].kind, KernelKind::kPointwise);
+  ASSERT_EQ(plan.steps.size(), 2U);
+  EXPECT_EQ(plan.steps[0].kind, Step::Kind::kExtern);
+}
+
+TEST(PlannerTest, GroupNormStatisticsAndEpilogueShareOneKernel) {
+  const Graph graph = Fixture("level1_35_GroupNorm_");
+  const Plan plan = MakePlan(graph, {});
+  ASSERT_EQ(plan.kernels.size(), 1U) << (plan.notes.empty() ? "" : plan.notes[0]);
+  EXPECT_EQ(plan.kernels[0].reductions.size(), 2U);
+  // Without epilogue fusion the elementwise output gets its own kernel.
+  PlanOptions apart;
+  apart.fuse_epilogues = false;
+  EXPECT_EQ(MakePlan(graph, apart).kernels.size(), 2U);
+}
+
+TEST(PlannerTest, FewLongRowsSplitAcrossPrograms) {
+  const Graph graph = LoadGraph(Scaled(FixtureJson("level1_94_MSELoss"), 64, 8192));
+  const Plan plan = MakePlan(graph, {});
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  const KernelPlan& kernel = plan.kernels[0];
+  EXPECT_EQ(kernel.rows, 1);
+  EXPECT_TRUE(kernel.splittable);
+  const KernelDesign design = DefaultDesign(kernel, 0);
+  EXPECT_EQ(design.algorithm, "split");
+  EXPECT_GE(design.split, 2);
+  const KernelSource source = GenerateKernel(graph, [&] {
+    KernelPlan k = kernel;
+    k.design = design;
+    return k;
+  }(), plan.memory_before[0], {{graph.outputs[0].value, DenseLayout(*graph.ValueOf(graph.outputs[0]).meta)}});
+  ASSERT_EQ(source.launches.size(), 2U);  // partials, then the combine
+  EXPECT_EQ(source.scratch.size(), 1U);
+  EXPECT_NE(source.code.find("tl.program_id(1)"), std::string::npos);
+}
+
+TEST(PlannerTest, LayerNormOnLongRowsKeepsTheEpilogueApartAndSplitsWelford) {
+  const Graph graph = LoadGraph(Scaled(FixtureJson("level1_40_LayerNorm"), 12, 4096));
+  const Plan plan = MakePlan(graph, {});
+  ASSERT_EQ(plan.kernels.size(), 2U);
+  EXPECT_EQ(plan.kernels[0].kind, KernelKind::kReduction);
+  EXPECT_EQ(plan.kernels[0].rows, 16);
+  EXPECT_TRUE(plan.kernels[0].splittable);
+  EXPECT_EQ(plan.kernels[1].kind, KernelKind::kPointwise);
+  const Candidate candidate = GenerateCandidate(graph, "", "layernorm", {});
+  ASSERT_TRUE(candidate.source) << candidate.problem;
+  EXPECT_NE(candidate.source->find("_egg_welford_combine"), std::string::npos);
+  EXPECT_EQ(candidate.design.kernels.begin()->second.algorithm, "split");
+}
+
+TEST(PlannerTest, PoolingAndScansGetTheirOwnKernels) {
+  const Plan pool = MakePlan(Fixture("level1_42_Max_Pooling_2D"), {});
+  ASSERT_EQ(pool.kernels.size(), 1U);
+  EXPECT_EQ(pool.kernels[0].kind, KernelKind::kPool);
+  EXPECT_EQ(pool.kernels[0].pool->kind, "max");
+  const Plan scan = MakePlan(Fixture("level1_92_cumsum_exclusive"), {});
+  ASSERT_GE(scan.kernels.size(), 1U);
+  EXPECT_EQ(scan.kernels[0].kind, KernelKind::kScan);
+}
+
+TEST(CandidateTest, SourceDefinesModelNewAndCarriesItsDesign) {
+  const Graph graph = Fixture("level1_23_Softmax");
+  CandidateDesign design;
+  design.seed = 1;
+  const Candidate candidate = GenerateCandidate(graph, "class Model: pass\n", "23_Softmax.py", design);
+  ASSERT_TRUE(candidate.source) << candidate.problem;
+  const std::string& source = *candidate.source;
+  EXPECT_NE(source.find("class ModelNew(Model):"), std::string::npos);
+  EXPECT_NE(source.find("def egg_precompile():"), std::string::npos);
+  EXPECT_NE(source.find("return super().forward(x)"), std::string::npos);  // the shape guard's fallback
+  EXPECT_EQ(Count(source, "@triton.jit\ndef egg_k"), 1U);
+  const auto parsed = DesignInSource(source);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->ToJson(), candidate.design.ToJson());
+  // The same design regenerates the same file.
+  EXPECT_EQ(*GenerateCandidate(graph, "class Model: pass\n", "23_Softmax.py", *parsed).source, source);
+}
+
+TEST(CandidateTest, SeedsAreDifferentAlgorithms) {
+  const Graph graph = LoadGraph(Scaled(FixtureJson("level1_23_Softmax"), 64, 65536));
+  std::vector<std::string> algorithms;
+  for (int seed = 0; seed < 3; ++seed) {
+    CandidateDesign design;
+    design.seed = seed;
+    const Candidate candidate = GenerateCandidate(graph, "", "softmax", design);
+    ASSERT_TRUE(candidate.source) << candidate.problem;
+    algorithms.push_back(candidate.design.kernels.begin()->second.algorithm);
+  }
+  EXPECT_EQ(algorithms[0], "online");  // one pass: running max with a rescaled sum
+  EXPECT_EQ(algorithms[1], "looped");  // two passes over the row
+}
+
+TEST(CandidateTest, InvalidKernelDesignsFallBackToDefaults) {
+  const Graph graph = Fixture("level1_23_Softmax");
+  const Plan plan = MakePlan(graph, {});
+  KernelDesign bad = DefaultDesign(plan.kernels[0], 0);
+  bad.xblock = 3;  // not a power of two
+  EXPECT_FALSE(DesignFits(plan.kernels[0], bad));
+  bad = DefaultDesign(plan.kernels[0], 0);
+  bad.algorithm = "persistent";
+  bad.rblock = 16;  // a persistent tile must cover the row
+  EXPECT_FALSE(DesignFits(plan.kernels[0], bad));
+  CandidateDesign design;
+  design.kernels[plan.kernels[0].name] = bad;
+  const Candidate candidate = GenerateCandidate(graph, "", "softmax", design);
+  ASSERT_TRUE(candidate.source);
+  EXPECT_TRUE(DesignFits(plan.kernels[0], candidate.design.kernels.at(plan.kernels[0].name)));
+}
+
+}  // namespace
+}  // namespace egg::expert
