@@ -13,7 +13,7 @@ import sys
 import torch
 import triton
 
-from egg_worker import HARNESS_VERSION, baseline, capture, evaluate, faults, launches, loader
+from egg_worker import HARNESS_VERSION, baseline, capture, evaluate, faults, launches, loader, screen
 from egg_worker.protocol import FrameError, TruncatedFrame, encode_frame, read_frame
 
 
@@ -67,6 +67,7 @@ OPS = {
     "hello": handle_hello,
     "baseline": _with_result(baseline.handle_baseline),
     "evaluate": _with_result(evaluate.handle_evaluate),
+    "screen": _with_result(screen.handle_screen),
     "capture": _with_result(capture.handle_capture),
     "profile": _profile_op("handle_profile"),
     "peaks": _profile_op("measure_peaks"),

@@ -333,6 +333,7 @@ constexpr int64_t kLargeTileElements = 16384;
 constexpr int64_t kLoopBlock = 2048;
 constexpr int64_t kOuterXBlock = 64;
 constexpr int64_t kOuterRBlock = 16;
+constexpr int64_t kOuterPersistentLength = 256;
 constexpr int64_t kPoolBlock = 256;
 constexpr int64_t kSplitRowLimit = 256;
 constexpr int64_t kSplitMinLength = 16384;
@@ -398,7 +399,9 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
       break;
   }
   const int64_t length = NextPow2(std::max<int64_t>(kernel.length, 1));
-  const bool fits = length <= kTileElements && (InnerReduction(kernel) || length <= kOuterRBlock);
+  // Inner rows fit a tile up to kTileElements; outer ones (the row strided, neighbouring rows contiguous) fit
+  // while a tile still holds enough rows side by side for coalesced loads.
+  const bool fits = InnerReduction(kernel) ? length <= kTileElements : length <= kOuterPersistentLength;
   const bool split_worthy = kernel.splittable && kernel.rows < kSplitRowLimit && kernel.length >= kSplitMinLength;
   const std::string streamed = kernel.online_candidate ? "online" : "looped";
   std::string algorithm;

@@ -93,6 +93,29 @@ struct EvalResult {
   bool cached = false;
 };
 
+// Settings of a screening (Evaluator::Screen): a quick correctness check and a short timing of many
+// candidates in one worker request; the rest of the options (device, tol, seeds) come from EvalOptions.
+struct ScreenOptions {
+  int compile_workers = 0;         // processes that precompile candidates on a GPU; 0: the worker's CPU count
+  double compile_timeout_s = 300;  // per candidate's egg_precompile()
+  int warmup = 3;
+  int min_trials = 20;
+  double budget_s = 1.0;
+  double timeout_s = 600;  // the whole request
+};
+
+// One candidate's screening. status is ok when it matched the reference once and launched Triton kernels;
+// time is measured on a GPU only (or with EvalOptions::cpu_wall_timing, never a performance figure).
+struct ScreenResult {
+  std::string candidate_path;
+  std::string candidate_hash;
+  EvalStatus status = EvalStatus::kCrash;
+  std::string reason;
+  std::optional<Stats> time;
+  bool cached = false;
+  std::optional<double> max_abs_err;
+};
+
 struct BaselineResult {
   std::optional<Stats> eager;
   std::optional<Stats> compile;

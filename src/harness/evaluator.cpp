@@ -11,13 +11,26 @@ constexpr const char* kCpuTimingNote =
     "device cpu: kernels ran in Triton's interpreter; correctness only, no timing here is a performance "
     "figure";
 
-Json TimingJson(const EvalOptions& options) {
+Json TimingJson(const EvalOptions& options, int warmup, int min_trials, double budget_s) {
   const bool cpu_wall = options.device == "cpu" && options.cpu_wall_timing;
   return Json{{"enabled", options.timing && (options.device == "cuda" || cpu_wall)},
               {"cpu_wall", cpu_wall},
-              {"warmup", options.warmup},
-              {"min_trials", options.min_timing_trials},
-              {"budget_s", options.timing_budget_s}};
+              {"warmup", warmup},
+              {"min_trials", min_trials},
+              {"budget_s", budget_s}};
+}
+
+Json TimingJson(const EvalOptions& options) {
+  return TimingJson(options, options.warmup, options.min_timing_trials, options.timing_budget_s);
+}
+
+// Everything of a screening's settings that can change its result (the cache key's options).
+Json ScreenKeyJson(const EvalOptions& options, const ScreenOptions& screen) {
+  return Json{{"device", options.device},
+              {"tol", options.tol},
+              {"seed", options.seed},
+              {"init_seed", options.init_seed},
+              {"timing", TimingJson(options, screen.warmup, screen.min_trials, screen.budget_s)}};
 }
 
 Json BaseRequest(const std::string& op, const std::string& task_path, const EvalOptions& options) {
@@ -48,6 +61,38 @@ void RequireFile(const std::string& path, const char* what) {
   if (!FileExists(path)) {
     throw UsageError(std::string(what) + " file not found: " + path);
   }
+}
+
+Json ScreenRequest(const std::string& task_path, const std::vector<std::string>& candidates,
+                   const EvalOptions& options, const ScreenOptions& screen) {
+  Json request = BaseRequest("screen", task_path, options);
+  request["timing"] = TimingJson(options, screen.warmup, screen.min_trials, screen.budget_s);
+  request["tol"] = options.tol;
+  request["candidates"] = candidates;
+  request["compile_workers"] = screen.compile_workers;
+  request["compile_timeout_s"] = screen.compile_timeout_s;
+  return request;
+}
+
+// The worker's entry for one candidate; throws WorkerError for one outside the contract.
+void ReadScreenEntry(const Json& entry, ScreenResult* result) {
+  if (!entry.is_object()) {
+    throw WorkerError("the worker's screen result holds a non-object entry");
+  }
+  result->status = ParseStatus(entry.value("status", "crash"));
+  result->reason = StringAt(entry, "/reason", "");
+  const Json time = entry.value("time_ms", Json());
+  result->time = time.is_object() ? std::optional<Stats>(time.get<Stats>()) : std::nullopt;
+  const Json error = entry.value("max_abs_err", Json());
+  result->max_abs_err = error.is_number() ? std::optional<double>(error.get<double>()) : std::nullopt;
+}
+
+std::string UnfinishedReason(const CallResult& call, double timeout_s) {
+  if (call.outcome == CallOutcome::kTimeout) {
+    return "the screen request exceeded its " + std::to_string(static_cast<int>(timeout_s)) +
+           " s wall-clock limit; the worker was killed and replaced";
+  }
+  return "the worker died during the screen request: " + call.detail;
 }
 
 }  // namespace
@@ -200,6 +245,119 @@ EvalResult Evaluator::Evaluate(const std::string& task_file, const std::string& 
   result.harness_version = kHarnessVersion;
   Store(result, options_json);
   return result;
+}
+
+bool Evaluator::LoadScreening(const std::string& key, ScreenResult* result) {
+  if (store_ == nullptr) {
+    return false;
+  }
+  const auto row = store_->FindScreening(key);
+  if (!row) {
+    return false;
+  }
+  result->status = ParseStatus(row->status);
+  result->reason = row->reason;
+  const Json time = Json::parse(row->time_json);
+  result->time = time.is_object() ? std::optional<Stats>(time.get<Stats>()) : std::nullopt;
+  result->max_abs_err = row->max_abs_err;
+  result->cached = true;
+  return true;
+}
+
+void Evaluator::StoreScreening(const std::string& key, const std::string& task_hash,
+                               const ScreenResult& result) {
+  if (store_ == nullptr) {
+    return;
+  }
+  store_->PutScreening({key, task_hash, result.candidate_hash, StatusName(result.status), result.reason,
+                        Json(result.time).dump(), result.max_abs_err});
+}
+
+void Evaluator::ScreenPending(const std::string& task_path, const std::string& task_hash,
+                              const std::vector<std::string>& keys, const EvalOptions& options,
+                              const ScreenOptions& screen, std::vector<size_t> pending,
+                              std::vector<ScreenResult>* results) {
+  while (!pending.empty()) {
+    std::vector<std::string> paths;
+    for (size_t index : pending) {
+      paths.push_back((*results)[index].candidate_path);
+    }
+    CallResult call = worker_.Call(ScreenRequest(task_path, paths, options, screen), screen.timeout_s);
+    if (call.outcome != CallOutcome::kOk) {
+      // Not knowing which candidate did it, the outcome is stored only when it can be only one's.
+      const EvalStatus status = call.outcome == CallOutcome::kTimeout ? EvalStatus::kTimeout : EvalStatus::kCrash;
+      for (size_t index : pending) {
+        (*results)[index].status = status;
+        (*results)[index].reason = UnfinishedReason(call, screen.timeout_s);
+      }
+      if (pending.size() == 1) {
+        StoreScreening(keys[pending[0]], task_hash, (*results)[pending[0]]);
+      }
+      worker_.Restart();
+      return;
+    }
+    if (!call.response.value("ok", false)) {
+      throw WorkerError(ErrorText(call.response));
+    }
+    const Json result = call.response.value("result", Json::object());
+    const Json entries = result.value("results", Json());
+    if (!entries.is_array() || entries.size() != pending.size()) {
+      throw WorkerError("the worker's screen result does not hold one entry per candidate");
+    }
+    std::vector<size_t> unscreened;
+    for (size_t k = 0; k < pending.size(); ++k) {
+      ScreenResult& target = (*results)[pending[k]];
+      ReadScreenEntry(entries[k], &target);
+      if (!entries[k].value("screened", true)) {
+        unscreened.push_back(pending[k]);  // the worker lost its CUDA context first: again, in a fresh one
+        continue;
+      }
+      StoreScreening(keys[pending[k]], task_hash, target);
+    }
+    if (result.value("worker_tainted", false) || !unscreened.empty()) {
+      worker_.Restart();
+    }
+    if (unscreened.size() == pending.size()) {
+      return;  // no progress: they keep the worker's not-screened status
+    }
+    pending = std::move(unscreened);
+  }
+}
+
+std::vector<ScreenResult> Evaluator::Screen(const std::string& task_file,
+                                            const std::vector<std::string>& candidate_files,
+                                            const EvalOptions& options, const ScreenOptions& screen) {
+  const std::string task_path = AbsolutePath(task_file);
+  RequireFile(task_path, "task");
+  const std::string task_hash = FileSha256Hex(task_path);
+  const Json key_json = ScreenKeyJson(options, screen);
+  std::vector<ScreenResult> results(candidate_files.size());
+  std::vector<std::string> keys(candidate_files.size());
+  std::map<std::string, size_t> first_with_key;  // identical files are screened once
+  std::vector<size_t> pending;
+  for (size_t index = 0; index < candidate_files.size(); ++index) {
+    ScreenResult& result = results[index];
+    result.candidate_path = AbsolutePath(candidate_files[index]);
+    RequireFile(result.candidate_path, "candidate");
+    result.candidate_hash = FileSha256Hex(result.candidate_path);
+    keys[index] = CacheKey("screen", task_hash, result.candidate_hash, key_json);
+    if (!first_with_key.emplace(keys[index], index).second) {
+      continue;
+    }
+    if (!(options.use_cache && LoadScreening(keys[index], &result))) {
+      pending.push_back(index);
+    }
+  }
+  ScreenPending(task_path, task_hash, keys, options, screen, std::move(pending), &results);
+  for (size_t index = 0; index < results.size(); ++index) {
+    const size_t first = first_with_key.at(keys[index]);
+    if (first != index) {
+      std::string path = std::move(results[index].candidate_path);
+      results[index] = results[first];
+      results[index].candidate_path = std::move(path);
+    }
+  }
+  return results;
 }
 
 Json Evaluator::Profile(const std::string& task_file, const std::string& candidate_file,

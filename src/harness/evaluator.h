@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "harness/eval_types.h"
 #include "harness/worker.h"
@@ -21,6 +22,12 @@ class Evaluator {
 
   EvalResult Evaluate(const std::string& task_path, const std::string& candidate_path,
                       const EvalOptions& options);
+  // Screens candidates of one task (docs/harness.md, "Screening"): one `screen` request for those not in the
+  // store (options.use_cache=false skips the lookup), results in the order given. Candidate failures, a worker
+  // timeout or crash (every unfinished candidate gets timeout/crash and the worker is restarted) are results;
+  // a missing file, a broken task or a refused request throws EggError.
+  std::vector<ScreenResult> Screen(const std::string& task_path, const std::vector<std::string>& candidate_paths,
+                                   const EvalOptions& options, const ScreenOptions& screen);
   // Runs `egg profile` for the candidate: the worker's ProfileResult, as JSON, with the store key added.
   Json Profile(const std::string& task_path, const std::string& candidate_path, const EvalOptions& options,
                double timeout_s, const std::string& ncu_path);
@@ -33,6 +40,11 @@ class Evaluator {
   EvalResult RunCandidate(const std::string& task_path, const std::string& candidate_path,
                           const EvalOptions& options);
   void Store(const EvalResult& result, const Json& options_json);
+  void ScreenPending(const std::string& task_path, const std::string& task_hash,
+                     const std::vector<std::string>& keys, const EvalOptions& options,
+                     const ScreenOptions& screen, std::vector<size_t> pending, std::vector<ScreenResult>* results);
+  bool LoadScreening(const std::string& key, ScreenResult* result);
+  void StoreScreening(const std::string& key, const std::string& task_hash, const ScreenResult& result);
 
   WorkerChannel& worker_;
   store::Store* store_;

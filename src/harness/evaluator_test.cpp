@@ -183,6 +183,217 @@ TEST_F(EvaluatorTest, CpuResultsCarryTheInterpreterNote) {
   EXPECT_EQ(worker_.requests[0]["timing"]["enabled"], false);
 }
 
+// ---------------------------------------------------------------- Screen
+
+Json ScreenEntry(const std::string& status, bool screened = true) {
+  Json entry = {{"candidate", "?"},       {"status", status},     {"reason", status == "ok" ? "" : status},
+                {"time_ms", Json()},      {"max_abs_err", 0.25},  {"screened", screened}};
+  if (status == "ok") {
+    entry["time_ms"] = StatsJson(0.5, 0.4);
+    entry["max_abs_err"] = 0.0;
+  }
+  return entry;
+}
+
+CallResult ScreenResponse(const std::vector<Json>& entries, bool tainted = false) {
+  return FakeWorker::Ok(
+      {{"results", entries}, {"compile_s", 1.0}, {"screen_s", 2.0}, {"worker_tainted", tainted}});
+}
+
+class ScreenTest : public EvaluatorTest {
+ protected:
+  std::vector<std::string> Candidates(int count) {
+    std::vector<std::string> paths;
+    for (int i = 0; i < count; ++i) {
+      const std::string path = (dir_ / ("screen_" + std::to_string(i) + ".py")).string();
+      std::ofstream(path) << "class ModelNew: variant = " << i << "\n";
+      paths.push_back(path);
+    }
+    return paths;
+  }
+  ScreenOptions screen_;
+};
+
+TEST_F(ScreenTest, SendsOneRequestAndKeepsTheOrder) {
+  const auto paths = Candidates(3);
+  worker_.script.push_back(
+      ScreenResponse({ScreenEntry("ok"), ScreenEntry("mismatch"), ScreenEntry("compile_error")}));
+  screen_.compile_workers = 4;
+  Evaluator evaluator(worker_, store_.get());
+  const auto results = evaluator.Screen(task_, paths, options_, screen_);
+  ASSERT_EQ(worker_.requests.size(), 1U);
+  const Json& request = worker_.requests[0];
+  EXPECT_EQ(request["op"], "screen");
+  EXPECT_EQ(request["task"], task_);
+  EXPECT_EQ(request["candidates"], Json(paths));
+  EXPECT_EQ(request["device"], "cuda");
+  EXPECT_EQ(request["tol"], options_.tol);
+  EXPECT_EQ(request["seed"], options_.seed);
+  EXPECT_EQ(request["init_seed"], options_.init_seed);
+  EXPECT_EQ(request["compile_workers"], 4);
+  EXPECT_EQ(request["compile_timeout_s"], 300.0);
+  EXPECT_EQ(request["timing"],
+            (Json{{"enabled", true}, {"cpu_wall", false}, {"warmup", 3}, {"min_trials", 20}, {"budget_s", 1.0}}));
+  EXPECT_DOUBLE_EQ(worker_.timeouts[0], screen_.timeout_s);
+  ASSERT_EQ(results.size(), 3U);
+  EXPECT_EQ(results[0].status, EvalStatus::kOk);
+  ASSERT_TRUE(results[0].time.has_value());
+  EXPECT_DOUBLE_EQ(results[0].time->median, 0.4);
+  EXPECT_EQ(results[1].status, EvalStatus::kMismatch);
+  EXPECT_FALSE(results[1].time.has_value());
+  EXPECT_DOUBLE_EQ(results[1].max_abs_err.value_or(0), 0.25);
+  EXPECT_EQ(results[2].status, EvalStatus::kCompileError);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    EXPECT_EQ(results[i].candidate_path, paths[i]);
+    EXPECT_EQ(results[i].candidate_hash.size(), 64U);
+    EXPECT_FALSE(results[i].cached);
+  }
+  EXPECT_EQ(worker_.restarts, 0);
+}
+
+TEST_F(ScreenTest, CachedCandidatesAreNotSentAgain) {
+  const auto paths = Candidates(3);
+  worker_.script.push_back(ScreenResponse({ScreenEntry("ok"), ScreenEntry("mismatch")}));
+  Evaluator evaluator(worker_, store_.get());
+  evaluator.Screen(task_, {paths[0], paths[1]}, options_, screen_);
+  worker_.script.push_back(ScreenResponse({ScreenEntry("rejected")}));
+  const auto results = evaluator.Screen(task_, paths, options_, screen_);
+  ASSERT_EQ(worker_.requests.size(), 2U);
+  EXPECT_EQ(worker_.requests[1]["candidates"], Json({paths[2]}));
+  EXPECT_TRUE(results[0].cached);
+  EXPECT_EQ(results[0].status, EvalStatus::kOk);
+  ASSERT_TRUE(results[0].time.has_value());
+  EXPECT_DOUBLE_EQ(results[0].time->mean, 0.5);
+  EXPECT_TRUE(results[1].cached);
+  EXPECT_EQ(results[1].status, EvalStatus::kMismatch);
+  EXPECT_EQ(results[1].reason, "mismatch");
+  EXPECT_DOUBLE_EQ(results[1].max_abs_err.value_or(0), 0.25);
+  EXPECT_FALSE(results[2].cached);
+  EXPECT_EQ(results[2].status, EvalStatus::kRejected);
+
+  options_.use_cache = false;
+  worker_.script.push_back(ScreenResponse({ScreenEntry("ok"), ScreenEntry("ok"), ScreenEntry("ok")}));
+  const auto fresh = evaluator.Screen(task_, paths, options_, screen_);
+  EXPECT_EQ(worker_.requests[2]["candidates"].size(), 3U);
+  EXPECT_FALSE(fresh[0].cached);
+  EXPECT_EQ(fresh[1].status, EvalStatus::kOk);
+}
+
+TEST_F(ScreenTest, KeyCoversTheScreenTimingAndTolerance) {
+  const auto paths = Candidates(1);
+  Evaluator evaluator(worker_, store_.get());
+  worker_.script.push_back(ScreenResponse({ScreenEntry("ok")}));
+  evaluator.Screen(task_, paths, options_, screen_);
+  screen_.min_trials = 50;
+  worker_.script.push_back(ScreenResponse({ScreenEntry("ok")}));
+  EXPECT_FALSE(evaluator.Screen(task_, paths, options_, screen_)[0].cached);
+  options_.tol = 1e-4;
+  worker_.script.push_back(ScreenResponse({ScreenEntry("ok")}));
+  EXPECT_FALSE(evaluator.Screen(task_, paths, options_, screen_)[0].cached);
+  screen_.compile_workers = 7;  // how it is run, not what it finds
+  EXPECT_TRUE(evaluator.Screen(task_, paths, options_, screen_)[0].cached);
+  EXPECT_EQ(worker_.requests.size(), 3U);
+}
+
+TEST_F(ScreenTest, CrashMarksEveryUnfinishedCandidateAndRestarts) {
+  const auto paths = Candidates(3);
+  worker_.script.push_back({CallOutcome::kCrashed, Json(), "worker died: signal 11 (Segmentation fault)"});
+  Evaluator evaluator(worker_, store_.get());
+  const auto results = evaluator.Screen(task_, paths, options_, screen_);
+  for (const auto& result : results) {
+    EXPECT_EQ(result.status, EvalStatus::kCrash);
+    EXPECT_NE(result.reason.find("signal 11"), std::string::npos);
+  }
+  EXPECT_EQ(worker_.restarts, 1);
+  // nobody knows which one crashed: nothing is stored, and they are screened again
+  worker_.script.push_back(ScreenResponse({ScreenEntry("ok"), ScreenEntry("ok"), ScreenEntry("ok")}));
+  const auto again = evaluator.Screen(task_, paths, options_, screen_);
+  EXPECT_EQ(worker_.requests[1]["candidates"].size(), 3U);
+  EXPECT_EQ(again[2].status, EvalStatus::kOk);
+}
+
+TEST_F(ScreenTest, TimeoutOfALoneCandidateIsStored) {
+  const auto paths = Candidates(1);
+  screen_.timeout_s = 30;
+  worker_.script.push_back({CallOutcome::kTimeout, Json(), "killed"});
+  Evaluator evaluator(worker_, store_.get());
+  const auto results = evaluator.Screen(task_, paths, options_, screen_);
+  EXPECT_EQ(results[0].status, EvalStatus::kTimeout);
+  EXPECT_NE(results[0].reason.find("30 s"), std::string::npos);
+  EXPECT_EQ(worker_.restarts, 1);
+  const auto again = evaluator.Screen(task_, paths, options_, screen_);
+  EXPECT_TRUE(again[0].cached);
+  EXPECT_EQ(again[0].status, EvalStatus::kTimeout);
+}
+
+TEST_F(ScreenTest, UnscreenedCandidatesGoToAFreshWorker) {
+  const auto paths = Candidates(3);
+  worker_.script.push_back(ScreenResponse(
+      {ScreenEntry("ok"), ScreenEntry("runtime_error"), ScreenEntry("runtime_error", /*screened=*/false)},
+      /*tainted=*/true));
+  worker_.script.push_back(ScreenResponse({ScreenEntry("ok")}));
+  Evaluator evaluator(worker_, store_.get());
+  const auto results = evaluator.Screen(task_, paths, options_, screen_);
+  ASSERT_EQ(worker_.requests.size(), 2U);
+  EXPECT_EQ(worker_.requests[1]["candidates"], Json({paths[2]}));
+  EXPECT_EQ(worker_.restarts, 1);
+  EXPECT_EQ(results[1].status, EvalStatus::kRuntimeError);
+  EXPECT_EQ(results[2].status, EvalStatus::kOk);
+}
+
+TEST_F(ScreenTest, TaintedWorkerIsRestarted) {
+  worker_.script.push_back(ScreenResponse({ScreenEntry("rejected")}, /*tainted=*/true));
+  Evaluator evaluator(worker_, nullptr);
+  evaluator.Screen(task_, Candidates(1), options_, screen_);
+  EXPECT_EQ(worker_.restarts, 1);
+}
+
+TEST_F(ScreenTest, IdenticalFilesAreScreenedOnce) {
+  auto paths = Candidates(2);
+  const std::string copy = (dir_ / "copy_of_0.py").string();
+  std::filesystem::copy_file(paths[0], copy);
+  paths.push_back(copy);
+  worker_.script.push_back(ScreenResponse({ScreenEntry("mismatch"), ScreenEntry("ok")}));
+  Evaluator evaluator(worker_, nullptr);
+  const auto results = evaluator.Screen(task_, paths, options_, screen_);
+  EXPECT_EQ(worker_.requests[0]["candidates"].size(), 2U);
+  EXPECT_EQ(results[2].status, EvalStatus::kMismatch);
+  EXPECT_EQ(results[2].candidate_path, copy);
+  EXPECT_EQ(results[2].candidate_hash, results[0].candidate_hash);
+}
+
+TEST_F(ScreenTest, CpuScreeningIsUntimedUnlessWallClockIsAsked) {
+  options_.device = "cpu";
+  worker_.script.push_back(ScreenResponse({ScreenEntry("ok")}));
+  worker_.script.push_back(ScreenResponse({ScreenEntry("ok")}));
+  Evaluator evaluator(worker_, nullptr);
+  const auto paths = Candidates(1);
+  evaluator.Screen(task_, paths, options_, screen_);
+  EXPECT_EQ(worker_.requests[0]["timing"]["enabled"], false);
+  options_.cpu_wall_timing = true;
+  evaluator.Screen(task_, paths, options_, screen_);
+  EXPECT_EQ(worker_.requests[1]["timing"]["enabled"], true);
+  EXPECT_EQ(worker_.requests[1]["timing"]["cpu_wall"], true);
+}
+
+TEST_F(ScreenTest, RefusedRequestsAndMissingFilesThrow) {
+  const auto paths = Candidates(2);
+  Evaluator evaluator(worker_, store_.get());
+  EXPECT_THROW(evaluator.Screen(task_, {(dir_ / "nope.py").string()}, options_, screen_), EggError);
+  worker_.script.push_back({CallOutcome::kOk, Json{{"ok", false}, {"error", "task lacks get_inputs"}}, ""});
+  EXPECT_THROW(evaluator.Screen(task_, paths, options_, screen_), EggError);
+  worker_.script.push_back(ScreenResponse({ScreenEntry("ok")}));
+  EXPECT_THROW(evaluator.Screen(task_, paths, options_, screen_), EggError) << "one entry for two candidates";
+  worker_.script.push_back(ScreenResponse({ScreenEntry("ok"), ScreenEntry("great")}));
+  EXPECT_THROW(evaluator.Screen(task_, paths, options_, screen_), EggError) << "an unknown status";
+}
+
+TEST_F(ScreenTest, EmptyListSendsNothing) {
+  Evaluator evaluator(worker_, store_.get());
+  EXPECT_TRUE(evaluator.Screen(task_, {}, options_, screen_).empty());
+  EXPECT_TRUE(worker_.requests.empty());
+}
+
 TEST(EvalTypesTest, JsonRoundTripKeepsContractFields) {
   EvalResult result;
   result.status = EvalStatus::kMismatch;

@@ -3,7 +3,9 @@
 #include <sqlite3.h>
 
 #include <array>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "common/error.h"
 #include "common/fs.h"
@@ -13,6 +15,8 @@ namespace egg::store {
 namespace {
 
 constexpr int kBusyTimeoutMs = 10000;
+constexpr int kOpenRetries = 50;
+constexpr int kOpenRetryMs = 100;
 
 struct Migration {
   int version;
@@ -20,7 +24,7 @@ struct Migration {
 };
 
 // Each entry moves the schema from version-1 to version. Never edit a released entry; append a new one.
-constexpr std::array<Migration, 2> kMigrations = {{
+constexpr std::array<Migration, 3> kMigrations = {{
     {1, R"sql(
       CREATE TABLE evaluations (
         key TEXT PRIMARY KEY,
@@ -120,6 +124,18 @@ constexpr std::array<Migration, 2> kMigrations = {{
         outcome_json TEXT NOT NULL,
         PRIMARY KEY (run_id, stage));
     )sql"},
+    {3, R"sql(
+      CREATE TABLE screenings (
+        key TEXT PRIMARY KEY,
+        task_hash TEXT NOT NULL,
+        candidate_hash TEXT NOT NULL,
+        status TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        time_json TEXT NOT NULL,
+        max_abs_err REAL,
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+      CREATE INDEX screenings_by_task ON screenings (task_hash);
+    )sql"},
 }};
 
 }  // namespace
@@ -139,7 +155,18 @@ std::unique_ptr<Store> Store::Open(const std::string& path) {
   }
   std::unique_ptr<Store> store(new Store(db));
   sqlite3_busy_timeout(db, kBusyTimeoutMs);
-  store->Execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+  // Switching to WAL needs a moment alone with the file: another process opening it at once is waited for.
+  for (int attempt = 0;; ++attempt) {
+    try {
+      store->Execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+      break;
+    } catch (const EggError&) {
+      if (attempt >= kOpenRetries) {
+        throw;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(kOpenRetryMs));
+    }
+  }
   store->Migrate();
   return store;
 }
@@ -173,6 +200,10 @@ void Store::Migrate() {
     }
     Execute("BEGIN IMMEDIATE");
     try {
+      if (SchemaVersion() >= migration.version) {  // another process migrated while this one waited
+        Execute("COMMIT");
+        continue;
+      }
       Execute(migration.sql);
       Execute("PRAGMA user_version = " + std::to_string(migration.version));
       Execute("COMMIT");
@@ -239,6 +270,34 @@ void Store::PutProfile(const ProfileRow& row) {
       VALUES (?1, ?2, ?3, ?4, ?5))sql");
   statement.Bind(1, row.key).Bind(2, row.task_hash).Bind(3, row.candidate_hash).Bind(4, row.gpu);
   statement.Bind(5, row.result_json);
+  statement.Step();
+}
+
+std::optional<ScreeningRow> Store::FindScreening(const std::string& key) {
+  Statement statement(db_, R"sql(
+      SELECT key, task_hash, candidate_hash, status, reason, time_json, max_abs_err
+      FROM screenings WHERE key = ?1)sql");
+  statement.Bind(1, key);
+  if (!statement.Step()) {
+    return std::nullopt;
+  }
+  ScreeningRow row{statement.Text(0), statement.Text(1), statement.Text(2), statement.Text(3),
+                   statement.Text(4), statement.Text(5), std::nullopt};
+  if (sqlite3_column_type(statement.Raw(), 6) != SQLITE_NULL) {
+    row.max_abs_err = statement.Double(6);
+  }
+  return row;
+}
+
+void Store::PutScreening(const ScreeningRow& row) {
+  Statement statement(db_, R"sql(
+      INSERT OR REPLACE INTO screenings (key, task_hash, candidate_hash, status, reason, time_json, max_abs_err)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7))sql");
+  statement.Bind(1, row.key).Bind(2, row.task_hash).Bind(3, row.candidate_hash).Bind(4, row.status);
+  statement.Bind(5, row.reason).Bind(6, row.time_json);
+  if (row.max_abs_err) {
+    statement.Bind(7, *row.max_abs_err);
+  }
   statement.Step();
 }
 

@@ -14,7 +14,7 @@ struct sqlite3;
 
 namespace egg::store {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 struct EvaluationRow {
   std::string key;
@@ -37,6 +37,17 @@ struct ProfileRow {
   std::string candidate_hash;
   std::string gpu;
   std::string result_json;
+};
+
+// One candidate's screening (harness::Evaluator::Screen).
+struct ScreeningRow {
+  std::string key;
+  std::string task_hash;
+  std::string candidate_hash;
+  std::string status;
+  std::string reason;
+  std::string time_json;  // Stats or null
+  std::optional<double> max_abs_err;
 };
 
 // An `egg optimize` run and what it produced (see docs/pipeline.md).
@@ -118,6 +129,8 @@ class Store {
   std::vector<EvaluationRow> EvaluationsForTask(const std::string& task_hash);
   std::optional<std::string> FindProfile(const std::string& key);
   void PutProfile(const ProfileRow& row);
+  std::optional<ScreeningRow> FindScreening(const std::string& key);
+  void PutScreening(const ScreeningRow& row);
   int SchemaVersion();
 
   // Runs of `egg optimize` (run_records.cpp). Writes replace rows with the same key, so a resumed run

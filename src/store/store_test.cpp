@@ -4,7 +4,10 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
+#include <vector>
 
 #include "common/error.h"
 
@@ -28,6 +31,26 @@ class StoreTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::string path_;
 };
+
+TEST_F(StoreTest, ProcessesOpeningAFreshStoreAtOnceAllSucceed) {
+  constexpr int kOpeners = 6;
+  std::vector<std::thread> threads;
+  std::atomic<int> opened{0};
+  for (int i = 0; i < kOpeners; ++i) {
+    threads.emplace_back([&, i] {
+      auto store = Store::Open(path_);  // separate connections, as separate egg processes have
+      store->PutEvaluation(Row("k" + std::to_string(i), "ok"));
+      ++opened;
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  EXPECT_EQ(opened, kOpeners);
+  auto store = Store::Open(path_);
+  EXPECT_EQ(store->SchemaVersion(), kSchemaVersion);
+  EXPECT_TRUE(store->FindEvaluation("k5").has_value());
+}
 
 TEST_F(StoreTest, CreatesSchemaAndPersistsAcrossOpens) {
   {
@@ -84,6 +107,40 @@ TEST_F(StoreTest, StoresProfiles) {
   auto store = Store::Open(path_);
   store->PutProfile({"p", "t", "c", "gpu", R"({"kernels":[]})"});
   EXPECT_EQ(*store->FindProfile("p"), R"({"kernels":[]})");
+}
+
+TEST_F(StoreTest, StoresScreenings) {
+  auto store = Store::Open(path_);
+  store->PutScreening({"s1", "t", "c1", "ok", "", R"({"mean":1.0})", 0.0});
+  store->PutScreening({"s2", "t", "c2", "compile_error", "import failed", "null", std::nullopt});
+  const auto ok = store->FindScreening("s1");
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->candidate_hash, "c1");
+  EXPECT_EQ(ok->time_json, R"({"mean":1.0})");
+  EXPECT_EQ(ok->max_abs_err, std::optional<double>(0.0));
+  const auto failed = store->FindScreening("s2");
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(failed->status, "compile_error");
+  EXPECT_EQ(failed->reason, "import failed");
+  EXPECT_FALSE(failed->max_abs_err.has_value());
+  EXPECT_FALSE(store->FindScreening("s3").has_value());
+}
+
+TEST_F(StoreTest, MigratesAVersionTwoStoreToScreenings) {
+  {
+    auto store = Store::Open(path_);
+    store->PutEvaluation(Row("k1", "ok"));
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE screenings; PRAGMA user_version = 2", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = Store::Open(path_);
+  EXPECT_EQ(store->SchemaVersion(), 3);
+  EXPECT_TRUE(store->FindEvaluation("k1").has_value());
+  store->PutScreening({"s", "t", "c", "ok", "", "null", std::nullopt});
+  EXPECT_TRUE(store->FindScreening("s").has_value());
 }
 
 }  // namespace

@@ -1,0 +1,280 @@
+"""The `capture` op (egg_worker.capture): a task's forward as egg's JSON IR, through a worker subprocess (cpu
+interpreter) and, for the encoding details, in-process through `capture.capture`."""
+
+import math
+import textwrap
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import task_path
+from egg_worker import capture
+
+SOFTMAX_OPS = {"aten.amax.default", "aten.exp.default", "aten.sum.dim_IntList"}
+
+BATCHNORM_TASK = """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+            self.bn = nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            return self.bn(self.fc(x))
+
+
+    def get_inputs():
+        return [torch.randn(2, 8)]
+
+
+    def get_init_inputs():
+        return []
+"""
+
+SCALAR_INPUT_TASK = """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def forward(self, x, dim):
+            return torch.sum(x, dim=dim)
+
+
+    def get_inputs():
+        return [torch.randn(4, 6), 1]
+
+
+    def get_init_inputs():
+        return []
+"""
+
+SPECIAL_FLOATS_TASK = """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def forward(self, x, cap, fill):
+            y = torch.clamp(x, max=cap).masked_fill(x < 0, float("-inf"))
+            return torch.where(x > 2, fill, y)
+
+
+    def get_inputs():
+        return [torch.randn(3, 4), float("inf"), float("nan")]
+
+
+    def get_init_inputs():
+        return []
+"""
+
+DATA_DEPENDENT_TASK = """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x * 2
+            return x - 1
+
+
+    def get_inputs():
+        return [torch.randn(4, 8)]
+
+
+    def get_init_inputs():
+        return []
+"""
+
+NON_FINITE_CONSTANT_TASK = """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.floor = torch.tensor([0.0, float("-inf"), 1.0, 2.0])  # a plain attribute: a lifted constant
+
+        def forward(self, x):
+            return torch.maximum(x, self.floor)
+
+
+    def get_inputs():
+        return [torch.randn(3, 4)]
+
+
+    def get_init_inputs():
+        return []
+"""
+
+
+def write_task(tmp_path, name: str, source: str) -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(source).lstrip())
+    return str(path)
+
+
+def capture_request(worker, task: str) -> dict:
+    return worker.request("capture", task=task, device="cpu", seed=42, init_seed=42)
+
+
+def captured_graph(worker, task: str) -> dict:
+    response = capture_request(worker, task)
+    assert response["ok"], response
+    result = response["result"]
+    assert result["status"] == "ok", result
+    return result["graph"]
+
+
+def node_refs(arg) -> list:
+    """Every value name an encoded argument refers to."""
+    if isinstance(arg, dict):
+        return [arg["node"]] if "node" in arg else []
+    if isinstance(arg, list):
+        return [name for item in arg for name in node_refs(item)]
+    return []
+
+
+def assert_well_formed(ir: dict) -> None:
+    """Names are unique, and every reference (node argument, output) is to an input, state or earlier node."""
+    assert ir["format"] == "egg-graph" and ir["version"] == 1
+    known = [entry["name"] for entry in ir["inputs"] + ir["state"]]
+    for node in ir["nodes"]:
+        for name in node_refs(node["args"]) + node_refs(list(node["kwargs"].values())):
+            assert name in known, f"{node['name']} refers to {name} before it is defined"
+        known.append(node["name"])
+    assert len(known) == len(set(known)), known
+    assert ir["outputs"], "a graph has outputs"
+    for output in ir["outputs"]:
+        assert set(node_refs(output)) <= set(known) and node_refs(output), output
+
+
+def ops(ir: dict) -> list:
+    return [node["op"] for node in ir["nodes"]]
+
+
+def state_by_target(ir: dict) -> dict:
+    return {entry["target"]: entry for entry in ir["state"]}
+
+
+def test_softmax_is_captured_decomposed(worker):
+    ir = captured_graph(worker, task_path("softmax_4x32"))
+    assert_well_formed(ir)
+    assert ir["mode"] == "eval" and ir["device"] == "cpu" and ir["task"] == task_path("softmax_4x32")
+    assert ir["inputs"] == [{"name": ir["inputs"][0]["name"], "position": 0, "kind": "tensor",
+                             "meta": {"shape": [4, 32], "stride": [32, 1], "offset": 0, "dtype": "float32"}}]
+    assert ir["state"] == [] and ir["mutations"] == []
+    assert SOFTMAX_OPS <= set(ops(ir)), ops(ir)
+    assert not any("softmax" in op for op in ops(ir)), "softmax is decomposed into reductions and pointwise ops"
+    reductions = [node for node in ir["nodes"] if node["op"] in ("aten.amax.default", "aten.sum.dim_IntList")]
+    assert all(node["meta"]["shape"] == [4, 1] for node in reductions), reductions
+    assert len(ir["outputs"]) == 1 and ir["outputs"][0]["node"] == ir["nodes"][-1]["name"]
+    assert ir["nodes"][-1]["meta"]["shape"] == [4, 32]
+    assert ir["returns"] == "tensor"
+
+
+def test_parameters_and_buffers_are_state_named_by_attribute_path(worker, tmp_path):
+    ir = captured_graph(worker, write_task(tmp_path, "linear_batchnorm", BATCHNORM_TASK))
+    assert_well_formed(ir)
+    state = state_by_target(ir)
+    kinds = {target: entry["kind"] for target, entry in state.items()}
+    assert {"fc.weight": "parameter", "fc.bias": "parameter", "bn.weight": "parameter", "bn.bias": "parameter",
+            "bn.running_mean": "buffer", "bn.running_var": "buffer"}.items() <= kinds.items(), kinds
+    assert set(kinds.values()) <= {"parameter", "buffer"}
+    assert state["fc.weight"]["meta"] == {"shape": [4, 8], "stride": [8, 1], "offset": 0, "dtype": "float32"}
+    assert state["bn.running_var"]["meta"]["shape"] == [4]
+    assert "values" not in state["fc.weight"], "parameter data never crosses the protocol"
+    referenced = {name for node in ir["nodes"] for name in node_refs(node["args"])}
+    for target in ("fc.weight", "fc.bias", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"):
+        assert state[target]["name"] in referenced, f"no node reads {target}"
+    assert ir["mutations"] == [], "eval-mode batch norm leaves its running statistics alone"
+    assert ir["inputs"][0]["meta"]["shape"] == [2, 8]
+
+
+def test_tuple_output_with_a_parameter_among_the_outputs(worker):
+    ir = captured_graph(worker, task_path("scaled_relu_param"))
+    assert_well_formed(ir)
+    assert ir["returns"] == "tuple"
+    assert len(ir["outputs"]) == 2
+    weight = state_by_target(ir)["weight"]
+    assert weight["kind"] == "parameter" and weight["meta"]["shape"] == [16]
+    assert ir["outputs"][1] == {"node": weight["name"]}, "the second output is the parameter itself"
+    assert ir["outputs"][0]["node"] in {node["name"] for node in ir["nodes"]}
+
+
+def test_tuple_output_in_process():
+    class TwoOutputs(nn.Module):
+        def forward(self, x):
+            return torch.relu(x), x.sum(dim=1)
+
+    ir = capture.capture(TwoOutputs().eval(), [torch.randn(3, 5)])
+    assert_well_formed(ir)
+    assert ir["returns"] == "tuple"
+    assert len(ir["outputs"]) == 2 and ir["outputs"][0] != ir["outputs"][1]
+    metas = {node["name"]: node["meta"]["shape"] for node in ir["nodes"]}
+    assert [metas[output["node"]] for output in ir["outputs"]] == [[3, 5], [3]]
+
+
+def test_int_forward_argument_is_a_scalar_input(worker, tmp_path):
+    ir = captured_graph(worker, write_task(tmp_path, "sum_dim_argument", SCALAR_INPUT_TASK))
+    assert_well_formed(ir)
+    assert [entry["kind"] for entry in ir["inputs"]] == ["tensor", "scalar"]
+    scalar = ir["inputs"][1]
+    assert scalar["position"] == 1 and scalar["value"] == 1 and "meta" not in scalar
+    (total,) = [node for node in ir["nodes"] if node["op"] == "aten.sum.dim_IntList"]
+    assert total["args"][1] == [1] and total["meta"]["shape"] == [4]
+
+
+def test_special_floats_are_encoded_as_objects(worker, tmp_path):
+    ir = captured_graph(worker, write_task(tmp_path, "special_floats", SPECIAL_FLOATS_TASK))
+    assert_well_formed(ir)
+    assert [entry.get("value") for entry in ir["inputs"]] == [None, {"float": "inf"}, {"float": "nan"}]
+    encoded = [arg for node in ir["nodes"] for arg in node["args"] if isinstance(arg, dict) and "float" in arg]
+    assert {arg["float"] for arg in encoded} == {"inf", "-inf", "nan"}, encoded
+
+
+def test_encode_arg_special_floats_and_plain_values():
+    assert capture.encode_arg(math.inf) == {"float": "inf"}
+    assert capture.encode_arg(-math.inf) == {"float": "-inf"}
+    assert capture.encode_arg(math.nan) == {"float": "nan"}
+    assert capture.encode_arg(1.5) == 1.5
+    assert capture.encode_arg(True) is True and capture.encode_arg(3) == 3 and capture.encode_arg(None) is None
+    assert capture.encode_arg([1, -math.inf]) == [1, {"float": "-inf"}]
+    assert capture.encode_arg(torch.float16) == {"dtype": "float16"}
+
+
+def test_data_dependent_control_flow_is_unsupported_and_the_worker_goes_on(worker, tmp_path):
+    response = capture_request(worker, write_task(tmp_path, "data_dependent", DATA_DEPENDENT_TASK))
+    assert response["ok"], "an unexportable forward is a result, not a protocol error"
+    result = response["result"]
+    assert result["status"] == "unsupported" and "graph" not in result
+    reason = result["reason"]
+    assert reason.startswith("capture failed: ") and "\n" not in reason and len(reason) <= 600, reason
+    assert_well_formed(captured_graph(worker, task_path("softmax_4x32")))
+
+
+def test_missing_task_is_an_error_and_the_worker_goes_on(worker, tmp_path):
+    missing = str(tmp_path / "missing_task.py")
+    response = capture_request(worker, missing)
+    assert response["ok"] is False
+    assert "task file not found" in response["error"] and "\n" not in response["error"]
+    no_task = worker.request("capture", device="cpu", seed=42, init_seed=42)
+    assert no_task["ok"] is False and "task" in no_task["error"]
+    assert_well_formed(captured_graph(worker, task_path("softmax_4x32")))
+
+
+@pytest.mark.xfail(strict=True, reason="capture.py writes a lifted constant's non-finite values as raw floats in "
+                                       "state[].values, so the response is not encodable JSON and the worker "
+                                       "answers ok:false 'response not encodable' instead of a result")
+def test_non_finite_lifted_constant_is_a_result(worker, tmp_path):
+    response = capture_request(worker, write_task(tmp_path, "non_finite_constant", NON_FINITE_CONSTANT_TASK))
+    assert response["ok"], response
+    assert response["result"]["status"] in ("ok", "unsupported")
