@@ -47,8 +47,28 @@ class FakeEvaluator : public CandidateEvaluator {
   }
   int SmCount() override { return 132; }
 
+  std::vector<harness::ScreenResult> Screen(const std::vector<std::string>& paths) override {
+    std::vector<harness::ScreenResult> results;
+    for (const std::string& path : paths) {
+      const std::string source = ReadFile(path);
+      const std::string name = source.substr(source.find(' ') + 1);
+      ++screened[name];
+      const Outcome outcome = outcomes.count(name) ? outcomes[name] : Outcome{};
+      harness::ScreenResult result;
+      result.candidate_path = path;
+      result.status = outcome.status;
+      if (outcome.status == harness::EvalStatus::kOk) {
+        result.time = harness::Stats{outcome.median_ms, outcome.median_ms, outcome.median_ms, outcome.median_ms,
+                                     0, 20, "fake"};
+      }
+      results.push_back(result);
+    }
+    return results;
+  }
+
   std::map<std::string, Outcome> outcomes;
   std::map<std::string, int> evaluations;
+  std::map<std::string, int> screened;
   int profiles = 0;
 };
 
@@ -70,7 +90,16 @@ class ScriptedCode : public agents::CodeAgent {
     return {agents::CodeProposal{"ModelNew " + name, "desc " + name, "move " + name}, "",
             agents::StopReason::kNone};
   }
+  std::vector<agents::CodeProposal> ProposeSpace(const agents::StageContext& context,
+                                                 const agents::ProfileReport*) override {
+    std::vector<agents::CodeProposal> proposals;
+    for (const std::string& name : spaces[context.stage]) {
+      proposals.push_back({"ModelNew " + name, "desc " + name, "move " + name});
+    }
+    return proposals;
+  }
   std::map<std::string, std::deque<std::string>> script;
+  std::map<std::string, std::vector<std::string>> spaces;  // design spaces per stage (expert-style)
   std::vector<std::string> stages_seen;
   std::vector<agents::StageContext> contexts;
 };
@@ -236,6 +265,47 @@ TEST_F(PipelineTest, EachCorrectSeedIsBrieflyRefined) {
   EXPECT_EQ(code_->contexts[1].incumbent_source, "ModelNew seed");
   EXPECT_EQ(result.stages[0].incumbent_ms, 2.0);
   EXPECT_EQ(result.final->source.substr(0, 22), "ModelNew refined_seed") << "the faster refinement is kept";
+}
+
+TEST_F(PipelineTest, DesignSpacesAreScreenedAndOnlyTheFastestIsFullyEvaluated) {
+  code_->script["stage1.seeds"] = {"seed"};
+  options_.seeds = 1;
+  options_.refine_seeds = false;
+  code_->spaces["stage2.tiling"] = {"tile_a", "tile_b", "tile_broken", "tile_c"};
+  evaluator_.outcomes = {{"seed", {harness::EvalStatus::kOk, 10.0}},
+                         {"tile_a", {harness::EvalStatus::kOk, 8.0}},
+                         {"tile_b", {harness::EvalStatus::kOk, 4.0}},
+                         {"tile_broken", {harness::EvalStatus::kMismatch}},
+                         {"tile_c", {harness::EvalStatus::kOk, 6.0}}};
+  const RunResult result = Run();
+  EXPECT_EQ(evaluator_.screened.size(), 4U);
+  EXPECT_EQ(evaluator_.evaluations["tile_b"], 1);  // the fastest screened design is fully evaluated
+  EXPECT_EQ(evaluator_.evaluations.count("tile_a"), 0U);
+  EXPECT_EQ(evaluator_.evaluations.count("tile_broken"), 0U);
+  const StageRecord& tiling = result.stages[3];
+  ASSERT_FALSE(tiling.decisions.empty());
+  EXPECT_TRUE(tiling.decisions[0].accepted) << tiling.decisions[0].reason;
+  EXPECT_EQ(result.final->source, "ModelNew tile_b");
+  // The second round screens nothing new: the space is exhausted.
+  EXPECT_EQ(tiling.stopped_because, "design space exhausted");
+  EXPECT_EQ(result.screened.size(), 4U);
+}
+
+TEST_F(PipelineTest, WithoutTuningOnlyTheSeedsRun) {
+  code_->script["stage1.seeds"] = {"seed", "other"};
+  code_->spaces["stage2.tiling"] = {"tile"};
+  options_.tune = false;
+  options_.refine_seeds = false;
+  options_.tuning_note = "no GPU";
+  const RunResult result = Run();
+  ASSERT_TRUE(result.correct);
+  for (size_t i = 1; i < result.stages.size(); ++i) {
+    EXPECT_EQ(result.stages[i].stopped_because, "no GPU");
+    EXPECT_TRUE(result.stages[i].candidates.empty());
+  }
+  EXPECT_TRUE(evaluator_.screened.empty());
+  EXPECT_EQ(evaluator_.profiles, 0);
+  EXPECT_EQ(code_->contexts.size(), 2U);  // two seeds, no refinements
 }
 
 TEST(AcceptTest, NeedsCorrectnessAndTimings) {
