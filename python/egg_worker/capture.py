@@ -108,7 +108,7 @@ def op_name(target) -> str:
 def _constant_entry(name: str, target: str, value) -> dict:
     entry = {"name": name, "kind": "constant", "target": target, "meta": tensor_meta(value)}
     if value.numel() <= MAX_CONSTANT_ELEMENTS:
-        entry["values"] = value.detach().cpu().reshape(-1).tolist()
+        entry["values"] = [encode_arg(item) for item in value.detach().cpu().reshape(-1).tolist()]
     return entry
 
 

@@ -67,7 +67,10 @@ std::vector<fs::path> SuiteTasks(const BenchCommand& command) {
     }
     dir = fs::path(root) / ("level" + std::to_string(command.level));
   }
-  if (dir.empty() || !fs::is_directory(dir)) {
+  if (dir.empty()) {
+    throw UsageError("give a folder of tasks or --level N");
+  }
+  if (!fs::is_directory(dir)) {
     throw UsageError("task folder not found: " + dir.string());
   }
   const std::regex glob = GlobRegex(command.tasks_glob);
@@ -155,6 +158,16 @@ Json Summary(const Json& rows) {
   return summary;
 }
 
+std::string SpeedupText(const Json& row) {
+  const Json eager = row.value("speedup_vs_eager", Json());
+  const Json compile = row.value("speedup_vs_compile", Json());
+  if (!eager.is_number()) {
+    return "";  // not timed (CPU) or not correct
+  }
+  return fmt::format(", {:.2f}x vs eager, {} vs torch.compile", eager.get<double>(),
+                     compile.is_number() ? fmt::format("{:.2f}x", compile.get<double>()) : "n/a");
+}
+
 int RunBench(BenchCommand& command, const GlobalOptions& globals) {
   const std::vector<fs::path> tasks = SuiteTasks(command);
   HarnessSession session = OpenHarnessSession(globals, command.args.device, &command.args.eval);
@@ -197,8 +210,7 @@ int RunBench(BenchCommand& command, const GlobalOptions& globals) {
       row = {{"task", task.filename().string()}, {"path", task.string()}, {"status", "error"},
              {"correct", false}, {"reason", error.what()}};
     }
-    fmt::print(stderr, "egg bench:   {} {}x vs eager, {}x vs compile\n", row.value("status", ""),
-               row.value("speedup_vs_eager", Json()).dump(), row.value("speedup_vs_compile", Json()).dump());
+    fmt::print(stderr, "egg bench:   {}{}\n", row.value("status", ""), SpeedupText(row));
     rows.push_back(row);
     WriteFileAtomic(results_path, Json{{"tasks", rows}, {"summary", Summary(rows)}}.dump(2) + "\n");
   }

@@ -11,6 +11,7 @@
 #include "common/fs.h"
 #include "expert/candidate.h"
 #include "expert/capture.h"
+#include "expert/design_space.h"
 
 namespace egg::cli {
 namespace {
@@ -37,6 +38,9 @@ int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
       design = expert::CandidateDesign::FromJson(Json::parse(args.design_json));
     } catch (const Json::exception& error) {
       throw UsageError(std::string("--design is not a design record: ") + error.what());
+    }
+    if (design.seed < 0 || design.seed >= expert::kSeedFamilies) {
+      throw UsageError("--design: seed must be 0.." + std::to_string(expert::kSeedFamilies - 1));
     }
   }
   HarnessSession session = OpenHarnessSession(globals, args.device, &args.options);

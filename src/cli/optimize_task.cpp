@@ -127,6 +127,19 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
   const Json search = SearchOptionsJson(args, llm_config);
   const std::string run_id =
       Sha256Hex(Json{{"task", task_hash}, {"search", search}}.dump()).substr(0, kRunIdChars);
+  const std::string task_source = ReadFile(task_path);
+  const std::string task_name = std::filesystem::path(task_path).filename().string();
+  std::optional<expert::Graph> graph;
+  if (!use_llm) {
+    expert::CaptureOptions capture;
+    capture.device = args.eval.device;
+    capture.init_seed = args.eval.init_seed;
+    expert::ParsedGraph parsed = expert::CaptureGraph(*session.worker, task_path, capture);
+    if (!parsed.graph) {
+      throw ConfigError("the expert backend cannot capture this task: " + parsed.problem);
+    }
+    graph = std::move(parsed.graph);
+  }
   CreateDirectories(out_dir);
   store::Store* store = session.store.get();
   const std::string model_name = use_llm ? llm_config->model : "expert";
@@ -137,26 +150,15 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
   fmt::print(stderr, "egg: run {} ({} on {}{})\n", run_id, args.backend, args.eval.device,
              use_llm ? ", model " + model_name : "");
 
-  const std::string task_source = ReadFile(task_path);
-  const std::string task_name = std::filesystem::path(task_path).filename().string();
   harness::Evaluator evaluator(*session.worker, store);
   pipeline::HarnessCandidateEvaluator candidates(evaluator, *session.worker, task_path, args.eval);
   std::unique_ptr<llm::LlmClient> client;
-  std::optional<expert::Graph> graph;
   agents::Backend backend;
   std::string notes;
   if (use_llm) {
     client = llm::MakeLlmClient(*llm_config, nullptr);
     backend = agents::MakeLlmBackend(*client, store, {run_id, search["provider"], model_name});
   } else {
-    expert::CaptureOptions capture;
-    capture.device = args.eval.device;
-    capture.init_seed = args.eval.init_seed;
-    expert::ParsedGraph parsed = expert::CaptureGraph(*session.worker, task_path, capture);
-    if (!parsed.graph) {
-      throw ConfigError("the expert backend cannot capture this task: " + parsed.problem);
-    }
-    graph = std::move(parsed.graph);
     backend = expert::MakeExpertBackend({&*graph, task_source, task_name});
     if (on_cpu) {
       args.pipeline.tune = false;

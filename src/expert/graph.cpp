@@ -116,7 +116,11 @@ class Parser {
       if (entry.contains("values")) {
         std::vector<double> numbers;
         for (const Json& number : entry.at("values")) {
-          numbers.push_back(number.is_boolean() ? (number.get<bool>() ? 1.0 : 0.0) : number.get<double>());
+          const Arg arg = ParseArg(number);
+          if (!arg.IsNumber()) {
+            throw IrProblem("constant " + value.name + " holds a non-number");
+          }
+          numbers.push_back(arg.AsDouble());
         }
         value.constant_values = std::move(numbers);
       }

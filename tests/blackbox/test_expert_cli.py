@@ -288,8 +288,6 @@ def test_bench_resume_runs_only_the_unfinished_tasks(benched):
     assert (egg.workdir / "bout" / "tasks" / "relu_scale_64" / "model_new.py").is_file()
 
 
-@pytest.mark.xfail(strict=True, reason="cmd_bench.cpp prints the progress line with Json::dump() of the speedups, "
-                                       "so on the CPU (no timing) it reads 'ok nullx vs eager, nullx vs compile'")
 def test_bench_progress_never_prints_null_speedups(benched):
     assert "nullx" not in benched["first"].stderr
 
