@@ -5,6 +5,12 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/setup.sh
+# Chromium renders egg bench's report.html in a black-box test.
+if ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium >/dev/null
+fi
 python="${EGG_PYTHON:-$root/.venv/bin/python}"
 export EGG_HOME="$(mktemp -d)"
 trap 'rm -rf "$EGG_HOME"' EXIT

@@ -1,36 +1,58 @@
-// `egg bench DIR | --level N`: `egg optimize` over a suite of KernelBench-format tasks through one worker,
-// writing DIR/results.json (a row per task and a summary) as each task finishes, and each task's outputs
-// under DIR/tasks/. --resume keeps the rows of tasks already finished. Exit 0 when every task ended correct.
+// `egg bench DIR | --level N... | --sample kb-sample`: `egg optimize` over a suite of KernelBench-format tasks.
+// One worker per GPU (or --workers on the CPU), tasks handed out from a queue; DIR/results.json (a row per task,
+// KernelBench's metrics per level and tolerance) is rewritten as each task finishes, with each task's outputs
+// under DIR/tasks/ and a KernelBench-layout JSON under DIR/kernelbench/; DIR/report.html at the end.
+// --resume keeps the rows of tasks already finished. Exit 0 when every task ended correct.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cmath>
+#include <deque>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <regex>
+#include <sstream>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/optimize_task.h"
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/process.h"
 #include "harness/evaluator.h"
+#include "report/bench_summary.h"
 
 namespace egg::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kSampleStride = 5;  // kb-sample: every fifth task of each level
+constexpr int kSampleLevels = 3;
 
 struct BenchCommand {
   std::string dir;
-  int level = 0;
+  std::vector<int> levels;
+  std::string sample;
   std::string kernelbench;
   std::string tasks_glob = "*";
   std::string out = "egg-bench";
   std::vector<double> also_tol;
+  std::string gpus;
+  int workers = 1;
   bool resume = false;
+  bool quick = false;
+  bool no_report = false;
   OptimizeArgs args;
+};
+
+struct SuiteTask {
+  fs::path path;
+  int level = 0;
 };
 
 int TaskNumber(const fs::path& path) {
@@ -54,26 +76,10 @@ std::regex GlobRegex(const std::string& glob) {
   return std::regex(pattern);
 }
 
-std::vector<fs::path> SuiteTasks(const BenchCommand& command) {
-  fs::path dir = command.dir;
-  if (command.level > 0) {
-    std::string root = command.kernelbench;
-    if (root.empty()) {
-      const char* env = std::getenv("EGG_KERNELBENCH");
-      root = env != nullptr ? env : "";
-    }
-    if (root.empty()) {
-      throw UsageError("--level needs --kernelbench PATH or EGG_KERNELBENCH");
-    }
-    dir = fs::path(root) / ("level" + std::to_string(command.level));
-  }
-  if (dir.empty()) {
-    throw UsageError("give a folder of tasks or --level N");
-  }
+std::vector<fs::path> TasksIn(const fs::path& dir, const std::regex& glob) {
   if (!fs::is_directory(dir)) {
     throw UsageError("task folder not found: " + dir.string());
   }
-  const std::regex glob = GlobRegex(command.tasks_glob);
   std::vector<fs::path> tasks;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const fs::path& path = entry.path();
@@ -84,24 +90,83 @@ std::vector<fs::path> SuiteTasks(const BenchCommand& command) {
   std::sort(tasks.begin(), tasks.end(), [](const fs::path& a, const fs::path& b) {
     return std::make_pair(TaskNumber(a), a.filename().string()) < std::make_pair(TaskNumber(b), b.filename().string());
   });
-  if (tasks.empty()) {
-    throw UsageError("no task matches " + command.tasks_glob + " in " + dir.string());
-  }
   return tasks;
 }
 
-Json Row(const fs::path& task, const TaskOutcome& outcome, double wall_s) {
+std::string KernelBenchRoot(const BenchCommand& command, const EnvMap& env) {
+  std::string root = command.kernelbench;
+  if (root.empty()) {
+    root = LookupEnv(env, "EGG_KERNELBENCH").value_or("");
+  }
+  if (root.empty()) {
+    throw UsageError("--level and --sample need --kernelbench PATH or EGG_KERNELBENCH");
+  }
+  return root;
+}
+
+std::vector<SuiteTask> SuiteTasks(const BenchCommand& command, const EnvMap& env) {
+  const std::regex glob = GlobRegex(command.tasks_glob);
+  std::vector<SuiteTask> suite;
+  if (!command.sample.empty()) {
+    if (command.sample != "kb-sample") {
+      throw UsageError("unknown sample " + command.sample + " (known: kb-sample)");
+    }
+    const fs::path root = KernelBenchRoot(command, env);
+    for (int level = 1; level <= kSampleLevels; ++level) {
+      const auto tasks = TasksIn(root / ("level" + std::to_string(level)), std::regex(".*"));
+      for (size_t i = 0; i < tasks.size(); i += kSampleStride) {
+        if (std::regex_match(tasks[i].filename().string(), glob)) {
+          suite.push_back({tasks[i], level});
+        }
+      }
+    }
+  } else if (!command.levels.empty()) {
+    const fs::path root = KernelBenchRoot(command, env);
+    for (int level : command.levels) {
+      for (const fs::path& path : TasksIn(root / ("level" + std::to_string(level)), glob)) {
+        suite.push_back({path, level});
+      }
+    }
+  } else if (!command.dir.empty()) {
+    for (const fs::path& path : TasksIn(command.dir, glob)) {
+      suite.push_back({path, report::TaskLevel(path.string())});
+    }
+  } else {
+    throw UsageError("give a folder of tasks, --level N or --sample kb-sample");
+  }
+  if (suite.empty()) {
+    throw UsageError("no task matches " + command.tasks_glob);
+  }
+  return suite;
+}
+
+Json StageSpeedups(const Json& report) {
+  Json stages = Json::array();
+  for (const Json& stage : report.value("stages", Json::array())) {
+    stages.push_back({{"stage", stage.value("stage", "")},
+                      {"incumbent_ms", stage.value("incumbent_ms", Json())},
+                      {"speedup_vs_eager", stage.value("speedup_vs_eager", Json())},
+                      {"stopped_because", stage.value("stopped_because", "")}});
+  }
+  return stages;
+}
+
+Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
   const Json& report = outcome.report;
   const Json final = report.value("final", Json());
-  Json row = {{"task", task.filename().string()},
-              {"path", task.string()},
+  Json row = {{"task", task.path.filename().string()},
+              {"path", task.path.string()},
+              {"level", task.level},
               {"status", report.value("status", "failed")},
               {"correct", outcome.correct},
               {"wall_s", wall_s},
-              {"out_dir", outcome.out_dir}};
+              {"out_dir", outcome.out_dir},
+              {"run_id", report.value("run_id", "")},
+              {"stages", StageSpeedups(report)},
+              {"llm", report.value("llm", Json::object())}};
   if (final.is_object()) {
     for (const char* key : {"speedup_vs_eager", "speedup_vs_compile", "time_ms", "max_abs_err", "max_rel_err",
-                            "triton_time_share", "triton_launches", "reason", "robust"}) {
+                            "triton_time_share", "triton_launches", "reason", "robust", "device", "versions"}) {
       row[key] = final.value(key, Json());
     }
   }
@@ -113,49 +178,30 @@ Json Row(const fs::path& task, const TaskOutcome& outcome, double wall_s) {
   return row;
 }
 
-double GeoMean(const std::vector<double>& values) {
-  if (values.empty()) {
-    return 0;
-  }
-  double sum = 0;
-  for (double v : values) {
-    sum += std::log(v);
-  }
-  return std::exp(sum / static_cast<double>(values.size()));
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) {
-    return 0;
-  }
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-Json Summary(const Json& rows) {
-  Json summary = Json::object();
-  int correct = 0;
-  std::map<std::string, std::vector<double>> speedups;
-  for (const Json& row : rows) {
-    correct += row.value("correct", false) ? 1 : 0;
-    for (const char* key : {"speedup_vs_eager", "speedup_vs_compile"}) {
-      if (row.value("correct", false) && row.value(key, Json()).is_number()) {
-        speedups[key].push_back(row[key].get<double>());
-      }
-    }
-  }
-  summary["tasks"] = rows.size();
-  summary["correct"] = correct;
-  for (const auto& [key, values] : speedups) {
-    const std::string name = key.substr(std::string("speedup_").size());
-    summary["geomean_" + name] = GeoMean(values);
-    summary["median_" + name] = Median(values);
-    summary["fast_1_" + name] =
-        static_cast<double>(std::count_if(values.begin(), values.end(), [](double v) { return v > 1.0; })) /
-        static_cast<double>(std::max<size_t>(rows.size(), 1));
-  }
-  return summary;
+// The task's result in KernelBench's eval layout (runtimes in ms).
+Json KernelBenchJson(const Json& row, const std::string& tol_key) {
+  const Json times = row.value("time_ms", Json::object());
+  auto mean = [&](const char* key) {
+    const Json stats = times.is_object() ? times.value(key, Json()) : Json();
+    return stats.is_object() ? stats.value("mean", Json()) : Json();
+  };
+  const Json candidate = times.is_object() ? times.value("candidate", Json()) : Json();
+  return Json{{"problem_id", TaskNumber(row.value("path", ""))},
+              {"problem_name", row.value("task", "")},
+              {"level", row.value("level", 0)},
+              {"compiled", row.value("status", "") != "error"},
+              {"correctness", row.value("correct", false)},
+              {"runtime", mean("candidate")},
+              {"runtime_stats", candidate.is_object() ? Json{{"mean", candidate.value("mean", Json())},
+                                                            {"std", candidate.value("std", Json())},
+                                                            {"num_trials", candidate.value("n", Json())}}
+                                                      : Json()},
+              {"ref_runtime", mean("eager")},
+              {"ref_runtime_compiled", mean("compile")},
+              {"speedup", row.value("speedup_vs_eager", Json())},
+              {"speedup_compiled", row.value("speedup_vs_compile", Json())},
+              {"metadata", {{"tol", tol_key}, {"reason", row.value("reason", Json())},
+                            {"device", row.value("device", Json())}, {"at_tol", row.value("at_tol", Json())}}}};
 }
 
 std::string SpeedupText(const Json& row) {
@@ -168,72 +214,247 @@ std::string SpeedupText(const Json& row) {
                      compile.is_number() ? fmt::format("{:.2f}x", compile.get<double>()) : "n/a");
 }
 
-int RunBench(BenchCommand& command, const GlobalOptions& globals) {
-  const std::vector<fs::path> tasks = SuiteTasks(command);
-  HarnessSession session = OpenHarnessSession(globals, command.args.device, &command.args.eval);
-  CreateDirectories(command.out);
-  const std::string results_path = command.out + "/results.json";
-  Json rows = Json::array();
-  if (command.resume && FileExists(results_path)) {
-    rows = Json::parse(ReadFile(results_path)).value("tasks", Json::array());
-  }
-  harness::Evaluator evaluator(*session.worker, session.store.get());
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    const fs::path& task = tasks[i];
-    const bool done = std::any_of(rows.begin(), rows.end(),
-                                  [&](const Json& row) { return row.value("path", "") == task.string(); });
-    if (done) {
-      continue;
+std::string Duration(double seconds) {
+  const auto total = static_cast<int64_t>(seconds);
+  constexpr int64_t kMinute = 60;
+  return fmt::format("{}m{:02d}s", total / kMinute, total % kMinute);
+}
+
+// The suite's shared state: the queue, the rows, the files, the progress lines. Thread-safe.
+class Suite {
+ public:
+  Suite(const BenchCommand& command, std::vector<SuiteTask> tasks, Json rows)
+      : command_(command), rows_(std::move(rows)), start_(Clock::now()), total_(tasks.size()) {
+    for (SuiteTask& task : tasks) {
+      const bool done = std::any_of(rows_.begin(), rows_.end(), [&](const Json& row) {
+        return row.value("path", "") == task.path.string();
+      });
+      if (done) {
+        ++finished_;
+      } else {
+        queue_.push_back(std::move(task));
+      }
     }
-    fmt::print(stderr, "egg bench: [{}/{}] {}\n", i + 1, tasks.size(), task.filename().string());
-    const auto start = std::chrono::steady_clock::now();
-    const std::string out_dir = command.out + "/tasks/" + task.stem().string();
+    already_done_ = finished_;
+  }
+
+  std::optional<std::pair<SuiteTask, size_t>> Next() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.empty()) {
+      return std::nullopt;
+    }
+    SuiteTask task = queue_.front();
+    queue_.pop_front();
+    return std::make_pair(task, ++started_ + already_done_);
+  }
+
+  void Progress(size_t index, const std::string& task, const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    const size_t fresh = finished_ - already_done_;
+    const std::string eta =
+        fresh == 0 ? "?" : Duration(elapsed / static_cast<double>(fresh) * static_cast<double>(total_ - finished_));
+    fmt::print(stderr, "egg bench: [{}/{}] {}: {} (elapsed {}, remaining ~{})\n", index, total_, task, what,
+               Duration(elapsed), eta);
+  }
+
+  void Finish(const Json& row) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    rows_.push_back(row);
+    ++finished_;
+    WriteLocked();
+    const int level = row.value("level", 0);
+    const std::string dir = command_.out + "/kernelbench/level" + std::to_string(level);
+    CreateDirectories(dir);
+    WriteFileAtomic(dir + "/" + fs::path(row.value("task", "task.py")).stem().string() + ".json",
+                    KernelBenchJson(row, report::TolKey(command_.args.eval.tol)).dump(2) + "\n");
+  }
+
+  Json Summary() const { return report::BenchSummary(rows_, command_.args.eval.tol, command_.also_tol); }
+
+  void WriteLocked() const {
+    const Json suite = {{"name", command_.sample.empty() ? fs::path(command_.dir).filename().string() : command_.sample},
+                        {"backend", command_.args.backend},
+                        {"device", command_.args.eval.device},
+                        {"tol", command_.args.eval.tol},
+                        {"also_tol", command_.also_tol},
+                        {"workers", command_.workers},
+                        {"quick", command_.quick}};
+    Json sorted = rows_;
+    std::sort(sorted.begin(), sorted.end(), [](const Json& a, const Json& b) {
+      return std::make_tuple(a.value("level", 0), TaskNumber(a.value("path", "")), a.value("task", "")) <
+             std::make_tuple(b.value("level", 0), TaskNumber(b.value("path", "")), b.value("task", ""));
+    });
+    const Json document = {{"format", "egg-bench"}, {"version", 1}, {"suite", suite}, {"tasks", sorted},
+                           {"summary", report::BenchSummary(sorted, command_.args.eval.tol, command_.also_tol)}};
+    WriteFileAtomic(command_.out + "/results.json", document.dump(2) + "\n");
+  }
+
+  const Json& Rows() const { return rows_; }
+
+ private:
+  const BenchCommand& command_;
+  Json rows_;
+  std::deque<SuiteTask> queue_;
+  std::mutex mutex_;
+  Clock::time_point start_;
+  size_t total_ = 0;
+  size_t finished_ = 0;
+  size_t already_done_ = 0;
+  size_t started_ = 0;
+};
+
+// One worker's loop: its own session (worker process, store connection) on its own GPU.
+void RunWorker(const BenchCommand& command, const GlobalOptions& globals, int gpu, Suite* suite) {
+  OptimizeArgs args = command.args;
+  args.eval.gpu_index = gpu;
+  HarnessSession session = OpenHarnessSession(globals, args.device, &args.eval);
+  harness::Evaluator evaluator(*session.worker, session.store.get());
+  while (auto next = suite->Next()) {
+    const auto& [task, index] = *next;
+    const std::string name = task.path.filename().string();
+    suite->Progress(index, name, command.workers > 1 ? fmt::format("started on worker {}", gpu) : "started");
+    OptimizeArgs task_args = args;
+    task_args.pipeline.on_stage = [&, index = index](const std::string& stage, std::optional<double> speedup) {
+      suite->Progress(index, name, stage + (speedup ? fmt::format(", best {:.2f}x vs eager", *speedup) : ""));
+    };
+    const auto start = Clock::now();
+    const std::string out_dir = command.out + "/tasks/" + task.path.stem().string();
     Json row;
     try {
-      const TaskOutcome outcome = OptimizeTask(command.args, session, task.string(), out_dir);
-      const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      row = Row(task, outcome, wall_s);
+      const TaskOutcome outcome = OptimizeTask(task_args, session, task.path.string(), out_dir);
+      row = Row(task, outcome, std::chrono::duration<double>(Clock::now() - start).count());
       for (double tol : command.also_tol) {
-        harness::EvalOptions options = command.args.eval;
+        harness::EvalOptions options = args.eval;
         options.tol = tol;
         options.timing = false;
         const std::string model = out_dir + "/model_new.py";
         if (FileExists(model)) {
-          const harness::EvalResult result = evaluator.Evaluate(task.string(), model, options);
-          row["at_tol"][fmt::format("{:g}", tol)] = {{"correct", result.correct},
-                                                     {"status", harness::StatusName(result.status)},
-                                                     {"max_rel_err", result.max_rel_err},
-                                                     {"reason", result.reason}};
+          const harness::EvalResult result = evaluator.Evaluate(task.path.string(), model, options);
+          row["at_tol"][report::TolKey(tol)] = {{"correct", result.correct},
+                                                {"status", harness::StatusName(result.status)},
+                                                {"max_rel_err", result.max_rel_err},
+                                                {"reason", result.reason}};
         }
       }
     } catch (const EggError& error) {
-      row = {{"task", task.filename().string()}, {"path", task.string()}, {"status", "error"},
-             {"correct", false}, {"reason", error.what()}};
+      row = {{"task", name}, {"path", task.path.string()}, {"level", task.level}, {"status", "error"},
+             {"correct", false}, {"reason", error.what()},
+             {"wall_s", std::chrono::duration<double>(Clock::now() - start).count()}};
     }
-    fmt::print(stderr, "egg bench:   {}{}\n", row.value("status", ""), SpeedupText(row));
-    rows.push_back(row);
-    WriteFileAtomic(results_path, Json{{"tasks", rows}, {"summary", Summary(rows)}}.dump(2) + "\n");
+    suite->Progress(index, name, "finished " + row.value("status", "") + SpeedupText(row));
+    suite->Finish(row);
   }
-  const Json summary = Summary(rows);
-  WriteFileAtomic(results_path, Json{{"tasks", rows}, {"summary", summary}}.dump(2) + "\n");
-  fmt::print("{}\nwrote {}\n", summary.dump(2), results_path);
-  return summary.value("correct", 0) == static_cast<int>(rows.size()) ? kExitOk : kExitCandidateFailed;
+}
+
+std::vector<int> WorkerGpus(const BenchCommand& command) {
+  std::vector<int> gpus;
+  if (!command.gpus.empty()) {
+    std::stringstream stream(command.gpus);
+    std::string part;
+    while (std::getline(stream, part, ',')) {
+      try {
+        gpus.push_back(std::stoi(part));
+      } catch (const std::exception&) {
+        throw UsageError("--gpus takes indices like 0,1,2: " + command.gpus);
+      }
+    }
+  } else {
+    for (int i = 0; i < command.workers; ++i) {
+      gpus.push_back(command.args.device == "cpu" ? 0 : i);
+    }
+  }
+  return gpus;
+}
+
+void WriteHtml(const BenchCommand& command, const GlobalOptions& globals) {
+  const EnvMap env = CurrentEnvironment();
+  const std::string root = EggRoot(env);
+  const std::string python = WorkerPython(env, globals.python);
+  const std::vector<std::string> worker_env = WorkerEnvironment(env, {{"PYTHONPATH", root + "/python"}});
+  const std::string html = command.out + "/report.html";
+  const int status = RunProcess({python, "-m", "egg_report", command.out + "/results.json", "--out", html},
+                                worker_env, command.out + "/report.log");
+  if (status == 0) {
+    fmt::print("wrote {}\n", html);
+  } else {
+    fmt::print(stderr, "egg bench: the HTML report failed (see {}/report.log)\n", command.out);
+  }
+}
+
+int RunBench(BenchCommand& command, const GlobalOptions& globals) {
+  const EnvMap env = CurrentEnvironment();
+  std::vector<SuiteTask> tasks = SuiteTasks(command, env);
+  command.args.eval.device = ResolveDevice(command.args.device, env);
+  if (command.quick) {
+    command.args.pipeline.rounds = 1;
+    command.args.pipeline.seeds = std::min(command.args.pipeline.seeds, 2);
+    command.args.pipeline.refine_seeds = false;
+  }
+  const std::vector<int> gpus = WorkerGpus(command);
+  command.workers = static_cast<int>(gpus.size());
+  CreateDirectories(command.out);
+  Json rows = Json::array();
+  const std::string results_path = command.out + "/results.json";
+  if (command.resume && FileExists(results_path)) {
+    rows = Json::parse(ReadFile(results_path)).value("tasks", Json::array());
+  }
+  Suite suite(command, std::move(tasks), rows);
+  std::vector<std::thread> threads;
+  std::mutex error_mutex;
+  std::string first_error;
+  for (int gpu : gpus) {
+    threads.emplace_back([&, gpu] {
+      try {
+        RunWorker(command, globals, gpu, &suite);
+      } catch (const std::exception& error) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        first_error = first_error.empty() ? error.what() : first_error;
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  if (!first_error.empty()) {
+    throw WorkerError(first_error);
+  }
+  const Json summary = suite.Summary();
+  {
+    suite.WriteLocked();
+  }
+  if (!command.no_report) {
+    WriteHtml(command, globals);
+  }
+  const Json& overall = summary["overall"];
+  const Json& metrics = overall["tol"][report::TolKey(command.args.eval.tol)];
+  fmt::print("{} of {} tasks correct; wrote {}\n", metrics.value("correct", 0), overall.value("tasks", 0),
+             results_path);
+  return metrics.value("correct", 0) == overall.value("tasks", 0) ? kExitOk : kExitCandidateFailed;
 }
 
 }  // namespace
 
 CommandRunner RegisterBench(CLI::App& app, const GlobalOptions& globals) {
   auto command = std::make_shared<BenchCommand>();
-  CLI::App* sub = app.add_subcommand("bench", "Run egg optimize over a folder of tasks or a KernelBench level");
+  CLI::App* sub = app.add_subcommand("bench", "Run egg optimize over a folder of tasks or KernelBench levels");
   sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   sub->add_option("dir", command->dir, "Folder of KernelBench-format tasks");
-  sub->add_option("--level", command->level, "KernelBench level (1-4) under --kernelbench")->check(CLI::Range(1, 4));
+  sub->add_option("--level", command->levels, "KernelBench level(s) under --kernelbench")
+      ->check(CLI::Range(1, 4))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--sample", command->sample, "A fixed sample: kb-sample (every fifth task of levels 1-3)");
   sub->add_option("--kernelbench", command->kernelbench, "KernelBench root (default $EGG_KERNELBENCH)");
   sub->add_option("--tasks", command->tasks_glob, "Only tasks whose file name matches this glob");
   sub->add_option("--out", command->out, "Output folder (default egg-bench)");
   sub->add_option("--also-tol", command->also_tol, "Also check each final kernel at these tolerances")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--gpus", command->gpus, "GPU indices, one worker each (e.g. 0,1,2,3)");
+  sub->add_option("--workers", command->workers, "Workers (GPUs 0..N-1, or CPU workers with --device cpu)")
+      ->check(CLI::Range(1, 64));
   sub->add_flag("--resume", command->resume, "Keep the rows of tasks already in OUT/results.json");
+  sub->add_flag("--quick", command->quick, "Smoke mode: at most 2 seeds, one round per stage, no seed refinement");
+  sub->add_flag("--no-report", command->no_report, "Skip OUT/report.html");
   AddSearchOptions(*sub, &command->args);
   return [sub, command, &globals]() -> int { return sub->parsed() ? RunBench(*command, globals) : -1; };
 }

@@ -383,6 +383,9 @@ RunResult Pipeline::Run() {
   for (const StageSpec& spec : DefaultStages(options_.rounds)) {
     StageRecord record;
     record.spec = spec;
+    if (options_.on_stage) {
+      options_.on_stage(spec.name, incumbent_ ? incumbent_->eval.speedup_vs_eager : std::nullopt);
+    }
     if (Stopped()) {
       record.stopped_because = agents::StopReasonName(stop_);
     } else if (spec.is_seed_stage) {

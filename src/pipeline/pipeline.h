@@ -5,6 +5,7 @@
 // decision to the store as it happens.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,6 +35,8 @@ struct PipelineOptions {
   bool refine_seeds = true;  // stage1.seeds: one brief refinement of every correct seed
   bool tune = true;          // run the stages after the seeds (false: say why in tuning_note)
   bool profile = true;       // profile the incumbent (ncu) before every refinement round
+  // Called as each stage starts, with the incumbent's speedup over eager so far (progress displays).
+  std::function<void(const std::string& stage, std::optional<double> speedup_vs_eager)> on_stage;
   std::string tuning_note;
 };
 

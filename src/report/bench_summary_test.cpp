@@ -1,0 +1,62 @@
+#include "report/bench_summary.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace egg::report {
+namespace {
+
+Json Row(const std::string& path, bool correct, double vs_eager, double vs_compile, bool ok_tight) {
+  return Json{{"path", path},
+              {"correct", correct},
+              {"speedup_vs_eager", vs_eager},
+              {"speedup_vs_compile", vs_compile},
+              {"wall_s", 10.0},
+              {"at_tol", {{"0.0001", {{"correct", ok_tight}}}}}};
+}
+
+TEST(BenchSummaryTest, LevelsComeFromThePath) {
+  EXPECT_EQ(TaskLevel("/kb/level2/12_Gemm.py"), 2);
+  EXPECT_EQ(TaskLevel("level1/1_x.py"), 1);
+  EXPECT_EQ(TaskLevel("/tmp/suite/relu.py"), 0);
+  EXPECT_EQ(TaskLevel("/tmp/level3x/relu.py"), 0);
+}
+
+TEST(BenchSummaryTest, KernelBenchDefinitions) {
+  const Json rows = Json::array({Row("/kb/level1/a.py", true, 2.0, 1.2, true),
+                                 Row("/kb/level1/b.py", true, 0.5, 0.4, false),
+                                 Row("/kb/level1/c.py", false, 9.0, 9.0, false),
+                                 Row("/kb/level2/d.py", true, 4.0, 1.0, true)});
+  const Json summary = BenchSummary(rows, 1e-2, {1e-4});
+  EXPECT_EQ(summary["run_tol"], "0.01");
+  const Json& loose = summary["overall"]["tol"]["0.01"];
+  EXPECT_EQ(loose["correct"], 3);
+  EXPECT_DOUBLE_EQ(loose["correct_rate"].get<double>(), 0.75);
+  // fast_p counts correct tasks faster than p over ALL tasks; the wrong task's 9x never counts.
+  EXPECT_DOUBLE_EQ(loose["fast_p_vs_eager"]["1"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(loose["fast_p_vs_eager"]["0"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(loose["fast_p_vs_compile"]["1"].get<double>(), 0.25);  // 1.0 is not faster than 1.0
+  EXPECT_NEAR(loose["speedup_vs_eager"]["geomean"].get<double>(), std::cbrt(2.0 * 0.5 * 4.0), 1e-12);
+  EXPECT_NEAR(loose["speedup_vs_eager"]["mean"].get<double>(), 6.5 / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(loose["speedup_vs_eager"]["median"].get<double>(), 2.0);
+  const Json& tight = summary["overall"]["tol"]["0.0001"];
+  EXPECT_EQ(tight["correct"], 2);
+  EXPECT_DOUBLE_EQ(tight["fast_p_vs_eager"]["1.5"].get<double>(), 0.5);
+  EXPECT_EQ(summary["levels"]["1"]["tasks"], 3);
+  EXPECT_EQ(summary["levels"]["2"]["tol"]["0.01"]["correct"], 1);
+  EXPECT_DOUBLE_EQ(summary["overall"]["wall_s"].get<double>(), 40.0);
+}
+
+TEST(BenchSummaryTest, MissingNumbersAreNotFast) {
+  Json untimed = Json{{"path", "/x/level1/a.py"}, {"correct", true}};
+  const Json summary = BenchSummary(Json::array({untimed}), 1e-2, {});
+  const Json& metrics = summary["overall"]["tol"]["0.01"];
+  EXPECT_EQ(metrics["correct"], 1);
+  EXPECT_DOUBLE_EQ(metrics["fast_p_vs_eager"]["0"].get<double>(), 0.0);
+  EXPECT_TRUE(metrics["speedup_vs_eager"]["geomean"].is_null());
+  EXPECT_FALSE(summary["overall"]["tol"].contains("0.0001"));
+}
+
+}  // namespace
+}  // namespace egg::report

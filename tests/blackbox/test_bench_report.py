@@ -1,0 +1,63 @@
+"""`egg bench` end to end on the CPU: several workers, results.json with KernelBench's metrics, the
+KernelBench-layout files, and report.html opened in headless Chromium."""
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+EXPERT_TASKS = ROOT / "tests" / "fixtures" / "tasks" / "expert"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    out = tmp_path_factory.mktemp("bench") / "out"
+    suite = tmp_path_factory.mktemp("suite") / "level1"  # a folder named like a KernelBench level
+    shutil.copytree(EXPERT_TASKS, suite)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
+    env["EGG_HOME"] = str(home)
+    proc = subprocess.run([str(ROOT / "egg"), "bench", str(suite), "--device", "cpu", "--workers", "2",
+                           "--trials", "2", "--also-tol", "1e-4", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, env=env)
+    return proc, out
+
+
+def test_results_have_kernelbench_metrics_per_level(bench):
+    proc, out = bench
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["format"] == "egg-bench"
+    tasks = results["tasks"]
+    assert len(tasks) == 4 and all(row["correct"] and row["level"] == 1 for row in tasks)
+    assert all(row["at_tol"]["0.0001"]["correct"] for row in tasks)
+    assert [row["stage"] for row in tasks[0]["stages"]][:2] == ["stage1.seeds", "stage1.algorithm"]
+    overall = results["summary"]["overall"]
+    assert overall["tasks"] == 4 and overall["tol"]["0.01"]["correct_rate"] == 1.0
+    assert set(overall["tol"]) == {"0.01", "0.0001"}
+    assert set(overall["tol"]["0.01"]["fast_p_vs_compile"]) == {"0", "0.5", "0.8", "1", "1.5", "2"}
+    assert results["summary"]["levels"]["1"]["tasks"] == 4
+    kernelbench = sorted((out / "kernelbench" / "level1").glob("*.json"))
+    assert len(kernelbench) == 4
+    first = json.loads(kernelbench[0].read_text())
+    assert first["correctness"] is True and first["compiled"] is True and "ref_runtime" in first
+    assert (out / "tasks" / "softmax_8x32" / "model_new.py").is_file()
+    assert "[4/4]" in proc.stderr and "remaining" in proc.stderr and "stage1.seeds" in proc.stderr
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (scripts/test.sh installs it)")
+def test_report_renders_in_headless_chromium(bench, tmp_path):
+    _, out = bench
+    page = out / "report.html"
+    assert page.is_file()
+    proc = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+                           "--v=0", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    assert "egg bench" in dom and "<table>" in dom and "softmax_8x32.py" in dom
+    assert "CONSOLE" not in proc.stderr and "Uncaught" not in proc.stderr
+    assert "Failed to load resource" not in proc.stderr
