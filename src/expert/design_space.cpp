@@ -21,14 +21,6 @@ constexpr int kThreadsPerWarp = 32;
 constexpr int kMaxWarps = 16;
 constexpr int kMaxStages = 4;
 
-int64_t NextPow2(int64_t value) {
-  int64_t p = 1;
-  while (p < value) {
-    p *= 2;
-  }
-  return p;
-}
-
 bool IsRowKernel(const KernelPlan& kernel) {
   return kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
 }
@@ -141,7 +133,7 @@ void MappingMoves(const Candidate& incumbent, const std::vector<size_t>& order, 
     if (!IsRowKernel(kernel)) {
       continue;
     }
-    const int64_t rows = NextPow2(std::max<int64_t>(kernel.rows, 1));
+    const int64_t rows = NextPowerOfTwo(std::max<int64_t>(kernel.rows, 1));
     for (int64_t xblock : Around(kernel.design.xblock, 1, std::min(rows, kMaxRowBlock))) {
       KernelDesign design = kernel.design;
       design.xblock = xblock;
@@ -156,7 +148,7 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
     const KernelPlan& kernel = incumbent.plan.kernels[k];
     KernelDesign base = kernel.design;
     if (IsRowKernel(kernel)) {
-      const int64_t length = NextPow2(std::max<int64_t>(kernel.length, 1));
+      const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
       const bool single = base.algorithm == "persistent" || base.algorithm == "single";
       const int64_t lo = single ? length : kMinBlock;
       const int64_t hi = single ? std::max(length, kMaxRBlock) : std::min(length, kMaxRBlock);
@@ -167,7 +159,7 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
                         fmt::format("reduction tile of {} elements per row", rblock));
       }
     } else {
-      const int64_t numel = NextPow2(std::max<int64_t>(kernel.rows, 1));
+      const int64_t numel = NextPowerOfTwo(std::max<int64_t>(kernel.rows, 1));
       for (int64_t xblock : Around(base.xblock, kMinPointwiseBlock, std::min(numel, kMaxPointwiseBlock))) {
         KernelDesign design = base;
         design.xblock = xblock;

@@ -293,6 +293,14 @@ int64_t Product(const std::vector<int64_t>& values) {
   return product;
 }
 
+int64_t NextPowerOfTwo(int64_t value) {
+  int64_t power = 1;
+  while (power < value) {
+    power *= 2;
+  }
+  return power;
+}
+
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (size_t d = shape.size(); d-- > 1;) {

@@ -37,6 +37,8 @@ struct TensorMeta {
 
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape);
 int64_t Product(const std::vector<int64_t>& values);
+// The smallest power of two >= value (1 for value <= 1).
+int64_t NextPowerOfTwo(int64_t value);
 
 // One argument of a node.
 struct Arg {

@@ -176,6 +176,22 @@ int64_t Index::Hi() const {
   return hi;
 }
 
+int64_t Index::CommonFactor(int64_t number) const {
+  int64_t g = std::gcd(number, constant_);
+  for (const auto& term : terms_) {
+    g = std::gcd(g, term.first);
+  }
+  return g;
+}
+
+Index Index::DividedBy(int64_t factor) const {
+  auto scaled = terms_;
+  for (auto& term : scaled) {
+    term.first /= factor;
+  }
+  return FromTerms(constant_ / factor, scaled);
+}
+
 std::optional<std::pair<Index, int64_t>> Index::SplitByFactor(int64_t divisor) const {
   std::vector<int64_t> factors;
   for (const auto& [coef, atom] : terms_) {
@@ -253,17 +269,8 @@ Index Index::FloorDiv(int64_t divisor) const {
     }
   }
   // Common factor: (g*e) // (g*d) -> e // d
-  int64_t g = divisor;
-  g = std::gcd(g, constant_);
-  for (const auto& term : terms_) {
-    g = std::gcd(g, term.first);
-  }
-  if (g > 1) {
-    auto scaled = terms_;
-    for (auto& term : scaled) {
-      term.first /= g;
-    }
-    return FromTerms(constant_ / g, scaled).FloorDiv(divisor / g);
+  if (const int64_t g = CommonFactor(divisor); g > 1) {
+    return DividedBy(g).FloorDiv(divisor / g);
   }
   IndexAtom atom;
   atom.kind = IndexAtom::Kind::kDiv;
@@ -315,17 +322,8 @@ Index Index::Mod(int64_t modulus) const {
     const Index below = *this - split->first * c;
     return split->first.Mod(modulus / c) * c + below;
   }
-  int64_t g = modulus;
-  g = std::gcd(g, constant_);
-  for (const auto& term : terms_) {
-    g = std::gcd(g, term.first);
-  }
-  if (g > 1) {
-    auto scaled = terms_;
-    for (auto& term : scaled) {
-      term.first /= g;
-    }
-    return FromTerms(constant_ / g, scaled).Mod(modulus / g) * g;
+  if (const int64_t g = CommonFactor(modulus); g > 1) {
+    return DividedBy(g).Mod(modulus / g) * g;
   }
   IndexAtom atom;
   atom.kind = IndexAtom::Kind::kMod;

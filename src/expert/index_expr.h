@@ -64,6 +64,9 @@ class Index {
 
  private:
   static Index FromTerms(int64_t constant, std::vector<std::pair<int64_t, AtomPtr>> terms);
+  // gcd of `number`, the constant and every coefficient; this expression divided exactly by a common factor.
+  int64_t CommonFactor(int64_t number) const;
+  Index DividedBy(int64_t factor) const;
   // (A, c) with this == c*A + rest, c dividing `divisor` and 0 <= rest < c, for the largest such c.
   std::optional<std::pair<Index, int64_t>> SplitByFactor(int64_t divisor) const;
   void Normalize();

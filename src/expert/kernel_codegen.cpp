@@ -13,14 +13,6 @@ namespace {
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kCombineTile = 4096;
 
-int64_t NextPow2Local(int64_t value) {
-  int64_t p = 1;
-  while (p < value) {
-    p *= 2;
-  }
-  return p;
-}
-
 std::string Join(const std::vector<std::string>& lines) {
   std::string out;
   for (const std::string& line : lines) {
@@ -488,14 +480,8 @@ class KernelWriter {
     // Combine kernel: a row block per program, the partials of its rows in one tile.
     MaskSet masks{"xmask", "smask", "mask", "xindex", ""};
     KernelEmitter combine(graph_, memory_, masks);
-    const int64_t sblock = [&] {
-      int64_t p = 1;
-      while (p < splits) {
-        p *= 2;
-      }
-      return p;
-    }();
-    const int64_t xblock = std::max<int64_t>(1, std::min<int64_t>(kCombineTile / sblock, NextPow2Local(kernel_.rows)));
+    const int64_t sblock = NextPowerOfTwo(splits);
+    const int64_t xblock = std::max<int64_t>(1, std::min<int64_t>(kCombineTile / sblock, NextPowerOfTwo(kernel_.rows)));
     combine.Line(fmt::format("sindex = tl.arange(0, SBLOCK)[None, :]"));
     combine.Line(fmt::format("smask = sindex < {}", splits));
     combine.Line("mask = xmask & smask");

@@ -55,12 +55,13 @@ std::vector<int64_t> ExpandTo(std::vector<int64_t> values, int count, int64_t fa
   return values;
 }
 
-int64_t NextPow2(int64_t value) {
-  int64_t p = 1;
-  while (p < value) {
-    p *= 2;
+// The tensor value of a node's first argument, or nullptr.
+const Value* TensorInput(const Graph& graph, const Node& node) {
+  if (node.args.empty() || node.args[0].kind != Arg::Kind::kValue) {
+    return nullptr;
   }
-  return p;
+  const Value& input = ValueAt(graph, node.args[0].value);
+  return input.meta ? &input : nullptr;
 }
 
 }  // namespace
@@ -80,13 +81,11 @@ std::string KernelKindName(KernelKind kind) {
 }
 
 std::optional<ReductionSpec> ParseReduction(const Graph& graph, const Node& node) {
-  if (node.args.empty() || node.args[0].kind != Arg::Kind::kValue) {
+  const Value* tensor = TensorInput(graph, node);
+  if (tensor == nullptr) {
     return std::nullopt;
   }
-  const Value& input = ValueAt(graph, node.args[0].value);
-  if (!input.meta) {
-    return std::nullopt;
-  }
+  const Value& input = *tensor;
   const size_t rank = input.meta->shape.size();
   ReductionSpec spec;
   spec.node = static_cast<int>(&node - graph.nodes.data());
@@ -201,13 +200,11 @@ std::optional<ReductionSpec> ParseReduction(const Graph& graph, const Node& node
 }
 
 std::optional<PoolSpec> ParsePool(const Graph& graph, const Node& node) {
-  if (node.args.empty() || node.args[0].kind != Arg::Kind::kValue) {
+  const Value* tensor = TensorInput(graph, node);
+  if (tensor == nullptr) {
     return std::nullopt;
   }
-  const Value& input = ValueAt(graph, node.args[0].value);
-  if (!input.meta) {
-    return std::nullopt;
-  }
+  const Value& input = *tensor;
   PoolSpec pool;
   pool.node = static_cast<int>(&node - graph.nodes.data());
   pool.input = node.args[0].value;
@@ -279,13 +276,11 @@ std::optional<PoolSpec> ParsePool(const Graph& graph, const Node& node) {
 }
 
 std::optional<ScanSpec> ParseScan(const Graph& graph, const Node& node) {
-  if (node.args.empty() || node.args[0].kind != Arg::Kind::kValue) {
+  const Value* tensor = TensorInput(graph, node);
+  if (tensor == nullptr || tensor->meta->shape.empty()) {
     return std::nullopt;
   }
-  const Value& input = ValueAt(graph, node.args[0].value);
-  if (!input.meta || input.meta->shape.empty()) {
-    return std::nullopt;
-  }
+  const Value& input = *tensor;
   ScanSpec scan;
   scan.node = static_cast<int>(&node - graph.nodes.data());
   scan.input = node.args[0].value;
@@ -339,6 +334,7 @@ constexpr int64_t kSplitRowLimit = 256;
 constexpr int64_t kSplitMinLength = 16384;
 constexpr int64_t kSplitTargetPrograms = 1024;
 constexpr int64_t kSplitBlock = 1024;
+constexpr int64_t kMinSplitBlock = 16;
 constexpr int kWideWarps = 8;
 
 // The reduced (scanned) dimensions are the innermost of the anchor, so r walks contiguous memory.
@@ -353,8 +349,8 @@ bool InnerReduction(const KernelPlan& kernel) {
 }
 
 KernelDesign RowDesign(const KernelPlan& kernel, const std::string& algorithm) {
-  const int64_t rows = NextPow2(std::max<int64_t>(kernel.rows, 1));
-  const int64_t length = NextPow2(std::max<int64_t>(kernel.length, 1));
+  const int64_t rows = NextPowerOfTwo(std::max<int64_t>(kernel.rows, 1));
+  const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
   const bool inner = InnerReduction(kernel);
   KernelDesign design;
   design.algorithm = algorithm;
@@ -384,21 +380,21 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
   switch (kernel.kind) {
     case KernelKind::kPointwise:
       design.algorithm = "flat";
-      design.xblock = std::min(kPointwiseBlock, NextPow2(std::max<int64_t>(Product(kernel.shape), 1)));
+      design.xblock = std::min(kPointwiseBlock, NextPowerOfTwo(std::max<int64_t>(Product(kernel.shape), 1)));
       return design;
     case KernelKind::kPool:
       design.algorithm = "direct";
-      design.xblock = std::min(kPoolBlock, NextPow2(std::max<int64_t>(Product(kernel.shape), 1)));
+      design.xblock = std::min(kPoolBlock, NextPowerOfTwo(std::max<int64_t>(Product(kernel.shape), 1)));
       return design;
     case KernelKind::kScan: {
-      const int64_t length = NextPow2(std::max<int64_t>(kernel.length, 1));
+      const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
       const bool single = (length <= kTileElements) == (seed % 2 == 0);
       return RowDesign(kernel, single && length <= kLargeTileElements ? "single" : "blocked");
     }
     case KernelKind::kReduction:
       break;
   }
-  const int64_t length = NextPow2(std::max<int64_t>(kernel.length, 1));
+  const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
   // Inner rows fit a tile up to kTileElements; outer ones (the row strided, neighbouring rows contiguous) fit
   // while a tile still holds enough rows side by side for coalesced loads.
   const bool fits = InnerReduction(kernel) ? length <= kTileElements : length <= kOuterPersistentLength;
@@ -729,7 +725,7 @@ class Planner {
       return std::nullopt;
     }
     if (full && kernel.kind == KernelKind::kReduction && kernel.rows < kSplitRowLimit &&
-        kernel.length >= kSplitMinLength && Splittable(kernel)) {
+        kernel.length >= kSplitMinLength && Splittable(kernel, kernel_memory_.back(), /*reductions_only=*/true)) {
       return std::nullopt;  // few long rows: the reduction splits across programs; elementwise work runs apart
     }
     extended.roots.push_back(node.value);
@@ -770,20 +766,23 @@ class Planner {
     }
   }
 
-  // Whether the reductions of `kernel` can be split across programs (none reads another's result).
-  bool Splittable(const KernelPlan& kernel) const {
+  // Whether the reductions of `kernel` can be split across programs (none reads another's result), reading
+  // from `memory`; with `reductions_only` its elementwise roots are left out of the trial.
+  bool Splittable(const KernelPlan& kernel, const std::map<int, TensorMeta>& memory, bool reductions_only) const {
     KernelPlan trial = kernel;
-    trial.roots.clear();
-    for (const ReductionSpec& spec : kernel.reductions) {
-      trial.roots.push_back(graph_.nodes.at(static_cast<size_t>(spec.node)).value);
+    if (reductions_only) {
+      trial.roots.clear();
+      for (const ReductionSpec& spec : kernel.reductions) {
+        trial.roots.push_back(graph_.nodes.at(static_cast<size_t>(spec.node)).value);
+      }
     }
     trial.design.algorithm = "split";
     trial.design.xblock = 1;
-    trial.design.rblock = 16;
+    trial.design.rblock = kMinSplitBlock;
     trial.design.split = 2;
     trial.stores = Results(trial);
     try {
-      GenerateKernel(graph_, trial, kernel_memory_.back(), Layouts(trial));
+      GenerateKernel(graph_, trial, memory, Layouts(trial));
       return true;
     } catch (const NotFusable&) {
       return false;
@@ -796,18 +795,7 @@ class Planner {
       return;
     }
     kernel->online_candidate = !OnlinePairs(graph_, *kernel).empty();
-    KernelPlan trial = *kernel;
-    trial.design.algorithm = "split";
-    trial.design.xblock = 1;
-    trial.design.rblock = 16;
-    trial.design.split = 2;
-    trial.stores = Results(trial);
-    try {
-      GenerateKernel(graph_, trial, memory, Layouts(trial));
-      kernel->splittable = true;
-    } catch (const NotFusable&) {
-      kernel->splittable = false;
-    }
+    kernel->splittable = Splittable(*kernel, memory, /*reductions_only=*/false);
   }
 
   // Stores only what a later kernel, an extern op, an output or a mutation reads; designs are defaults.
