@@ -160,6 +160,7 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
     backend = agents::MakeLlmBackend(*client, store, {run_id, search["provider"], model_name});
   } else {
     backend = expert::MakeExpertBackend({&*graph, task_source, task_name});
+    args.pipeline.screen_seeds = true;
     if (on_cpu) {
       args.pipeline.tune = false;
       args.pipeline.refine_seeds = false;

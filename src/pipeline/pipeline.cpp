@@ -207,6 +207,10 @@ bool Pipeline::IsDuplicate(StageRecord* record, int round, const agents::CodePro
 
 void Pipeline::RunSeeds(StageRecord* record) {
   record->rounds_run = 1;
+  if (options_.screen_seeds) {
+    RunScreenedSeeds(record);
+    return;
+  }
   for (int index = 0; index < options_.seeds && !Stopped(); ++index) {
     const agents::StageContext context = Context(record->spec, *record, 0);
     auto proposal = backend_.code->Propose(context, nullptr, index, options_.seeds);
@@ -217,6 +221,37 @@ void Pipeline::RunSeeds(StageRecord* record) {
     if (auto seed = Attempt(context, *proposal.value, record)) {
       Decide(record, 0, *seed, /*keep_if_first=*/true);
       RefineSeed(record, *seed, index);
+    }
+  }
+}
+
+// All seeds screened together (built in parallel); the fastest that passes is fully evaluated. Only when no
+// seed passes the screen are they attempted one by one with Debug repairs.
+void Pipeline::RunScreenedSeeds(StageRecord* record) {
+  const agents::StageContext context = Context(record->spec, *record, 0);
+  std::vector<agents::CodeProposal> proposals;
+  for (int index = 0; index < options_.seeds && !Stopped(); ++index) {
+    auto proposal = backend_.code->Propose(context, nullptr, index, options_.seeds);
+    NoteStop(proposal.stop, proposal.failure);
+    if (proposal.value) {
+      proposals.push_back(*proposal.value);
+    }
+  }
+  const std::vector<size_t> order = Screen(record, 0, &proposals);
+  for (size_t index : order) {
+    if (auto seed = Attempt(context, proposals[index], record)) {
+      Decide(record, 0, *seed, /*keep_if_first=*/true);
+      RefineSeed(record, *seed, static_cast<int>(index));
+      return;
+    }
+  }
+  for (size_t index = 0; index < proposals.size() && !Stopped(); ++index) {
+    if (std::find(order.begin(), order.end(), index) != order.end()) {
+      continue;  // already attempted above
+    }
+    if (auto seed = Attempt(context, proposals[index], record)) {
+      Decide(record, 0, *seed, /*keep_if_first=*/true);
+      return;
     }
   }
 }
@@ -287,11 +322,10 @@ bool Pipeline::RunRound(StageRecord* record, int round) {
   return accepted;
 }
 
-bool Pipeline::ScreenRound(StageRecord* record, int round, const agents::StageContext& context,
-                           std::vector<agents::CodeProposal> proposals) {
+std::vector<size_t> Pipeline::Screen(StageRecord* record, int round, std::vector<agents::CodeProposal>* proposals) {
   std::vector<agents::CodeProposal> fresh;
   std::vector<std::string> paths;
-  for (agents::CodeProposal& proposal : proposals) {
+  for (agents::CodeProposal& proposal : *proposals) {
     if (IsDuplicate(record, round, proposal)) {
       continue;
     }
@@ -301,40 +335,55 @@ bool Pipeline::ScreenRound(StageRecord* record, int round, const agents::StageCo
     WriteFileAtomic(paths.back(), proposal.source);
     fresh.push_back(std::move(proposal));
   }
-  if (fresh.empty()) {
-    record->stopped_because = "design space exhausted";
-    return false;
+  *proposals = std::move(fresh);
+  if (proposals->empty()) {
+    return {};
   }
   const std::vector<harness::ScreenResult> screened = evaluator_.Screen(paths);
-  std::optional<size_t> best;
-  for (size_t i = 0; i < screened.size() && i < fresh.size(); ++i) {
+  std::vector<std::pair<double, size_t>> ranked;
+  for (size_t i = 0; i < screened.size() && i < proposals->size(); ++i) {
     const harness::ScreenResult& result = screened[i];
+    const agents::CodeProposal& proposal = (*proposals)[i];
     const std::optional<double> median = result.time ? std::optional<double>(result.time->median) : std::nullopt;
     if (store_ != nullptr) {
-      store_->PutCandidate({options_.run_id + "/" + CandidateId(fresh[i].source), options_.run_id, record->spec.name,
-                            "screen", "", fresh[i].source, fresh[i].description, fresh[i].move, "",
-                            harness::StatusName(result.status), median});
+      store_->PutCandidate({options_.run_id + "/" + CandidateId(proposal.source), options_.run_id,
+                            record->spec.name, "screen", "", proposal.source, proposal.description, proposal.move,
+                            "", harness::StatusName(result.status), median});
     }
     screened_.push_back(Json{{"stage", record->spec.name},
                              {"round", round},
-                             {"id", CandidateId(fresh[i].source)},
-                             {"move", fresh[i].move},
+                             {"id", CandidateId(proposal.source)},
+                             {"move", proposal.move},
                              {"status", harness::StatusName(result.status)},
                              {"median_ms", median},
                              {"reason", result.reason}});
-    if (result.status == harness::EvalStatus::kOk && median &&
-        (!best || *median < screened[*best].time->median)) {
-      best = i;
+    if (result.status == harness::EvalStatus::kOk) {
+      // Untimed (CPU) results keep their proposal order.
+      ranked.emplace_back(median.value_or(static_cast<double>(i)), i);
     }
   }
-  if (!best) {
-    DecisionRecord decision{record->spec.name, round, "", "screened " + std::to_string(fresh.size()) + " designs",
+  std::stable_sort(ranked.begin(), ranked.end());
+  std::vector<size_t> order;
+  for (const auto& [median, index] : ranked) {
+    order.push_back(index);
+  }
+  return order;
+}
+
+bool Pipeline::ScreenRound(StageRecord* record, int round, const agents::StageContext& context,
+                           std::vector<agents::CodeProposal> proposals) {
+  const std::vector<size_t> order = Screen(record, round, &proposals);
+  if (proposals.empty()) {
+    record->stopped_because = "design space exhausted";
+    return false;
+  }
+  if (order.empty()) {
+    DecisionRecord decision{record->spec.name, round, "", "screened " + std::to_string(proposals.size()) + " designs",
                             false, "no screened design was correct", incumbent_->MedianMs(), std::nullopt};
     record->decisions.push_back(decision);
     return false;
   }
-  tried_ids_.erase(CandidateId(fresh[*best].source));
-  auto candidate = Attempt(context, fresh[*best], record);
+  auto candidate = Attempt(context, proposals[order.front()], record);
   if (!candidate) {
     return false;
   }

@@ -33,6 +33,7 @@ struct PipelineOptions {
   int candidates_per_round = 2;
   int debug_attempts = 2;
   bool refine_seeds = true;  // stage1.seeds: one brief refinement of every correct seed
+  bool screen_seeds = false; // stage1.seeds: screen all seeds together, fully evaluate the fastest that passes
   bool tune = true;          // run the stages after the seeds (false: say why in tuning_note)
   bool profile = true;       // profile the incumbent (ncu) before every refinement round
   // Called as each stage starts, with the incumbent's speedup over eager so far (progress displays).
@@ -105,6 +106,10 @@ class Pipeline {
   void RefineSeed(StageRecord* record, const CandidateRecord& seed, int index);
   void RunRefinement(StageRecord* record);
   bool RunRound(StageRecord* record, int round);
+  // Screens the proposals not tried yet (kept in *proposals, in order); returns the indices of those that passed,
+  // fastest first (untimed: in proposal order).
+  std::vector<size_t> Screen(StageRecord* record, int round, std::vector<agents::CodeProposal>* proposals);
+  void RunScreenedSeeds(StageRecord* record);
   // A round over a design space: screen every proposal, fully evaluate the fastest, decide on it.
   bool ScreenRound(StageRecord* record, int round, const agents::StageContext& context,
                    std::vector<agents::CodeProposal> proposals);

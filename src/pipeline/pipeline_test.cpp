@@ -291,6 +291,38 @@ TEST_F(PipelineTest, DesignSpacesAreScreenedAndOnlyTheFastestIsFullyEvaluated) {
   EXPECT_EQ(result.screened.size(), 4U);
 }
 
+TEST_F(PipelineTest, ScreenedSeedsFullyEvaluateOnlyTheFastestThatPasses) {
+  code_->script["stage1.seeds"] = {"slow", "broken", "fast"};
+  options_.seeds = 3;
+  options_.screen_seeds = true;
+  options_.refine_seeds = false;
+  options_.tune = false;
+  evaluator_.outcomes = {{"slow", {harness::EvalStatus::kOk, 5.0}},
+                         {"broken", {harness::EvalStatus::kMismatch}},
+                         {"fast", {harness::EvalStatus::kOk, 2.0}}};
+  const RunResult result = Run();
+  EXPECT_EQ(evaluator_.screened.size(), 3U);
+  EXPECT_EQ(evaluator_.evaluations.size(), 1U);
+  EXPECT_EQ(evaluator_.evaluations["fast"], 1);
+  ASSERT_TRUE(result.correct);
+  EXPECT_EQ(result.final->source, "ModelNew fast");
+  EXPECT_TRUE(debug_->repaired.empty());
+}
+
+TEST_F(PipelineTest, WhenNoSeedPassesTheScreenEachIsRepaired) {
+  code_->script["stage1.seeds"] = {"broken", "also_broken"};
+  options_.screen_seeds = true;
+  options_.tune = false;
+  evaluator_.outcomes = {{"broken", {harness::EvalStatus::kCompileError}},
+                         {"also_broken", {harness::EvalStatus::kMismatch}},
+                         {"fixed", {harness::EvalStatus::kOk, 3.0}}};
+  const RunResult result = Run();
+  ASSERT_EQ(debug_->repaired.size(), 1U);  // the first seed's repair works, the second is never needed
+  EXPECT_EQ(debug_->repaired[0], "ModelNew broken [compile_error]");
+  ASSERT_TRUE(result.correct);
+  EXPECT_EQ(result.final->source, "ModelNew fixed");
+}
+
 TEST_F(PipelineTest, WithoutTuningOnlyTheSeedsRun) {
   code_->script["stage1.seeds"] = {"seed", "other"};
   code_->spaces["stage2.tiling"] = {"tile"};

@@ -202,10 +202,12 @@ def test_optimize_defaults_to_expert_and_writes_its_outputs(optimized):
 def test_optimize_report_stages_on_the_cpu(optimized):
     report = optimized["first_report"]
     assert [stage["stage"] for stage in report["stages"]] == STAGES
-    seeds = report["stages"][0]["candidates"]
-    assert [candidate["move"] for candidate in seeds] == ["seed 0", "seed 1", "seed 2"]
-    assert all(candidate["status"] == "ok" for candidate in seeds), seeds
-    assert report["final_candidate_id"] == seeds[0]["id"], "on the CPU the first correct seed is kept"
+    screened = [entry for entry in report["screened"] if entry["stage"] == "stage1.seeds"]
+    assert [entry["move"] for entry in screened] == ["seed 0", "seed 1", "seed 2"]
+    assert all(entry["status"] == "ok" for entry in screened), screened
+    evaluated = report["stages"][0]["candidates"]
+    assert [candidate["move"] for candidate in evaluated] == ["seed 0"], "only the kept seed is fully evaluated"
+    assert report["final_candidate_id"] == evaluated[0]["id"] == screened[0]["id"]
     for stage in report["stages"][1:]:
         assert "measured tuning skipped" in stage["stopped_because"], stage["stopped_because"]
         assert "GPU" in stage["stopped_because"]
