@@ -398,6 +398,9 @@ Operand KernelEmitter::Load(int value, const std::vector<Index>& index) {
 }
 
 Operand KernelEmitter::Pointwise(const Node& node, const Value& out, const std::vector<Index>& index) {
+  if (node.op == "aten.arange.start_step" || node.op == "aten.arange.default" || node.op == "aten.arange.start") {
+    return Arange(node, out, index);
+  }
   std::vector<Operand> operands;
   bool all_scalar = true;
   for (const Arg& arg : node.args) {
@@ -433,6 +436,30 @@ Operand KernelEmitter::Pointwise(const Node& node, const Value& out, const std::
     return Operand{*code.code, out.meta->dtype, true};
   }
   return Bind(*code.code, out.meta->dtype);
+}
+
+// arange(start, end, step)[i] = start + step * i: the index itself, as a value.
+Operand KernelEmitter::Arange(const Node& node, const Value& out, const std::vector<Index>& index) {
+  const bool only_end = node.op == "aten.arange.default";
+  const Arg* start = only_end ? nullptr : node.ArgAt(0, "start");
+  const Arg* step = node.op == "aten.arange.start_step" ? node.ArgAt(2, "step") : nullptr;
+  auto literal = [](const Arg* arg, const std::string& fallback) {
+    if (arg == nullptr || !arg->IsNumber()) {
+      return fallback;
+    }
+    return arg->kind == Arg::Kind::kFloat ? FloatLiteral(arg->f) : std::to_string(static_cast<int64_t>(arg->AsDouble()));
+  };
+  std::string code = "(" + index.at(0).Code() + ")";
+  const std::string factor = literal(step, "1");
+  if (factor != "1") {
+    code = factor + " * " + code;
+  }
+  const std::string offset = literal(start, "0");
+  if (offset != "0") {
+    code = offset + " + " + code;
+  }
+  const std::string tile = Masks().x_var.empty() ? code : "(" + code + " + tl.zeros_like(" + Masks().x_var + "))";
+  return Bind(tile + ".to(" + TritonDType(out.meta->dtype) + ")", out.meta->dtype);
 }
 
 Operand KernelEmitter::Concat(const Node& node, const Value& out, const std::vector<Index>& index) {

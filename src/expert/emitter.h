@@ -91,6 +91,7 @@ class KernelEmitter {
   Operand Load(int value, const std::vector<Index>& index);
   Operand Pointwise(const Node& node, const Value& out, const std::vector<Index>& index);
   Operand Concat(const Node& node, const Value& out, const std::vector<Index>& index);
+  Operand Arange(const Node& node, const Value& out, const std::vector<Index>& index);
   Operand Gather(const Node& node, const Value& out, const std::vector<Index>& index);
   Operand Bind(const std::string& expression, DType dtype);
   std::string Condition() const;

@@ -51,7 +51,8 @@ const std::map<std::string, OpClass>& ClassTable() {
           "aten.copy.default", "aten.sigmoid_backward.default", "aten.silu.default",
           "aten.hardsigmoid.default", "aten.hardswish.default", "aten.softplus.default", "aten.mish.default",
           "aten.selu.default", "aten.celu.default", "aten.log_sigmoid_forward.default",
-          "aten.threshold.default", "aten.square.default", "aten.sgn.default"}) {
+          "aten.threshold.default", "aten.square.default", "aten.sgn.default", "aten.arange.start_step",
+          "aten.arange.default", "aten.arange.start"}) {
       t[op] = OpClass::kPointwise;
     }
     for (const char* op :
