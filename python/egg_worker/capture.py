@@ -12,7 +12,7 @@ import operator
 
 import torch
 
-from egg_worker import loader
+from egg_worker import gpulock, loader
 
 IR_FORMAT = "egg-graph"
 IR_VERSION = 1
@@ -179,7 +179,8 @@ def capture(model, inputs: list) -> dict:
     """Export and decompose `model` on `inputs`; the IR, with `returns` saying how the forward packs outputs."""
     with torch.no_grad():
         exported = torch.export.export(model, tuple(inputs), strict=False)
-        reference_output = model(*inputs)
+        with gpulock.held():
+            reference_output = model(*inputs)
     exported = exported.run_decompositions(decomposition_table())
     ir = graph_ir(exported, inputs)
     ir["returns"] = _returns_kind(reference_output)
@@ -191,12 +192,16 @@ def handle_capture(request: dict) -> dict:
     device = loader.resolve_device(request.get("device"))
     init_seed = int(request.get("init_seed", 42))
     seed = int(request.get("seed", 42))
-    model = loader.build_model(task.Model, task, device, init_seed)
-    inputs = loader.make_inputs(task, seed, device)
+    with gpulock.held():  # export traces with fake tensors: only these and the one real forward use the GPU
+        model = loader.build_model(task.Model, task, device, init_seed)
+        inputs = loader.make_inputs(task, seed, device)
     try:
         ir = capture(model, inputs)
     except Exception as error:
         return {"status": "unsupported", "reason": f"capture failed: {loader.one_line(error)}"}
+    finally:
+        del model, inputs
+        gpulock.release_memory()
     ir["task"] = task.path
     ir["device"] = device.type
     return {"status": "ok", "graph": ir}

@@ -20,7 +20,7 @@ from collections import OrderedDict
 
 import torch
 
-from egg_worker import guards, launches, loader, timing
+from egg_worker import gpulock, guards, launches, loader, timing
 from egg_worker.loader import CandidateError, RequestError, TaskError, one_line
 
 DEFAULT_TOL = 1e-4
@@ -28,7 +28,8 @@ DEFAULT_TRIALS = 5
 DEFAULT_SEED = 42
 DEFAULT_INIT_SEED = 42
 ROBUST_SEED_OFFSET = 1000
-REFERENCE_CACHE_BYTES = {"cuda": 4 << 30, "cpu": 1 << 30}
+# No reference outputs stay on a GPU that other workers share (gpulock).
+REFERENCE_CACHE_BYTES = {"cuda": 0 if gpulock.shared() else 4 << 30, "cpu": 1 << 30}
 COMPARE_CHUNK_ELEMENTS = 1 << 24
 POISON_COPIES = 4
 PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)  # subclasses could override torch functions

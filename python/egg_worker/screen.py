@@ -2,7 +2,7 @@
 
 `handle_screen(request)` returns {results, compile_s, screen_s, worker_tainted}: one result per entry of
 `candidates`, in their order, {candidate, status, reason, time_ms: Stats or null, max_abs_err, screened}.
-1. Precompile (cuda only): the candidates whose file defines egg_precompile() have it run in a pool of
+1. Precompile (cuda only, outside the GPU lock of egg_worker.gpulock; the rest holds it): the candidates whose file defines egg_precompile() have it run in a pool of
    `compile_workers` fresh processes (egg_worker.precompile), so that their first launch here hits Triton's disk
    cache. An import or egg_precompile that raises is compile_error, one past compile_timeout_s is timeout; neither
    is run further.
@@ -31,7 +31,7 @@ import time
 
 import torch
 
-from egg_worker import evaluate, guards, launches, loader, precompile, timing
+from egg_worker import evaluate, gpulock, guards, launches, loader, precompile, timing
 from egg_worker.evaluate import CandidateFailed, Rejected
 from egg_worker.loader import RequestError, one_line
 
@@ -200,10 +200,9 @@ def _free_memory(session: Session, path: str) -> None:
             session.cuda_lost_after, session.tainted = path, True
 
 
-def _precompile(session: Session, results: list) -> float:
+def _precompile(request: ScreenRequest, results: list) -> float:
     """Run the precompile step on cuda; mark the candidates it failed; its wall time in seconds."""
-    request = session.request
-    if session.device.type != "cuda":
+    if request.device.type != "cuda":
         return 0.0
     started_s = time.perf_counter()
     indices = [i for i, path in enumerate(request.candidates) if precompile.defines_precompile(path)]
@@ -228,11 +227,11 @@ def handle_screen(request: dict) -> dict:
     task = loader.load_task(parsed.task)
     launches.install()
     threads_before = set(threading.enumerate())
-    with torch.no_grad():
+    compile_s = _precompile(parsed, results)  # CPU work: outside the GPU lock
+    with torch.no_grad(), gpulock.held():
         reference = loader.reference_model(task, parsed.device, parsed.init_seed)
         references = evaluate._run_reference(reference, loader.make_inputs(task, parsed.seed, parsed.device))
         session = Session(parsed, task, reference, guards.take_snapshot(extra=[task.module, task.Model]), references)
-        compile_s = _precompile(session, results)
         gc.freeze()  # the collections between candidates then skip everything older (~0.1 s each otherwise)
         try:
             for path, entry in zip(parsed.candidates, results):

@@ -13,7 +13,7 @@ import sys
 import torch
 import triton
 
-from egg_worker import HARNESS_VERSION, baseline, capture, evaluate, faults, launches, loader, screen
+from egg_worker import HARNESS_VERSION, baseline, capture, evaluate, faults, gpulock, launches, loader, screen
 from egg_worker.protocol import FrameError, TruncatedFrame, encode_frame, read_frame
 
 
@@ -59,14 +59,15 @@ def _profile_op(name: str):
             from egg_worker import profile
         except Exception as error:
             raise loader.RequestError(f"{name} unavailable: {loader.one_line(error)}") from None
-        return {"result": getattr(profile, name)(request)}
+        with gpulock.held():
+            return {"result": getattr(profile, name)(request)}
     return handle
 
 
 OPS = {
     "hello": handle_hello,
-    "baseline": _with_result(baseline.handle_baseline),
-    "evaluate": _with_result(evaluate.handle_evaluate),
+    "baseline": _with_result(gpulock.locked(baseline.handle_baseline)),
+    "evaluate": _with_result(gpulock.locked(evaluate.handle_evaluate)),
     "screen": _with_result(screen.handle_screen),
     "capture": _with_result(capture.handle_capture),
     "profile": _profile_op("handle_profile"),

@@ -44,6 +44,7 @@ struct BenchCommand {
   std::vector<double> also_tol;
   std::string gpus;
   int workers = 1;
+  int per_gpu = 1;
   bool resume = false;
   bool quick = false;
   bool no_report = false;
@@ -279,6 +280,7 @@ class Suite {
                         {"tol", command_.args.eval.tol},
                         {"also_tol", command_.also_tol},
                         {"workers", command_.workers},
+                        {"per_gpu", command_.per_gpu},
                         {"quick", command_.quick}};
     Json sorted = rows_;
     std::sort(sorted.begin(), sorted.end(), [](const Json& a, const Json& b) {
@@ -305,15 +307,20 @@ class Suite {
 };
 
 // One worker's loop: its own session (worker process, store connection) on its own GPU.
-void RunWorker(const BenchCommand& command, const GlobalOptions& globals, int gpu, Suite* suite) {
+void RunWorker(const BenchCommand& command, GlobalOptions globals, int worker, int gpu, Suite* suite) {
   OptimizeArgs args = command.args;
   args.eval.gpu_index = gpu;
+  if (command.per_gpu > 1 && command.args.eval.device == "cuda") {
+    // Workers sharing a GPU take turns on it: every GPU section of the worker holds this lock.
+    globals.gpu_lock = fmt::format("{}/.gpu{}.lock", command.out, gpu);
+  }
   HarnessSession session = OpenHarnessSession(globals, args.device, &args.eval);
   harness::Evaluator evaluator(*session.worker, session.store.get());
   while (auto next = suite->Next()) {
     const auto& [task, index] = *next;
     const std::string name = task.path.filename().string();
-    suite->Progress(index, name, command.workers > 1 ? fmt::format("started on worker {}", gpu) : "started");
+    suite->Progress(index, name, command.workers > 1 ? fmt::format("started on worker {}{}", worker, command.args.eval.device == "cuda" ? fmt::format(" (GPU {})", gpu) : "")
+                            : "started");
     OptimizeArgs task_args = args;
     task_args.pipeline.on_stage = [&, index = index](const std::string& stage, std::optional<double> speedup) {
       suite->Progress(index, name, stage + (speedup ? fmt::format(", best {:.2f}x vs eager", *speedup) : ""));
@@ -364,7 +371,11 @@ std::vector<int> WorkerGpus(const BenchCommand& command) {
       gpus.push_back(command.args.device == "cpu" ? 0 : i);
     }
   }
-  return gpus;
+  std::vector<int> workers;
+  for (int gpu : gpus) {
+    workers.insert(workers.end(), static_cast<size_t>(command.per_gpu), gpu);
+  }
+  return workers;
 }
 
 void WriteHtml(const BenchCommand& command, const GlobalOptions& globals) {
@@ -403,10 +414,10 @@ int RunBench(BenchCommand& command, const GlobalOptions& globals) {
   std::vector<std::thread> threads;
   std::mutex error_mutex;
   std::string first_error;
-  for (int gpu : gpus) {
-    threads.emplace_back([&, gpu] {
+  for (size_t worker = 0; worker < gpus.size(); ++worker) {
+    threads.emplace_back([&, worker, gpu = gpus[worker]] {
       try {
-        RunWorker(command, globals, gpu, &suite);
+        RunWorker(command, globals, static_cast<int>(worker), gpu, &suite);
       } catch (const std::exception& error) {
         std::lock_guard<std::mutex> lock(error_mutex);
         first_error = first_error.empty() ? error.what() : first_error;
@@ -452,6 +463,9 @@ CommandRunner RegisterBench(CLI::App& app, const GlobalOptions& globals) {
   sub->add_option("--gpus", command->gpus, "GPU indices, one worker each (e.g. 0,1,2,3)");
   sub->add_option("--workers", command->workers, "Workers (GPUs 0..N-1, or CPU workers with --device cpu)")
       ->check(CLI::Range(1, 64));
+  sub->add_option("--per-gpu", command->per_gpu,
+                  "Workers per GPU: their CPU work overlaps, their GPU work takes turns (default 1)")
+      ->check(CLI::Range(1, 8));
   sub->add_flag("--resume", command->resume, "Keep the rows of tasks already in OUT/results.json");
   sub->add_flag("--quick", command->quick, "Smoke mode: at most 2 seeds, one round per stage, no seed refinement");
   sub->add_flag("--no-report", command->no_report, "Skip OUT/report.html");

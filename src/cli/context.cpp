@@ -113,6 +113,9 @@ std::unique_ptr<harness::PythonWorker> MakeWorker(const GlobalOptions& options, 
   } else {
     extra["TRITON_INTERPRET"] = "0";
     extra["CUDA_VISIBLE_DEVICES"] = PhysicalGpu(gpu_index, env);
+    if (!options.gpu_lock.empty()) {
+      extra["EGG_GPU_LOCK"] = options.gpu_lock;  // python/egg_worker/gpulock.py
+    }
   }
   config.env = WorkerEnvironment(env, extra);
   return std::make_unique<harness::PythonWorker>(std::move(config));

@@ -20,6 +20,7 @@ struct GlobalOptions {
   std::string db_path;  // empty: $EGG_HOME/egg.db
   std::string python;   // empty: WorkerPython()
   bool no_store = false;
+  std::string gpu_lock;  // not a flag: egg bench names the lock file of a GPU that several workers share
 };
 
 void AddGlobalOptions(CLI::App& app, GlobalOptions* options);

@@ -310,23 +310,32 @@ std::string KernelEmitter::PointerName(int value) {
   return name;
 }
 
+MaskSet MaskSet::Flat() { return MaskSet{{{"xindex", "xmask"}}, {}, "xindex"}; }
+
+MaskSet MaskSet::Rows() {
+  return MaskSet{{{"xindex", "xmask"}, {"rindex", "rmask"}}, {{"xmask & rmask", "mask"}}, "xindex"};
+}
+
 std::string KernelEmitter::MaskFor(const Index& address) const {
-  const bool uses_x = !masks_.x_var.empty() && address.Uses(masks_.x_var);
-  const bool uses_r = !masks_.r_var.empty() && address.Uses(masks_.r_var);
-  bool runtime = false;
-  for (const auto& [coef, atom] : address.Terms()) {
-    runtime = runtime || atom->kind == IndexAtom::Kind::kRuntime || (atom->inner && !atom->inner->IsConstant());
+  std::set<std::string> used;
+  for (const auto& [var, mask] : masks_.vars) {
+    if (address.Uses(var)) {
+      used.insert(var);
+    }
+  }
+  for (const auto& [name, vars] : runtime_vars_) {
+    if (address.Uses(name)) {
+      used.insert(vars.begin(), vars.end());
+    }
   }
   std::string mask;
-  if ((uses_x && uses_r) || (runtime && !uses_x && !uses_r)) {
-    mask = masks_.both;
-  } else if (uses_x) {
-    mask = masks_.x;
-  } else if (uses_r) {
-    mask = masks_.r;
+  for (const auto& [var, var_mask] : masks_.vars) {
+    if (used.count(var) != 0 && !var_mask.empty()) {
+      mask = mask.empty() ? var_mask : mask + " & " + var_mask;
+    }
   }
-  if (runtime && mask.empty()) {
-    mask = masks_.both.empty() ? masks_.x : masks_.both;
+  if (const auto found = masks_.combined.find(mask); found != masks_.combined.end()) {
+    mask = found->second;
   }
   return And(mask, Condition());
 }
@@ -458,7 +467,7 @@ Operand KernelEmitter::Arange(const Node& node, const Value& out, const std::vec
   if (offset != "0") {
     code = offset + " + " + code;
   }
-  const std::string tile = Masks().x_var.empty() ? code : "(" + code + " + tl.zeros_like(" + Masks().x_var + "))";
+  const std::string tile = masks_.tile_var.empty() ? code : "(" + code + " + tl.zeros_like(" + masks_.tile_var + "))";
   return Bind(tile + ".to(" + TritonDType(out.meta->dtype) + ")", out.meta->dtype);
 }
 
@@ -521,7 +530,15 @@ Operand KernelEmitter::Gather(const Node& node, const Value& out, const std::vec
   const auto& in_shape = ShapeOf(graph_, source);
   const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
   const int index_value = node.args.at(2).value;
-  const Operand positions = Emit(index_value, BroadcastIndex(index, out.meta->shape, ShapeOf(graph_, index_value)));
+  const auto position_index = BroadcastIndex(index, out.meta->shape, ShapeOf(graph_, index_value));
+  const Operand positions = Emit(index_value, position_index);
+  for (const Index& component : position_index) {
+    for (const auto& [var, mask] : masks_.vars) {
+      if (component.Uses(var)) {
+        runtime_vars_[positions.code].insert(var);
+      }
+    }
+  }
   std::vector<Index> source_index = index;
   source_index.resize(in_shape.size());
   source_index[dim] = Index::Runtime(positions.code, 0, in_shape[dim] - 1);
@@ -541,8 +558,8 @@ void KernelEmitter::Store(int value, const std::vector<Index>& index, const Oper
     data = layout.dtype == DType::kBool ? "(" + data + " != 0)" : data + ".to(" + TritonDType(layout.dtype) + ")";
   }
   // A fixed address (a single-element result) is broadcast to the tile so value and pointer shapes agree.
-  const std::string where = address.IsConstant() && !masks_.x_var.empty()
-                                ? fmt::format("{} + ({}) + tl.zeros_like({})", pointer, address.Code(), masks_.x_var)
+  const std::string where = address.IsConstant() && !masks_.tile_var.empty()
+                                ? fmt::format("{} + ({}) + tl.zeros_like({})", pointer, address.Code(), masks_.tile_var)
                                 : fmt::format("{} + ({})", pointer, address.Code());
   Line(fmt::format("tl.store({}, {}{})", where, data, full_mask.empty() ? "" : ", " + full_mask));
 }

@@ -29,13 +29,15 @@ std::vector<Index> ViewSourceIndex(const Graph& graph, const Node& node, const s
 // The source value of a view node.
 int ViewSource(const Node& node);
 
-// Kernel-level masks by which variables an address uses.
+// The loop variables of a kernel and the masks guarding them: a load is masked by the masks of the variables
+// its address uses (and of those the runtime values in it were loaded at).
 struct MaskSet {
-  std::string x;     // for addresses over x only ("xmask"), empty when none is needed
-  std::string r;     // over r only
-  std::string both;  // over both
-  std::string x_var = "xindex";
-  std::string r_var = "rindex";
+  std::vector<std::pair<std::string, std::string>> vars;  // loop variable -> its mask variable
+  std::map<std::string, std::string> combined;            // "xmask & rmask" -> a precomputed "mask"
+  std::string tile_var;  // a variable spanning the kernel's rows, to give constants a tile shape
+
+  static MaskSet Flat();  // pointwise and pooling kernels: xindex / xmask
+  static MaskSet Rows();  // reductions and scans: xindex, rindex, and their conjunction "mask"
 };
 
 class KernelEmitter {
@@ -102,6 +104,7 @@ class KernelEmitter {
   std::vector<Scope> scopes_;
   std::map<int, Row> rows_;
   std::vector<std::string> conditions_;
+  std::map<std::string, std::set<std::string>> runtime_vars_;  // runtime value -> variables it was read at
   std::vector<int> pointer_values_;
   std::map<int, std::string> pointer_names_;
   std::vector<Helper> helpers_;

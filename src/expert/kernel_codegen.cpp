@@ -478,7 +478,7 @@ class KernelWriter {
                                fmt::format("(triton.cdiv({}, {}), {})", kernel_.rows, design.xblock, splits),
                                {{"XBLOCK", design.xblock}, {"RBLOCK", rblock}}});
     // Combine kernel: a row block per program, the partials of its rows in one tile.
-    MaskSet masks{"xmask", "smask", "mask", "xindex", ""};
+    MaskSet masks{{{"xindex", "xmask"}}, {}, "xindex"};
     KernelEmitter combine(graph_, memory_, masks);
     const int64_t sblock = NextPowerOfTwo(splits);
     const int64_t xblock = std::max<int64_t>(1, std::min<int64_t>(kCombineTile / sblock, NextPowerOfTwo(kernel_.rows)));
@@ -1122,12 +1122,8 @@ std::vector<Index> AnchorIndex(const std::vector<int64_t>& shape, const std::vec
 
 KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                             const std::map<int, TensorMeta>& layouts) {
-  MaskSet masks;
-  if (kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan) {
-    masks = MaskSet{"xmask", "rmask", "mask", "xindex", "rindex"};
-  } else {
-    masks = MaskSet{"xmask", "", "xmask", "xindex", ""};
-  }
+  const bool rows = kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
+  const MaskSet masks = rows ? MaskSet::Rows() : MaskSet::Flat();
   KernelWriter writer(graph, kernel, memory, layouts, masks);
   return writer.Write();
 }

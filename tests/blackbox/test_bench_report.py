@@ -20,7 +20,7 @@ def bench(tmp_path_factory):
     shutil.copytree(EXPERT_TASKS, suite)
     env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
     env["EGG_HOME"] = str(home)
-    proc = subprocess.run([str(ROOT / "egg"), "bench", str(suite), "--device", "cpu", "--workers", "2",
+    proc = subprocess.run([str(ROOT / "egg"), "bench", str(suite), "--device", "cpu", "--per-gpu", "2",
                            "--trials", "2", "--also-tol", "1e-4", "--out", str(out)],
                           capture_output=True, text=True, timeout=900, env=env)
     return proc, out
@@ -31,6 +31,8 @@ def test_results_have_kernelbench_metrics_per_level(bench):
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
     assert results["format"] == "egg-bench"
+    assert results["suite"]["per_gpu"] == 2 and results["suite"]["workers"] == 2  # two workers on one device
+    assert "started on worker 1" in proc.stderr
     tasks = results["tasks"]
     assert len(tasks) == 4 and all(row["correct"] and row["level"] == 1 for row in tasks)
     assert all(row["at_tol"]["0.0001"]["correct"] for row in tasks)
