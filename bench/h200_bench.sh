@@ -2,9 +2,10 @@
 # egg bench on an H200 through the device tool, from the repository root, with the stripped binary in .deps/egg
 # and KernelBench copied into .kb/ (both carried):   bash bench/h200_bench.sh NAME [egg bench flags]
 # The bench folder (.gl/bench/NAME) and EGG_HOME (.gl/home: the store with its caches) live in an ignored path of
-# the checkout, which the device keeps between calls while the machine stays warm, and every call passes
-# --resume: a run cut by BENCH_SECONDS (default 540, under the tool's 600 s limit) goes on where it stopped when
-# the same command is run again. What comes back in $OUT: results.json, bench.log, summary.txt and tasks.tgz
+# the checkout, and every call passes --resume: a run cut by BENCH_SECONDS (default 540, under the tool's 600 s
+# limit) goes on where it stopped when the same command is run again. The device does not keep .gl from one call
+# to the next reliably: copy the returned results.json into .gl/bench/NAME/ here and carry ".gl" with every call
+# (rows with status "error", such as an out-of-memory, are run again by --resume). What comes back in $OUT: results.json, bench.log, summary.txt and tasks.tgz
 # (every task's model_new.py, report.json and trajectory.md). report.html is made on the CPU machine from
 # results.json (python -m egg_report), as the device has no plotting packages.
 set -uo pipefail

@@ -226,6 +226,11 @@ class Suite {
  public:
   Suite(const BenchCommand& command, std::vector<SuiteTask> tasks, Json rows)
       : command_(command), rows_(std::move(rows)), start_(Clock::now()), total_(tasks.size()) {
+    // A row with status "error" is a task that did not finish (a worker or harness failure such as running out
+    // of GPU memory): resuming runs it again. Wrong or slow kernels are results and stay.
+    rows_.erase(std::remove_if(rows_.begin(), rows_.end(),
+                               [](const Json& row) { return row.value("status", "") == "error"; }),
+                rows_.end());
     for (SuiteTask& task : tasks) {
       const bool done = std::any_of(rows_.begin(), rows_.end(), [&](const Json& row) {
         return row.value("path", "") == task.path.string();

@@ -247,7 +247,8 @@ def test_optimize_hybrid_backend_is_one_line_error(egg):
 
 @pytest.fixture(scope="module")
 def benched(tmp_path_factory):
-    """A folder of three tasks: first the two matching 's*', then --resume over all three."""
+    """A folder of three tasks: first the two matching 's*', then --resume over all three after one of the two
+    finished rows was turned into an error row (a task that did not finish)."""
     egg = make_egg(tmp_path_factory, "bench")
     suite = egg.workdir / "suite"
     suite.mkdir()
@@ -256,7 +257,12 @@ def benched(tmp_path_factory):
     common = ["bench", "suite", "--device", "cpu", "--out", "bout", "--also-tol", "1e-4"]
     first = egg.run(*common, "--tasks", "s*")
     assert first.returncode == 0, first.stderr
-    first_results = json.loads((egg.workdir / "bout" / "results.json").read_text())
+    results_path = egg.workdir / "bout" / "results.json"
+    first_results = json.loads(results_path.read_text())
+    errored = json.loads(results_path.read_text())
+    row = next(row for row in errored["tasks"] if row["task"] == "sum_mid_dim.py")
+    row.update(status="error", correct=False, reason="CUDA out of memory (injected by the test)")
+    results_path.write_text(json.dumps(errored))
     resumed = egg.run(*common, "--resume")
     return {"egg": egg, "first": first, "first_results": first_results, "resumed": resumed}
 
@@ -281,11 +287,14 @@ def test_bench_resume_runs_only_the_unfinished_tasks(benched):
     resumed = benched["resumed"]
     assert resumed.returncode == 0, resumed.stderr
     assert "relu_scale_64.py" in resumed.stderr
-    assert "softmax_8x32" not in resumed.stderr and "sum_mid_dim" not in resumed.stderr, resumed.stderr
+    assert "sum_mid_dim.py" in resumed.stderr, "an error row is a task to run again"
+    assert "softmax_8x32" not in resumed.stderr, resumed.stderr
     results = json.loads((egg.workdir / "bout" / "results.json").read_text())
     by_task = {row["task"]: row for row in results["tasks"]}
-    for row in first["tasks"]:
-        assert by_task[row["task"]] == row, "the finished rows are kept as they were"
+    softmax = next(row for row in first["tasks"] if row["task"] == "softmax_8x32.py")
+    assert by_task["softmax_8x32.py"] == softmax, "the finished rows are kept as they were"
+    assert by_task["sum_mid_dim.py"]["status"] == "ok" and by_task["sum_mid_dim.py"]["correct"] is True
+    assert len(results["tasks"]) == 3
     added = by_task["relu_scale_64.py"]
     assert added["correct"] is True
     assert added["at_tol"]["0.0001"]["correct"] is True
