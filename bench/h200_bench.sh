@@ -6,7 +6,7 @@
 # limit) goes on where it stopped when the same command is run again. The device does not keep .gl from one call
 # to the next reliably: copy the returned results.json into .gl/bench/NAME/ here and carry ".gl" with every call
 # (rows with status "error", such as an out-of-memory, are run again by --resume). What comes back in $OUT: results.json, bench.log, summary.txt and tasks.tgz
-# (every task's model_new.py, report.json and trajectory.md). report.html is made on the CPU machine from
+# (every task's model_new.py, report.json and trajectory.md) and worker-logs.tgz. report.html is made on the CPU machine from
 # results.json (python -m egg_report), as the device has no plotting packages.
 set -uo pipefail
 name="$1"
@@ -23,6 +23,7 @@ status=$?
 echo "egg bench exit $status after $(( $(date +%s) - started )) s: ./egg bench --device cuda --out $dir --resume --no-report $*" \
   >> "$dir/bench.log"
 cp "$dir/results.json" "$dir/bench.log" "$dir/summary.txt" "$out/" 2>/dev/null
+tar czf "$out/worker-logs.tgz" -C "$EGG_HOME" logs 2>/dev/null  # egg-gpulock lines: where GPU time went
 (cd "$dir" && find tasks -name model_new.py -o -name report.json -o -name trajectory.md 2>/dev/null \
   | tar czf "$out/tasks.tgz" -T -) 2>/dev/null
 python3 - "$out/results.json" <<'PY'

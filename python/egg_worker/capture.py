@@ -179,7 +179,7 @@ def capture(model, inputs: list) -> dict:
     """Export and decompose `model` on `inputs`; the IR, with `returns` saying how the forward packs outputs."""
     with torch.no_grad():
         exported = torch.export.export(model, tuple(inputs), strict=False)
-        with gpulock.held():
+        with gpulock.held("capture forward"):
             reference_output = model(*inputs)
     exported = exported.run_decompositions(decomposition_table())
     ir = graph_ir(exported, inputs)
@@ -192,7 +192,7 @@ def handle_capture(request: dict) -> dict:
     device = loader.resolve_device(request.get("device"))
     init_seed = int(request.get("init_seed", 42))
     seed = int(request.get("seed", 42))
-    with gpulock.held():  # export traces with fake tensors: only these and the one real forward use the GPU
+    with gpulock.held("capture inputs"):  # export traces with fake tensors: only these and the one real forward use the GPU
         model = loader.build_model(task.Model, task, device, init_seed)
         inputs = loader.make_inputs(task, seed, device)
     try:

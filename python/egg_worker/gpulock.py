@@ -10,6 +10,9 @@ Memory is shared too: before a worker lets go of the lock it frees what PyTorch'
 (`release_memory`), and a worker that shares its GPU keeps no tensors on it between requests (evaluate's cache of
 reference outputs stays off), so the worker holding the lock may use the GPU's memory in full.
 
+Each outermost section of a shared GPU logs one line to the worker's stderr (its log under $EGG_HOME/logs):
+`egg-gpulock: <what> waited W s, held H s`, which shows where a bench's GPU time goes.
+
 The lock is re-entrant within a process (a section may call another) and is released by the kernel when the
 process dies, so a crashed worker never leaves its GPU locked.
 """
@@ -47,8 +50,9 @@ def waited_s() -> float:
 
 
 @contextlib.contextmanager
-def held():
-    """Hold the GPU lock named by EGG_GPU_LOCK for the body (a no-op when it is unset)."""
+def held(what: str = "gpu work"):
+    """Hold the GPU lock named by EGG_GPU_LOCK for the body (a no-op when it is unset); `what` names it in the
+    log line."""
     global _waited_s
     path = os.environ.get(ENV)
     depth = getattr(_state, "depth", 0)
@@ -63,7 +67,8 @@ def held():
     try:
         started = time.perf_counter()
         fcntl.flock(fd, fcntl.LOCK_EX)
-        _waited_s += time.perf_counter() - started
+        acquired = time.perf_counter()
+        _waited_s += acquired - started
         _state.depth = 1
         try:
             yield
@@ -73,13 +78,15 @@ def held():
                 release_memory()
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+                print(f"egg-gpulock: {what} waited {acquired - started:.2f} s, held "
+                      f"{time.perf_counter() - acquired:.2f} s", file=sys.stderr, flush=True)
     finally:
         os.close(fd)
 
 
-def locked(handler):
+def locked(handler, what: str):
     """`handler` with the whole call under the GPU lock."""
     def call(request):
-        with held():
+        with held(what):
             return handler(request)
     return call

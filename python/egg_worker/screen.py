@@ -228,7 +228,7 @@ def handle_screen(request: dict) -> dict:
     launches.install()
     threads_before = set(threading.enumerate())
     compile_s = _precompile(parsed, results)  # CPU work: outside the GPU lock
-    with torch.no_grad(), gpulock.held():
+    with torch.no_grad(), gpulock.held(f"screen of {len(parsed.candidates)}"):
         reference = loader.reference_model(task, parsed.device, parsed.init_seed)
         references = evaluate._run_reference(reference, loader.make_inputs(task, parsed.seed, parsed.device))
         session = Session(parsed, task, reference, guards.take_snapshot(extra=[task.module, task.Model]), references)

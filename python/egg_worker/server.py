@@ -59,15 +59,15 @@ def _profile_op(name: str):
             from egg_worker import profile
         except Exception as error:
             raise loader.RequestError(f"{name} unavailable: {loader.one_line(error)}") from None
-        with gpulock.held():
+        with gpulock.held(name):
             return {"result": getattr(profile, name)(request)}
     return handle
 
 
 OPS = {
     "hello": handle_hello,
-    "baseline": _with_result(gpulock.locked(baseline.handle_baseline)),
-    "evaluate": _with_result(gpulock.locked(evaluate.handle_evaluate)),
+    "baseline": _with_result(gpulock.locked(baseline.handle_baseline, "baseline")),
+    "evaluate": _with_result(gpulock.locked(evaluate.handle_evaluate, "evaluate")),
     "screen": _with_result(screen.handle_screen),
     "capture": _with_result(capture.handle_capture),
     "profile": _profile_op("handle_profile"),

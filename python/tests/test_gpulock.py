@@ -10,7 +10,7 @@ from egg_worker import gpulock
 HOLDER = textwrap.dedent("""
     import sys, time
     from egg_worker import gpulock
-    with gpulock.held():
+    with gpulock.held("test section"):
         start = time.time()
         with gpulock.held():  # re-entrant: must not deadlock on its own lock
             time.sleep(float(sys.argv[1]))
@@ -21,14 +21,18 @@ HOLDER = textwrap.dedent("""
 def _spawn(lock_path, hold_s=0.3):
     env = dict(os.environ, EGG_GPU_LOCK=str(lock_path),
                PYTHONPATH=os.path.dirname(os.path.dirname(gpulock.__file__)))
-    return subprocess.Popen([sys.executable, "-c", HOLDER, str(hold_s)], env=env, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-c", HOLDER, str(hold_s)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 def test_sections_of_processes_sharing_a_lock_do_not_overlap(tmp_path):
     processes = [_spawn(tmp_path / "gpu0.lock") for _ in range(3)]
-    intervals = sorted(tuple(map(float, process.communicate(timeout=60)[0].split())) for process in processes)
+    outputs = [process.communicate(timeout=60) for process in processes]
+    intervals = sorted(tuple(map(float, stdout.split())) for stdout, _ in outputs)
     assert all(process.returncode == 0 for process in processes)
     assert len(intervals) == 3
+    for _, stderr in outputs:  # one line per outermost section, none for the nested one
+        assert stderr.count("egg-gpulock: test section waited ") == 1, stderr
     for (_, end), (start, _) in zip(intervals, intervals[1:]):
         assert start >= end - 1e-3, intervals
 
