@@ -404,6 +404,17 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
   if (!warps_ok || design.num_stages < 1 || !IsPow2(design.xblock)) {
     return false;
   }
+  if (kernel.kind == KernelKind::kMatmul) {
+    constexpr int64_t kMinDot = 16;  // tl.dot's smallest tile side
+    constexpr int64_t kMaxMatmulTile = 256;
+    const std::set<std::string> precisions = {"ieee", "tf32", "tf32x3"};
+    for (int64_t side : {design.xblock, design.yblock, design.rblock}) {
+      if (!IsPow2(side) || side < kMinDot || side > kMaxMatmulTile) {
+        return false;
+      }
+    }
+    return design.algorithm == "tiled" && precisions.count(design.precision) != 0;
+  }
   if (kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan) {
     if (!IsPow2(design.rblock) || design.xblock * design.rblock > kMaxTile) {
       return false;

@@ -93,6 +93,8 @@ class KernelWriter {
         return WritePool();
       case KernelKind::kScan:
         return WriteScan();
+      case KernelKind::kMatmul:
+        return WriteMatmul();
     }
     throw NotFusable("unknown kernel kind");
   }
@@ -136,6 +138,9 @@ class KernelWriter {
     }
     if (kernel_.scan) {
       source.computed.insert(kernel_.scan->node);
+    }
+    if (kernel_.matmul) {
+      source.computed.insert(kernel_.matmul->node);
     }
     return source;
   }
@@ -979,8 +984,72 @@ class KernelWriter {
       }
       const auto index = Delinearize(flat, MetaOf(graph_, root).shape);
       const Operand value = emitter_.Emit(root, index);
-      StoreIfNeeded(root, index, value, kernel_.kind == KernelKind::kScan ? "mask" : "xmask");
+      const char* mask = kernel_.kind == KernelKind::kScan ? "mask" : (kernel_.kind == KernelKind::kMatmul ? "omask" : "xmask");
+      StoreIfNeeded(root, index, value, mask);
     }
+  }
+
+  // ---- matrix products ------------------------------------------------------------------------------------
+  // One program per BLOCK_M x BLOCK_N output tile (and batch), a loop over K in BLOCK_K steps with tl.dot on
+  // tiles loaded through the emitter (so views such as transposes are plain index arithmetic, and pointwise
+  // producers of the operands are computed on the fly), fp32 accumulation, then addmm's bias and the fused
+  // elementwise consumers on the accumulator tile before a single store.
+  KernelSource WriteMatmul() {
+    const MatmulSpec& mm = *kernel_.matmul;
+    const KernelDesign& design = kernel_.design;
+    const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
+    const Index b = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
+    const Index m = Index::Var("mindex", mm.m);
+    const Index n = Index::Var("nindex", mm.n);
+    const Index ka = Index::Var("kaindex", mm.k);
+    const Index kb = Index::Var("kbindex", mm.k);
+    auto operand_index = [&](const Index& row, const Index& column) {
+      return mm.batched ? std::vector<Index>{b, row, column} : std::vector<Index>{row, column};
+    };
+    emitter_.OpenScope(2);
+    const Operand a = emitter_.Emit(mm.a, operand_index(m, ka));
+    const Operand bt = emitter_.Emit(mm.b, operand_index(kb, n));
+    if (a.scalar || bt.scalar) {
+      throw NotFusable("a constant matrix operand");
+    }
+    // Masked lanes must contribute zeros whatever the operand's producer computes there.
+    emitter_.Line(fmt::format("a = tl.where(mmask & kamask, ({}).to(tl.float32), 0.0)", a.code));
+    emitter_.Line(fmt::format("b = tl.where(kbmask & nmask, ({}).to(tl.float32), 0.0)", bt.code));
+    const std::string loop = Join(emitter_.CloseScope());
+    const Index flat = (b * mm.m + m) * mm.n + n;
+    std::string result = "acc";
+    if (mm.alpha != 1.0) {
+      result = fmt::format("({} * {})", result, FloatLiteral(mm.alpha));
+    }
+    if (mm.bias >= 0) {
+      const auto bias_index = BroadcastIndex({m, n}, {mm.m, mm.n}, MetaOf(graph_, mm.bias).shape);
+      const Operand bias = emitter_.Emit(mm.bias, bias_index);
+      std::string term = "(" + bias.code + ").to(tl.float32)";
+      if (mm.beta != 1.0) {
+        term = fmt::format("({} * {})", term, FloatLiteral(mm.beta));
+      }
+      result = mm.beta == 0.0 ? result : result + " + " + term;
+    }
+    emitter_.Line("product = " + result);
+    const Operand product{"product", DType::kFloat32, false};
+    emitter_.DefineRow(out, product, flat);
+    const auto out_index = mm.batched ? std::vector<Index>{b, m, n} : std::vector<Index>{m, n};
+    StoreIfNeeded(out, out_index, product, "omask");
+    WriteEpilogues(flat, out);
+    const int64_t grid_n = (mm.n + design.yblock - 1) / design.yblock;
+    const int64_t grid_m = (mm.m + design.xblock - 1) / design.xblock;
+    templates::Values values;
+    values.text["m"] = std::to_string(mm.m);
+    values.text["n"] = std::to_string(mm.n);
+    values.text["k"] = std::to_string(mm.k);
+    values.text["batch"] = std::to_string(mm.batch);
+    values.text["grid_n"] = std::to_string(grid_n);
+    values.text["precision"] = design.precision.empty() ? "ieee" : design.precision;
+    values.flags["batched"] = mm.batched;
+    values.text["loop"] = loop;
+    values.text["body"] = Join(emitter_.CloseScope());
+    return Finish("triton/matmul.py.mustache", values, fmt::format("({}, {})", grid_m * grid_n, mm.batch),
+                  {{"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}, {"BLOCK_K", design.rblock}});
   }
 
   // ---- scans ----------------------------------------------------------------------------------------------
@@ -1123,7 +1192,12 @@ std::vector<Index> AnchorIndex(const std::vector<int64_t>& shape, const std::vec
 KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                             const std::map<int, TensorMeta>& layouts) {
   const bool rows = kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
-  const MaskSet masks = rows ? MaskSet::Rows() : MaskSet::Flat();
+  MaskSet masks = rows ? MaskSet::Rows() : MaskSet::Flat();
+  if (kernel.kind == KernelKind::kMatmul) {
+    masks = MaskSet{{{"mindex", "mmask"}, {"nindex", "nmask"}, {"kaindex", "kamask"}, {"kbindex", "kbmask"}},
+                    {{"mmask & nmask", "omask"}},
+                    "omask"};
+  }
   KernelWriter writer(graph, kernel, memory, layouts, masks);
   return writer.Write();
 }

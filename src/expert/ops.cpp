@@ -73,6 +73,9 @@ const std::map<std::string, OpClass>& ClassTable() {
       t[op] = OpClass::kPool;
     }
     t["aten.cumsum.default"] = OpClass::kScan;
+    for (const char* op : {"aten.mm.default", "aten.bmm.default", "aten.addmm.default"}) {
+      t[op] = OpClass::kMatmul;
+    }
     t["aten.cumprod.default"] = OpClass::kScan;
     t["aten.cat.default"] = OpClass::kConcat;
     t["aten.gather.default"] = OpClass::kGather;
@@ -455,6 +458,8 @@ std::string OpClassName(OpClass op_class) {
       return "gather";
     case OpClass::kGetItem:
       return "getitem";
+    case OpClass::kMatmul:
+      return "matmul";
     case OpClass::kExtern:
       return "extern";
   }

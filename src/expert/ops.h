@@ -19,6 +19,7 @@ enum class OpClass {
   kConcat,     // cat: piecewise selection along one dimension
   kGather,     // gather along a dimension with an index tensor
   kGetItem,    // element of a tuple-producing node
+  kMatmul,     // mm, bmm, addmm: tl.dot tiles
   kExtern,     // anything else: runs in PyTorch (convolution, matmul, ...)
 };
 

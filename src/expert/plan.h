@@ -16,7 +16,7 @@
 
 namespace egg::expert {
 
-enum class KernelKind { kPointwise, kReduction, kPool, kScan };
+enum class KernelKind { kPointwise, kReduction, kPool, kScan, kMatmul };
 std::string KernelKindName(KernelKind kind);
 
 // A reduction node, parsed: what it combines, over which dimensions of which input.
@@ -56,6 +56,19 @@ struct ScanSpec {
 };
 std::optional<ScanSpec> ParseScan(const Graph& graph, const Node& node);
 
+// A matrix product: out[b] = beta * bias + alpha * (a[b] @ b[b]) (mm, bmm, addmm; b = 1 without a batch).
+struct MatmulSpec {
+  int node = -1;
+  int a = -1;
+  int b = -1;
+  int bias = -1;  // addmm's input, or -1
+  double alpha = 1;
+  double beta = 1;
+  bool batched = false;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+};
+std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node);
+
 // The algorithm and launch shape of one kernel: the design record's entry for it.
 struct KernelDesign {
   // pointwise: flat | reduction: persistent, looped, online, split | pool: direct | scan: single, blocked
@@ -63,6 +76,8 @@ struct KernelDesign {
   int64_t xblock = 0;
   int64_t rblock = 0;
   int64_t split = 0;  // split reductions: programs per row (partial results combined by a second kernel)
+  int64_t yblock = 0;     // matmul: BLOCK_N (xblock is BLOCK_M, rblock BLOCK_K)
+  std::string precision;  // matmul: tl.dot's input_precision (ieee, tf32, tf32x3)
   int num_warps = 4;
   int num_stages = 1;
 
@@ -85,6 +100,7 @@ struct KernelPlan {
   std::vector<ReductionSpec> reductions;
   std::optional<PoolSpec> pool;
   std::optional<ScanSpec> scan;
+  std::optional<MatmulSpec> matmul;
   KernelDesign design;
   std::vector<std::string> reasons;
   bool splittable = false;        // its reductions can be split across programs (no elementwise roots)

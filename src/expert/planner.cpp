@@ -76,6 +76,8 @@ std::string KernelKindName(KernelKind kind) {
       return "pool";
     case KernelKind::kScan:
       return "scan";
+    case KernelKind::kMatmul:
+      return "matmul";
   }
   return "pointwise";
 }
@@ -289,13 +291,64 @@ std::optional<ScanSpec> ParseScan(const Graph& graph, const Node& node) {
   return scan;
 }
 
+std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node) {
+  MatmulSpec spec;
+  spec.node = static_cast<int>(&node - graph.nodes.data());
+  const bool addmm = node.op == "aten.addmm.default";
+  const size_t first = addmm ? 1 : 0;
+  if (node.args.size() < first + 2 || node.args[first].kind != Arg::Kind::kValue ||
+      node.args[first + 1].kind != Arg::Kind::kValue) {
+    return std::nullopt;
+  }
+  spec.a = node.args[first].value;
+  spec.b = node.args[first + 1].value;
+  const auto& a = ValueAt(graph, spec.a).meta;
+  const auto& b = ValueAt(graph, spec.b).meta;
+  const auto& out = ValueAt(graph, node.value).meta;
+  if (!a || !b || !out || a->dtype != DType::kFloat32 || b->dtype != DType::kFloat32 ||
+      out->dtype != DType::kFloat32) {
+    return std::nullopt;  // fp32 semantics only, for now
+  }
+  spec.batched = node.op == "aten.bmm.default";
+  const size_t rank = spec.batched ? 3 : 2;
+  if (a->shape.size() != rank || b->shape.size() != rank) {
+    return std::nullopt;
+  }
+  const size_t o = spec.batched ? 1 : 0;
+  spec.batch = spec.batched ? a->shape[0] : 1;
+  spec.m = a->shape[o];
+  spec.k = a->shape[o + 1];
+  spec.n = b->shape[o + 1];
+  if (b->shape[o] != spec.k || (spec.batched && b->shape[0] != spec.batch) || spec.m * spec.n * spec.k == 0) {
+    return std::nullopt;
+  }
+  if (addmm) {
+    if (node.args[0].kind != Arg::Kind::kValue || !ValueAt(graph, node.args[0].value).meta) {
+      return std::nullopt;
+    }
+    spec.bias = node.args[0].value;
+    const Arg* beta = node.ArgAt(3, "beta");
+    const Arg* alpha = node.ArgAt(4, "alpha");
+    spec.beta = beta != nullptr && beta->IsNumber() ? beta->AsDouble() : 1.0;
+    spec.alpha = alpha != nullptr && alpha->IsNumber() ? alpha->AsDouble() : 1.0;
+  }
+  return spec;
+}
+
 Json KernelDesign::ToJson() const {
-  return Json{{"algorithm", algorithm},
-              {"xblock", xblock},
-              {"rblock", rblock},
-              {"split", split},
-              {"num_warps", num_warps},
-              {"num_stages", num_stages}};
+  Json json = {{"algorithm", algorithm},
+               {"xblock", xblock},
+               {"rblock", rblock},
+               {"split", split},
+               {"num_warps", num_warps},
+               {"num_stages", num_stages}};
+  if (yblock != 0) {
+    json["yblock"] = yblock;
+  }
+  if (!precision.empty()) {
+    json["precision"] = precision;
+  }
+  return json;
 }
 
 KernelDesign KernelDesign::FromJson(const Json& json) {
@@ -306,6 +359,8 @@ KernelDesign KernelDesign::FromJson(const Json& json) {
   design.split = json.value("split", int64_t{0});
   design.num_warps = json.value("num_warps", 4);
   design.num_stages = json.value("num_stages", 1);
+  design.yblock = json.value("yblock", int64_t{0});
+  design.precision = json.value("precision", "");
   return design;
 }
 
@@ -390,6 +445,21 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
       const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
       const bool single = (length <= kTileElements) == (seed % 2 == 0);
       return RowDesign(kernel, single && length <= kLargeTileElements ? "single" : "blocked");
+    }
+    case KernelKind::kMatmul: {
+      // Seeds: a 64x64 tile, a 128x128 tile with 8 warps, a 128x64 tile with a deeper K step. fp32 semantics:
+      // ieee products (tf32 fails tol 1e-4 on deep products; the precision search is still to come).
+      static const int64_t kTiles[3][5] = {{64, 64, 32, 4, 3}, {128, 128, 32, 8, 3}, {128, 64, 64, 4, 3}};
+      const int64_t* tile = kTiles[seed % 3];
+      const MatmulSpec& mm = *kernel.matmul;
+      design.algorithm = "tiled";
+      design.xblock = std::min(tile[0], std::max<int64_t>(16, NextPowerOfTwo(mm.m)));
+      design.yblock = std::min(tile[1], std::max<int64_t>(16, NextPowerOfTwo(mm.n)));
+      design.rblock = std::min(tile[2], std::max<int64_t>(16, NextPowerOfTwo(mm.k)));
+      design.num_warps = static_cast<int>(tile[3]);
+      design.num_stages = static_cast<int>(tile[4]);
+      design.precision = "ieee";
+      return design;
     }
     case KernelKind::kReduction:
       break;
@@ -488,6 +558,12 @@ class Planner {
         } else {
           op_class = OpClass::kExtern;
         }
+      } else if (op_class == OpClass::kMatmul) {
+        if (auto spec = ParseMatmul(graph_, node)) {
+          matmuls_[index] = *spec;
+        } else {
+          op_class = OpClass::kExtern;
+        }
       } else if (op_class == OpClass::kGetItem) {
         op_class = OpClass::kGetItem;
       }
@@ -515,7 +591,8 @@ class Planner {
     }
     const Node& node = graph_.nodes.at(static_cast<size_t>(v.node));
     const int index = v.node;
-    if (externs_.count(index) != 0 || reductions_.count(index) != 0 || scans_.count(index) != 0) {
+    if (externs_.count(index) != 0 || reductions_.count(index) != 0 || scans_.count(index) != 0 ||
+        matmuls_.count(index) != 0) {
       return;
     }
     if (node.op == "getitem") {
@@ -543,7 +620,7 @@ class Planner {
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       const Node& node = graph_.nodes[n];
       const auto index = static_cast<int>(n);
-      if (reductions_.count(index) != 0 || scans_.count(index) != 0) {
+      if (reductions_.count(index) != 0 || scans_.count(index) != 0 || matmuls_.count(index) != 0) {
         roots_.insert(node.value);
       } else if (pools_.count(index) != 0) {
         roots_.insert(node.value);
@@ -667,6 +744,15 @@ class Planner {
       kernel.roots.push_back(node.value);
       kernel.reasons.push_back(fmt::format("cumulative {} {} along {} of {} rows", scan.kind, node.name,
                                            kernel.length, kernel.rows));
+    } else if (matmuls_.count(index) != 0) {
+      const MatmulSpec& mm = matmuls_.at(index);
+      kernel.kind = KernelKind::kMatmul;
+      kernel.shape = ValueAt(graph_, node.value).meta->shape;
+      kernel.rows = Product(kernel.shape);
+      kernel.matmul = mm;
+      kernel.roots.push_back(node.value);
+      kernel.reasons.push_back(fmt::format("{} {}: {}x[{}x{}] @ [{}x{}]", node.op, node.name, mm.batch, mm.m, mm.k,
+                                           mm.k, mm.n));
     } else {
       kernel.kind = KernelKind::kPointwise;
       kernel.shape = ValueAt(graph_, node.value).meta->shape;
@@ -712,7 +798,8 @@ class Planner {
                                              spec.kind, node.name, spec.Rows(), spec.Length()));
       return extended;
     }
-    if (pools_.count(index) != 0 || scans_.count(index) != 0 || !plan_.options.fuse_epilogues) {
+    if (pools_.count(index) != 0 || scans_.count(index) != 0 || matmuls_.count(index) != 0 ||
+        !plan_.options.fuse_epilogues) {
       return std::nullopt;
     }
     const int64_t numel = ValueAt(graph_, node.value).meta->Numel();
@@ -721,7 +808,7 @@ class Planner {
     if (!full && !row) {
       return std::nullopt;
     }
-    if (kernel.kind == KernelKind::kPool && !full) {
+    if ((kernel.kind == KernelKind::kPool || kernel.kind == KernelKind::kMatmul) && !full) {
       return std::nullopt;
     }
     if (full && kernel.kind == KernelKind::kReduction && kernel.rows < kSplitRowLimit &&
@@ -893,6 +980,7 @@ class Planner {
   std::map<int, ReductionSpec> reductions_;
   std::map<int, PoolSpec> pools_;
   std::map<int, ScanSpec> scans_;
+  std::map<int, MatmulSpec> matmuls_;
   std::set<int> externs_;
   std::set<int> roots_;
   std::set<int> torch_views_;

@@ -126,6 +126,53 @@ TEST(PlannerTest, PoolingAndScansGetTheirOwnKernels) {
   EXPECT_EQ(scan.kernels[0].kind, KernelKind::kScan);
 }
 
+TEST(PlannerTest, GemmWithItsEpilogueIsOneTritonKernel) {
+  const Graph graph = Fixture("level2_12_Gemm_Multiply_LeakyReLU");  // x @ W.T + b, * s, leaky_relu
+  const Plan plan = MakePlan(graph, {});
+  EXPECT_TRUE(plan.extern_ops.empty());
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  const KernelPlan& kernel = plan.kernels[0];
+  ASSERT_EQ(kernel.kind, KernelKind::kMatmul);
+  ASSERT_TRUE(kernel.matmul);
+  EXPECT_GE(kernel.matmul->bias, 0);  // addmm's bias added on the accumulator
+  EXPECT_EQ(kernel.roots.size(), 2U);  // the product and the graph output; the epilogue in between stays in registers
+  const Candidate candidate = GenerateCandidate(graph, "", "gemm", CandidateDesign{});
+  ASSERT_TRUE(candidate.source) << candidate.problem;
+  const std::string& source = *candidate.source;
+  EXPECT_EQ(Count(source, "tl.dot("), 1U);
+  EXPECT_EQ(Count(source, "tl.store("), 1U);  // only the activation's result goes to memory
+  EXPECT_NE(source.find("input_precision=\"ieee\""), std::string::npos);
+}
+
+TEST(PlannerTest, TransposedAndBatchedOperandsAreIndexArithmetic) {
+  const Graph transposed = Fixture("level1_16_Matmul_with_transposed_A");
+  const Candidate a = GenerateCandidate(transposed, "", "mm", CandidateDesign{});
+  ASSERT_TRUE(a.source) << a.problem;
+  EXPECT_EQ(Count(*a.source, "@triton.jit\ndef egg_k"), 1U);  // no copy kernel for A.T
+  const Graph batched = Fixture("level1_3_Batched_matrix_multiplication");
+  const Plan plan = MakePlan(batched, {});
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  ASSERT_TRUE(plan.kernels[0].matmul);
+  EXPECT_TRUE(plan.kernels[0].matmul->batched);
+  const Candidate b = GenerateCandidate(batched, "", "bmm", CandidateDesign{});
+  ASSERT_TRUE(b.source) << b.problem;
+  EXPECT_NE(b.source->find("bindex = tl.program_id(1)"), std::string::npos);
+}
+
+TEST(PlannerTest, MatmulDesignsKeepTlDotTiles) {
+  const Plan plan = MakePlan(Fixture("level1_3_Batched_matrix_multiplication"), {});
+  const KernelPlan& kernel = plan.kernels.at(0);
+  for (int seed = 0; seed < 3; ++seed) {
+    EXPECT_TRUE(DesignFits(kernel, DefaultDesign(kernel, seed))) << seed;
+  }
+  KernelDesign design = DefaultDesign(kernel, 0);
+  design.rblock = 8;  // tl.dot needs 16 or more on every side
+  EXPECT_FALSE(DesignFits(kernel, design));
+  design = DefaultDesign(kernel, 0);
+  design.precision = "fp16";
+  EXPECT_FALSE(DesignFits(kernel, design));
+}
+
 TEST(CandidateTest, SourceDefinesModelNewAndCarriesItsDesign) {
   const Graph graph = Fixture("level1_23_Softmax");
   CandidateDesign design;

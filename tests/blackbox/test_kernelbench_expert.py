@@ -1,10 +1,10 @@
 """The expert backend on real KernelBench tasks at reduced sizes, in Triton's interpreter (issue 4's CPU bar).
 
-Every level-1 activation, normalization, reduction, softmax, loss, scan and pooling task, and every level-2
-task, is rewritten at reduced sizes (egg_worker.reduce) and run through `egg bench` (one seed, no tuning on the
-CPU). Each must end with a correct ModelNew; level-1 tasks must run all their work in Triton (no op left to
-PyTorch), level-2 tasks may leave only their convolution or matrix product to PyTorch (part 2 of the expert
-backend takes those), so the chain after it runs as fused Triton kernels.
+Every level-1 matrix-product, activation, normalization, reduction, softmax, loss, scan and pooling task, and
+every level-2 task, is rewritten at reduced sizes (egg_worker.reduce) and run through `egg bench` (one seed, no
+tuning on the CPU). Each must end with a correct ModelNew; level-1 tasks must run all their work in Triton (no
+op left to PyTorch), level-2 tasks may leave only their convolution to PyTorch (the rest of part 2 of the expert
+backend), so their matrix products and the chains after the main op run as fused Triton kernels.
 
 Reads KernelBench from ../shared/kernelbench (or $EGG_KERNELBENCH); skipped when it is absent. Takes several
 minutes: the two levels run as two `egg bench` processes side by side.
@@ -22,6 +22,7 @@ from conftest import ROOT as REPO
 
 KERNELBENCH = Path(os.environ.get("EGG_KERNELBENCH", REPO.parent / "shared" / "kernelbench"))
 LEVEL1_IN_SCOPE = [
+    1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,  # matrix products
     5, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,  # scaling and activations
     33, 34, 35, 36, 37, 38, 39, 40,  # normalizations
     41, 42, 43, 44, 45, 46,  # pooling
@@ -33,8 +34,7 @@ LEVEL1_IN_SCOPE = [
 # Input elements of a reduced task: level 2 is smaller (its convolutions widen what the interpreter runs); the
 # larger budget is the fallback for tasks whose constraints need it.
 MAX_ELEMENTS = {1: (65536,), 2: (16384, 65536)}
-PRODUCT_OPS = {"aten.convolution.default", "aten.addmm.default", "aten.mm.default", "aten.bmm.default",
-               "aten.baddbmm.default"}
+PRODUCT_OPS = {"aten.convolution.default"}
 BENCH_TIMEOUT_S = 3600
 
 pytestmark = pytest.mark.skipif(not (KERNELBENCH / "level1").is_dir(), reason="KernelBench data not found")
