@@ -28,7 +28,6 @@ import time
 ENV = "EGG_GPU_LOCK"
 
 _state = threading.local()
-_waited_s = 0.0
 
 
 def shared() -> bool:
@@ -44,16 +43,10 @@ def release_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def waited_s() -> float:
-    """Seconds this process has spent waiting for the GPU lock."""
-    return _waited_s
-
-
 @contextlib.contextmanager
 def held(what: str = "gpu work"):
     """Hold the GPU lock named by EGG_GPU_LOCK for the body (a no-op when it is unset); `what` names it in the
     log line."""
-    global _waited_s
     path = os.environ.get(ENV)
     depth = getattr(_state, "depth", 0)
     if not path or depth:
@@ -68,7 +61,6 @@ def held(what: str = "gpu work"):
         started = time.perf_counter()
         fcntl.flock(fd, fcntl.LOCK_EX)
         acquired = time.perf_counter()
-        _waited_s += acquired - started
         _state.depth = 1
         try:
             yield

@@ -324,8 +324,8 @@ void RunWorker(const BenchCommand& command, GlobalOptions globals, int worker, i
   while (auto next = suite->Next()) {
     const auto& [task, index] = *next;
     const std::string name = task.path.filename().string();
-    suite->Progress(index, name, command.workers > 1 ? fmt::format("started on worker {}{}", worker, command.args.eval.device == "cuda" ? fmt::format(" (GPU {})", gpu) : "")
-                            : "started");
+    const std::string on_gpu = command.args.eval.device == "cuda" ? fmt::format(" (GPU {})", gpu) : "";
+    suite->Progress(index, name, command.workers > 1 ? fmt::format("started on worker {}{}", worker, on_gpu) : "started");
     OptimizeArgs task_args = args;
     task_args.pipeline.on_stage = [&, index = index](const std::string& stage, std::optional<double> speedup) {
       suite->Progress(index, name, stage + (speedup ? fmt::format(", best {:.2f}x vs eager", *speedup) : ""));

@@ -312,6 +312,12 @@ std::string KernelEmitter::PointerName(int value) {
 
 MaskSet MaskSet::Flat() { return MaskSet{{{"xindex", "xmask"}}, {}, "xindex"}; }
 
+MaskSet MaskSet::Tiles() {
+  return MaskSet{{{"mindex", "mmask"}, {"nindex", "nmask"}, {"kaindex", "kamask"}, {"kbindex", "kbmask"}},
+                 {{"mmask & nmask", "omask"}},
+                 "omask"};
+}
+
 MaskSet MaskSet::Rows() {
   return MaskSet{{{"xindex", "xmask"}, {"rindex", "rmask"}}, {{"xmask & rmask", "mask"}}, "xindex"};
 }

@@ -38,6 +38,7 @@ struct MaskSet {
 
   static MaskSet Flat();  // pointwise and pooling kernels: xindex / xmask
   static MaskSet Rows();  // reductions and scans: xindex, rindex, and their conjunction "mask"
+  static MaskSet Tiles();  // matrix products: output tile mindex/nindex ("omask"), K steps kaindex/kbindex
 };
 
 class KernelEmitter {

@@ -1192,12 +1192,7 @@ std::vector<Index> AnchorIndex(const std::vector<int64_t>& shape, const std::vec
 KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                             const std::map<int, TensorMeta>& layouts) {
   const bool rows = kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
-  MaskSet masks = rows ? MaskSet::Rows() : MaskSet::Flat();
-  if (kernel.kind == KernelKind::kMatmul) {
-    masks = MaskSet{{{"mindex", "mmask"}, {"nindex", "nmask"}, {"kaindex", "kamask"}, {"kbindex", "kbmask"}},
-                    {{"mmask & nmask", "omask"}},
-                    "omask"};
-  }
+  const MaskSet masks = kernel.kind == KernelKind::kMatmul ? MaskSet::Tiles() : (rows ? MaskSet::Rows() : MaskSet::Flat());
   KernelWriter writer(graph, kernel, memory, layouts, masks);
   return writer.Write();
 }
