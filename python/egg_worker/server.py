@@ -6,9 +6,11 @@ the loop. An op that raises is answered ok:false with a one-line error (evaluate
 does into a result status itself). `profile` and `peaks` live in egg_worker.profile, imported on first use.
 """
 
+import cProfile
 import os
 import platform
 import sys
+import time
 
 import torch
 import triton
@@ -85,6 +87,29 @@ def _request_id(request: dict):
     return request_id if isinstance(request_id, int) and not isinstance(request_id, bool) else None
 
 
+class RequestTrace:
+    """EGG_WORKER_PROFILE=DIR: every request runs under cProfile, the process's accumulated statistics are
+    rewritten to DIR/worker-<pid>.pstats after each request (so a worker that is killed keeps all but its last
+    request), and one line per request goes to stderr: `egg-worker: <op> took S s`. For finding where a bench's
+    time goes (`python -m pstats`); off by default."""
+
+    def __init__(self, directory: str):
+        self.path = os.path.join(directory, f"worker-{os.getpid()}.pstats")
+        os.makedirs(directory, exist_ok=True)
+        self.profiler = cProfile.Profile()
+
+    def respond(self, request: dict) -> dict:
+        started = time.perf_counter()
+        self.profiler.enable()
+        try:
+            return respond(request)
+        finally:
+            self.profiler.disable()
+            self.profiler.dump_stats(self.path)
+            print(f"egg-worker: {request.get('op')} took {time.perf_counter() - started:.2f} s", file=sys.stderr,
+                  flush=True)
+
+
 def respond(request: dict) -> dict:
     """The response to one decoded request other than shutdown."""
     request_id = _request_id(request)
@@ -120,6 +145,8 @@ def _is_shutdown(request: dict) -> bool:
 def serve(frames_in, frames_out) -> int:
     configure_torch()
     launches.install()
+    trace_dir = os.environ.get("EGG_WORKER_PROFILE")
+    answer = RequestTrace(trace_dir).respond if trace_dir else respond
     while True:
         try:
             request = read_frame(frames_in)
@@ -134,4 +161,4 @@ def serve(frames_in, frames_out) -> int:
         if _is_shutdown(request):
             send(frames_out, {"id": request["id"], "ok": True})
             return 0
-        send(frames_out, respond(request))
+        send(frames_out, answer(request))

@@ -103,3 +103,14 @@ def test_a_response_that_cannot_be_encoded_becomes_ok_false(tmp_path):
         response = read_frame(frames_in)
     assert response["id"] == 9 and response["ok"] is False and "not encodable" in response["error"]
     assert os.path.getsize(out_path) > 4
+
+
+def test_request_trace_writes_statistics_and_one_line_per_request(tmp_path, capsys):
+    import pstats
+    trace = server.RequestTrace(str(tmp_path / "prof"))
+    assert trace.respond({"id": 1, "op": "hello"})["ok"] is True
+    assert trace.respond({"id": 2, "op": "transmogrify"})["ok"] is False
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("egg-worker:")]
+    assert [line.split()[1] for line in lines] == ["hello", "transmogrify"]
+    stats = pstats.Stats(trace.path)
+    assert any(name == "handle_hello" for (_file, _line, name) in stats.stats)
