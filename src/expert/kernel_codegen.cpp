@@ -996,7 +996,9 @@ class KernelWriter {
   // elementwise consumers on the accumulator tile before a single store.
   KernelSource WriteMatmul() {
     const MatmulSpec& mm = *kernel_.matmul;
-    const KernelDesign& design = kernel_.design;
+    if (mm.conv) {
+      return WriteConvolution();
+    }
     const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
     const Index b = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
     const Index m = Index::Var("mindex", mm.m);
@@ -1031,9 +1033,81 @@ class KernelWriter {
       result = mm.beta == 0.0 ? result : result + " + " + term;
     }
     emitter_.Line("product = " + result);
+    const auto out_index = mm.batched ? std::vector<Index>{b, m, n} : std::vector<Index>{m, n};
+    return FinishMatmul(loop, out, out_index, flat);
+  }
+
+  // A convolution as an implicit GEMM (no im2col buffer): per group (the batch axis), rows m = (image, output
+  // position), columns n = the group's output channels, k = (input channel of the group, kernel offset). The
+  // input tile is gathered at position * stride - padding + offset * dilation, masked to zero in the padding;
+  // the weight tile is read as [k, n]; the bias and fused consumers apply to the accumulator before one store.
+  KernelSource WriteConvolution() {
+    const MatmulSpec& mm = *kernel_.matmul;
+    const ConvShape& conv = *mm.conv;
+    const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
+    const Index g = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
+    const Index m = Index::Var("mindex", mm.m);
+    const Index n = Index::Var("nindex", mm.n);
+    const int64_t in_per_group = conv.in_channels / conv.groups;
+    std::vector<int64_t> rows_shape = {conv.images};
+    rows_shape.insert(rows_shape.end(), conv.out_size.begin(), conv.out_size.end());
+    std::vector<int64_t> k_shape = {in_per_group};
+    k_shape.insert(k_shape.end(), conv.kernel.begin(), conv.kernel.end());
+    const auto row = Delinearize(m, rows_shape);
+    const auto ka = Delinearize(Index::Var("kaindex", mm.k), k_shape);
+    const auto kb = Delinearize(Index::Var("kbindex", mm.k), k_shape);
+    emitter_.OpenScope(2);
+    std::vector<Index> input_index = {row[0], g * in_per_group + ka[0]};
+    std::string valid;
+    auto require = [&valid](const std::string& condition) {
+      valid = valid.empty() ? "(" + condition + ")" : valid + " & (" + condition + ")";
+    };
+    for (size_t s = 0; s < conv.kernel.size(); ++s) {
+      const Index position = row[s + 1] * conv.stride[s] - Index(conv.padding[s]) + ka[s + 1] * conv.dilation[s];
+      if (position.Lo() < 0) {
+        require(position.Code() + " >= 0");
+      }
+      if (position.Hi() >= conv.in_size[s]) {
+        require(fmt::format("{} < {}", position.Code(), conv.in_size[s]));
+      }
+      input_index.push_back(position);
+    }
+    if (!valid.empty()) {
+      emitter_.Line("valid = " + valid);
+      emitter_.PushCondition("valid");
+    }
+    const Operand a = emitter_.Emit(mm.a, input_index);
+    if (!valid.empty()) {
+      emitter_.PopCondition();
+    }
+    // weight [out, in / groups, kernel...] read as [k, n]
+    std::vector<Index> weight_index = {g * mm.n + n, kb[0]};
+    weight_index.insert(weight_index.end(), kb.begin() + 1, kb.end());
+    const Operand bt = emitter_.Emit(mm.b, weight_index);
+    if (a.scalar || bt.scalar) {
+      throw NotFusable("a constant convolution operand");
+    }
+    emitter_.Line(fmt::format("a = tl.where(mmask & kamask{}, ({}).to(tl.float32), 0.0)",
+                              valid.empty() ? "" : " & valid", a.code));
+    emitter_.Line(fmt::format("b = tl.where(kbmask & nmask, ({}).to(tl.float32), 0.0)", bt.code));
+    const std::string loop = Join(emitter_.CloseScope());
+    std::string result = "acc";
+    if (mm.bias >= 0) {
+      const Operand bias = emitter_.Emit(mm.bias, {g * mm.n + n});
+      result += " + (" + bias.code + ").to(tl.float32)";
+    }
+    emitter_.Line("product = " + result);
+    std::vector<Index> out_index = {row[0], g * mm.n + n};
+    out_index.insert(out_index.end(), row.begin() + 1, row.end());
+    return FinishMatmul(loop, out, out_index, Linearize(out_index, MetaOf(graph_, out).shape));
+  }
+
+  KernelSource FinishMatmul(const std::string& loop, int out, const std::vector<Index>& out_index,
+                            const Index& flat) {
+    const MatmulSpec& mm = *kernel_.matmul;
+    const KernelDesign& design = kernel_.design;
     const Operand product{"product", DType::kFloat32, false};
     emitter_.DefineRow(out, product, flat);
-    const auto out_index = mm.batched ? std::vector<Index>{b, m, n} : std::vector<Index>{m, n};
     StoreIfNeeded(out, out_index, product, "omask");
     WriteEpilogues(flat, out);
     const int64_t grid_n = (mm.n + design.yblock - 1) / design.yblock;

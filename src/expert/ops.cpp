@@ -73,7 +73,7 @@ const std::map<std::string, OpClass>& ClassTable() {
       t[op] = OpClass::kPool;
     }
     t["aten.cumsum.default"] = OpClass::kScan;
-    for (const char* op : {"aten.mm.default", "aten.bmm.default", "aten.addmm.default"}) {
+    for (const char* op : {"aten.mm.default", "aten.bmm.default", "aten.addmm.default", "aten.convolution.default"}) {
       t[op] = OpClass::kMatmul;
     }
     t["aten.cumprod.default"] = OpClass::kScan;

@@ -56,7 +56,18 @@ struct ScanSpec {
 };
 std::optional<ScanSpec> ParseScan(const Graph& graph, const Node& node);
 
-// A matrix product: out[b] = beta * bias + alpha * (a[b] @ b[b]) (mm, bmm, addmm; b = 1 without a batch).
+// A convolution computed as an implicit GEMM, one product per group: rows are (image, output position), columns
+// the group's output channels, the reduction runs over (input channel of the group, kernel position); the input
+// operand is gathered at `position * stride - padding + offset * dilation` (zero outside the input).
+struct ConvShape {
+  int spatial = 2;  // 1, 2 or 3
+  int64_t images = 1, in_channels = 1, out_channels = 1, groups = 1;
+  std::vector<int64_t> in_size, out_size, kernel;  // spatial extents
+  std::vector<int64_t> stride, padding, dilation;
+};
+
+// A matrix product: out[b] = beta * bias + alpha * (a[b] @ b[b]) (mm, bmm, addmm; b = 1 without a batch), or a
+// convolution (`conv` set: a is the input, b the weight, bias the per-channel bias, batch the groups).
 struct MatmulSpec {
   int node = -1;
   int a = -1;
@@ -66,6 +77,7 @@ struct MatmulSpec {
   double beta = 1;
   bool batched = false;
   int64_t batch = 1, m = 0, n = 0, k = 0;
+  std::optional<ConvShape> conv;
 };
 std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node);
 

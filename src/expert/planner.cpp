@@ -291,7 +291,78 @@ std::optional<ScanSpec> ParseScan(const Graph& graph, const Node& node) {
   return scan;
 }
 
+namespace {
+
+// aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), fp32,
+// not transposed (transposed convolutions stay in PyTorch for now).
+std::optional<MatmulSpec> ParseConvolution(const Graph& graph, const Node& node) {
+  if (node.args.size() < 9 || node.args[0].kind != Arg::Kind::kValue || node.args[1].kind != Arg::Kind::kValue ||
+      (node.args[2].kind != Arg::Kind::kValue && node.args[2].kind != Arg::Kind::kNone) ||
+      BoolArg(node, 6, "transposed", true) || node.args[8].kind != Arg::Kind::kInt) {
+    return std::nullopt;
+  }
+  const auto& in = ValueAt(graph, node.args[0].value).meta;
+  const auto& weight = ValueAt(graph, node.args[1].value).meta;
+  const auto& out = ValueAt(graph, node.value).meta;
+  if (!in || !weight || !out || in->dtype != DType::kFloat32 || weight->dtype != DType::kFloat32 ||
+      out->dtype != DType::kFloat32 || in->shape.size() < 3 || in->shape.size() > 5 ||
+      weight->shape.size() != in->shape.size() || out->shape.size() != in->shape.size()) {
+    return std::nullopt;
+  }
+  ConvShape conv;
+  conv.spatial = static_cast<int>(in->shape.size()) - 2;
+  conv.images = in->shape[0];
+  conv.in_channels = in->shape[1];
+  conv.out_channels = out->shape[1];
+  conv.groups = node.args[8].i;
+  if (conv.groups < 1 || conv.in_channels % conv.groups != 0 || conv.out_channels % conv.groups != 0 ||
+      weight->shape[0] != conv.out_channels || weight->shape[1] * conv.groups != conv.in_channels) {
+    return std::nullopt;
+  }
+  const auto spatial = static_cast<size_t>(conv.spatial);
+  auto ints = [&](size_t position) {
+    auto values = node.args[position].AsInts().value_or(std::vector<int64_t>{});
+    return values.size() == 1 ? std::vector<int64_t>(spatial, values[0]) : values;
+  };
+  conv.stride = ints(3);
+  conv.padding = ints(4);
+  conv.dilation = ints(5);
+  if (conv.stride.size() != spatial || conv.padding.size() != spatial || conv.dilation.size() != spatial) {
+    return std::nullopt;
+  }
+  for (size_t s = 0; s < spatial; ++s) {
+    conv.in_size.push_back(in->shape[s + 2]);
+    conv.out_size.push_back(out->shape[s + 2]);
+    conv.kernel.push_back(weight->shape[s + 2]);
+    const int64_t expected =
+        (conv.in_size[s] + 2 * conv.padding[s] - conv.dilation[s] * (conv.kernel[s] - 1) - 1) / conv.stride[s] + 1;
+    if (conv.stride[s] < 1 || conv.dilation[s] < 1 || conv.padding[s] < 0 || expected != conv.out_size[s]) {
+      return std::nullopt;
+    }
+  }
+  MatmulSpec spec;
+  spec.node = static_cast<int>(&node - graph.nodes.data());
+  spec.a = node.args[0].value;
+  spec.b = node.args[1].value;
+  spec.bias = node.args[2].kind == Arg::Kind::kValue ? node.args[2].value : -1;
+  spec.batched = conv.groups > 1;
+  spec.batch = conv.groups;
+  spec.m = conv.images * Product(conv.out_size);
+  spec.n = conv.out_channels / conv.groups;
+  spec.k = conv.in_channels / conv.groups * Product(conv.kernel);
+  if (spec.m * spec.n * spec.k == 0) {
+    return std::nullopt;
+  }
+  spec.conv = std::move(conv);
+  return spec;
+}
+
+}  // namespace
+
 std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node) {
+  if (node.op == "aten.convolution.default") {
+    return ParseConvolution(graph, node);
+  }
   MatmulSpec spec;
   spec.node = static_cast<int>(&node - graph.nodes.data());
   const bool addmm = node.op == "aten.addmm.default";

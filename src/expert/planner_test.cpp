@@ -60,15 +60,33 @@ TEST(PlannerTest, SoftmaxIsOneFusedReductionKernel) {
   EXPECT_TRUE(plan.extern_ops.empty());
 }
 
-TEST(PlannerTest, ConvolutionRunsInPyTorchAndItsEpilogueFuses) {
-  const Graph graph = Fixture("level2_1_Conv2D_ReLU_BiasAdd");
+TEST(PlannerTest, ConvolutionIsOneImplicitGemmKernelWithItsEpilogue) {
+  const Graph graph = Fixture("level2_1_Conv2D_ReLU_BiasAdd");  // conv 12->16, 3x3 on 16x12x16x16, relu, + bias
+  const Plan plan = MakePlan(graph, {});
+  EXPECT_TRUE(plan.extern_ops.empty());
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  const KernelPlan& kernel = plan.kernels[0];
+  EXPECT_EQ(kernel.kind, KernelKind::kMatmul);
+  ASSERT_TRUE(kernel.matmul && kernel.matmul->conv);
+  const MatmulSpec& mm = *kernel.matmul;
+  EXPECT_EQ(mm.m, 16 * 14 * 14);  // images x output positions
+  EXPECT_EQ(mm.n, 16);            // output channels (one group)
+  EXPECT_EQ(mm.k, 12 * 3 * 3);    // input channels x kernel positions
+  EXPECT_GE(mm.bias, 0);
+  const Candidate candidate = GenerateCandidate(graph, "", "conv", CandidateDesign{});
+  ASSERT_TRUE(candidate.source) << candidate.problem;
+  EXPECT_EQ(Count(*candidate.source, "tl.dot("), 1U);
+  EXPECT_EQ(Count(*candidate.source, "tl.store("), 1U);  // the convolution's own output never reaches memory
+  EXPECT_EQ(Count(*candidate.source, "valid = "), 0U);  // no padding: no bounds mask on the gathered input
+}
+
+TEST(PlannerTest, TransposedConvolutionStaysInPyTorch) {
+  // ConvTranspose2d 16->16, kernel (3, 5), stride (2, 3), padding (1, 2), dilation (2, 1), groups 4
+  const Graph graph = Fixture("level1_75_conv_transposed_2D_strided_grouped");
   const Plan plan = MakePlan(graph, {});
   ASSERT_EQ(plan.extern_ops.size(), 1U);
   EXPECT_EQ(plan.extern_ops[0], "aten.convolution.default");
-  ASSERT_EQ(plan.kernels.size(), 1U);
-  EXPECT_EQ(plan.kernels[0].kind, KernelKind::kPointwise);
-  ASSERT_EQ(plan.steps.size(), 2U);
-  EXPECT_EQ(plan.steps[0].kind, Step::Kind::kExtern);
+  EXPECT_TRUE(plan.kernels.empty());
 }
 
 TEST(PlannerTest, GroupNormStatisticsAndEpilogueShareOneKernel) {
