@@ -108,13 +108,12 @@ def test_compile_json_lists_kernels_and_pytorch_ops(compiled):
     assert any(kernel["kind"] == "reduction" for kernel in softmax["kernels"])
 
 
-def test_compile_leaves_the_convolution_to_pytorch_and_fuses_the_rest(compiled):
+def test_compile_makes_the_convolution_and_its_epilogue_one_triton_kernel(compiled):
     egg, runs = compiled
     conv = json.loads(runs["conv"].stdout)
-    assert "aten.convolution.default" in conv["pytorch_ops"], conv["pytorch_ops"]
-    ops = [op for kernel in conv["kernels"] for op in kernel["ops"]]
-    assert "aten.relu.default" in ops and "aten.add.Tensor" in ops, ops
-    assert not any("convolution" in op for op in ops)
+    assert conv["pytorch_ops"] == []
+    assert len(conv["kernels"]) == 1 and conv["kernels"][0]["kind"] == "matmul", conv["kernels"]
+    assert conv["kernels"][0]["ops"] == ["aten.convolution.default", "aten.relu.default", "aten.add.Tensor"]
     assert "class ModelNew(Model):" in (egg.workdir / "out" / "conv.py").read_text()
 
 
