@@ -370,13 +370,18 @@ Json CandidateDesign::ToJson() const {
   for (const auto& [name, design] : kernels) {
     kernels_json[name] = design.ToJson();
   }
-  return Json{{"seed", seed}, {"plan", plan.ToJson()}, {"kernels", kernels_json}};
+  Json json = {{"seed", seed}, {"plan", plan.ToJson()}, {"kernels", kernels_json}};
+  if (!precision.empty()) {
+    json["precision"] = precision;
+  }
+  return json;
 }
 
 CandidateDesign CandidateDesign::FromJson(const Json& json) {
   CandidateDesign design;
   design.seed = json.value("seed", 0);
   design.plan = PlanOptions::FromJson(json.value("plan", Json::object()));
+  design.precision = json.value("precision", "");
   const Json kernels = json.value("kernels", Json::object());
   for (const auto& [name, kernel] : kernels.items()) {
     design.kernels[name] = KernelDesign::FromJson(kernel);
@@ -396,6 +401,11 @@ std::optional<CandidateDesign> DesignInSource(const std::string& source) {
   } catch (const Json::exception&) {
     return std::nullopt;
   }
+}
+
+std::string MatmulPrecisionFor(double tol) {
+  constexpr double kTf32Tolerance = 1e-3;
+  return tol >= kTf32Tolerance ? "tf32" : "ieee";
 }
 
 bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
@@ -454,6 +464,7 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
   Candidate candidate;
   candidate.design.seed = design.seed;
   candidate.design.plan = design.plan;
+  candidate.design.precision = design.precision;
   try {
     candidate.plan = MakePlan(graph, design.plan);
   } catch (const std::exception& error) {
@@ -468,9 +479,14 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       KernelPlan& kernel = plan.kernels[k];
       const auto chosen = design.kernels.find(kernel.name);
-      kernel.design = chosen != design.kernels.end() && DesignFits(kernel, chosen->second)
-                          ? chosen->second
-                          : DefaultDesign(kernel, design.seed);
+      if (chosen != design.kernels.end() && DesignFits(kernel, chosen->second)) {
+        kernel.design = chosen->second;
+      } else {
+        kernel.design = DefaultDesign(kernel, design.seed);
+        if (kernel.kind == KernelKind::kMatmul && !design.precision.empty()) {
+          kernel.design.precision = design.precision;
+        }
+      }
       candidate.design.kernels[kernel.name] = kernel.design;
       std::map<int, TensorMeta> layouts;
       for (int value : kernel.stores) {

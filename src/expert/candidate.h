@@ -14,10 +14,12 @@
 
 namespace egg::expert {
 
-// The design record of a whole candidate: the seed family, the fusion options and each kernel's design.
+// The design record of a whole candidate: the seed family, the fusion options, the product precision of matmul
+// kernels it does not list, and each kernel's design.
 struct CandidateDesign {
   int seed = 0;
   PlanOptions plan;
+  std::string precision;  // tl.dot input_precision for unlisted matmul kernels: ieee (empty), tf32, tf32x3
   std::map<std::string, KernelDesign> kernels;  // by kernel name; missing kernels take DefaultDesign(seed)
 
   Json ToJson() const;
@@ -48,6 +50,10 @@ struct Candidate {
 
 Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, const std::string& task_name,
                             const CandidateDesign& design);
+
+// The fastest tl.dot input precision whose error fits tolerance `tol` on float32 products: tf32 (10-bit
+// mantissas, ~1e-3 relative on deep products) at 1e-3 and looser, ieee below (docs/expert.md).
+std::string MatmulPrecisionFor(double tol);
 
 // Whether a kernel design is valid for `kernel` (block sizes powers of two, persistent tiles covering the row).
 bool DesignFits(const KernelPlan& kernel, const KernelDesign& design);

@@ -20,6 +20,11 @@ constexpr int64_t kMaxElementsPerThread = 64;
 constexpr int kThreadsPerWarp = 32;
 constexpr int kMaxWarps = 16;
 constexpr int kMaxStages = 4;
+// Matmul tiles: tl.dot sides, the accumulator's registers per thread and the operand ring in shared memory
+// (float32 operands; the H200 allows 227 KB per block, a margin is kept for the epilogue's layout changes).
+constexpr int64_t kMaxAccumulatorPerThread = 128;
+constexpr int64_t kMaxMatmulSharedBytes = 192 * 1024;
+constexpr int kMaxMatmulStages = 5;
 
 bool IsRowKernel(const KernelPlan& kernel) {
   return kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
@@ -127,9 +132,31 @@ void AlgorithmMoves(const Graph& graph, const Candidate& incumbent, const std::v
             plan.fuse_reductions ? "one kernel per reduction" : "reductions over the same rows share a kernel");
 }
 
+// Matmul output tiles (BLOCK_M x BLOCK_N), the usual shapes of tuned Hopper GEMMs, smallest grid last.
+void MatmulMappingMoves(const KernelPlan& kernel, MoveList* list) {
+  static const int64_t kTiles[][2] = {{128, 128}, {128, 64}, {64, 128}, {64, 64}, {128, 256}, {256, 128}, {32, 64}};
+  const MatmulSpec& mm = *kernel.matmul;
+  for (const auto& tile : kTiles) {
+    if (tile[0] > std::max<int64_t>(kMinBlock, NextPowerOfTwo(mm.m)) ||
+        tile[1] > std::max<int64_t>(kMinBlock, NextPowerOfTwo(mm.n))) {
+      continue;  // a tile wider than the problem only masks lanes off
+    }
+    KernelDesign design = kernel.design;
+    design.xblock = tile[0];
+    design.yblock = tile[1];
+    const int64_t programs = ((mm.m + tile[0] - 1) / tile[0]) * ((mm.n + tile[1] - 1) / tile[1]) * mm.batch;
+    list->AddKernel(kernel, design, fmt::format("tile {} {}x{}", kernel.name, tile[0], tile[1]),
+                    fmt::format("output tiles of {}x{} ({} programs)", tile[0], tile[1], programs));
+  }
+}
+
 void MappingMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
+    if (kernel.kind == KernelKind::kMatmul) {
+      MatmulMappingMoves(kernel, list);
+      continue;
+    }
     if (!IsRowKernel(kernel)) {
       continue;
     }
@@ -147,7 +174,14 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
     KernelDesign base = kernel.design;
-    if (IsRowKernel(kernel)) {
+    if (kernel.kind == KernelKind::kMatmul) {
+      for (int64_t rblock : Around(base.rblock, kMinBlock, 128)) {
+        KernelDesign design = base;
+        design.rblock = rblock;
+        list->AddKernel(kernel, design, fmt::format("tile {} block_k {}", kernel.name, rblock),
+                        fmt::format("a K step of {} per loop iteration", rblock));
+      }
+    } else if (IsRowKernel(kernel)) {
       const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
       const bool single = base.algorithm == "persistent" || base.algorithm == "single";
       const int64_t lo = single ? length : kMinBlock;
@@ -170,33 +204,60 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
   }
 }
 
-void MemoryMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
-  for (size_t k : order) {
-    const KernelPlan& kernel = incumbent.plan.kernels[k];
-    const KernelDesign& base = kernel.design;
-    std::vector<std::pair<int, int>> options;
-    for (int warps = 1; warps <= kMaxWarps; warps *= 2) {
-      for (int stages = 1; stages <= kMaxStages; ++stages) {
-        if (warps == base.num_warps && stages == base.num_stages) {
-          continue;
-        }
-        if (stages > 1 && !(IsRowKernel(kernel) && base.algorithm != "persistent" && base.algorithm != "single")) {
-          continue;  // software pipelining needs a loop
-        }
+// Every (warps, stages) pair of the given ranges but the kernel's own, nearest first.
+void WarpStageMoves(const KernelPlan& kernel, const std::vector<int>& warp_options, int min_stages, int max_stages,
+                    MoveList* list) {
+  const KernelDesign& base = kernel.design;
+  std::vector<std::pair<int, int>> options;
+  for (int warps : warp_options) {
+    for (int stages = min_stages; stages <= max_stages; ++stages) {
+      if (warps != base.num_warps || stages != base.num_stages) {
         options.emplace_back(warps, stages);
       }
     }
-    std::stable_sort(options.begin(), options.end(), [&](const auto& a, const auto& b) {
-      return Log2Distance(a.first, base.num_warps) + std::abs(a.second - base.num_stages) <
-             Log2Distance(b.first, base.num_warps) + std::abs(b.second - base.num_stages);
-    });
-    for (const auto& [warps, stages] : options) {
-      KernelDesign design = base;
-      design.num_warps = warps;
-      design.num_stages = stages;
-      list->AddKernel(kernel, design, fmt::format("memory {} warps {} stages {}", kernel.name, warps, stages),
-                      fmt::format("{} warps per program, {}-deep load pipeline", warps, stages));
+  }
+  std::stable_sort(options.begin(), options.end(), [&](const auto& a, const auto& b) {
+    return Log2Distance(a.first, base.num_warps) + std::abs(a.second - base.num_stages) <
+           Log2Distance(b.first, base.num_warps) + std::abs(b.second - base.num_stages);
+  });
+  for (const auto& [warps, stages] : options) {
+    KernelDesign design = base;
+    design.num_warps = warps;
+    design.num_stages = stages;
+    list->AddKernel(kernel, design, fmt::format("memory {} warps {} stages {}", kernel.name, warps, stages),
+                    fmt::format("{} warps per program, {}-deep load pipeline", warps, stages));
+  }
+}
+
+// Matmul: 4 or 8 warps per tile and 2-5 operand tiles in flight, then the other exact precision (tf32x3 for
+// ieee and back: three tf32 products on the tensor cores against ieee FMA products).
+void MatmulMemoryMoves(const KernelPlan& kernel, MoveList* list) {
+  WarpStageMoves(kernel, {4, 8}, 2, kMaxMatmulStages, list);
+  const KernelDesign& base = kernel.design;
+  if (base.precision == "ieee" || base.precision == "tf32x3") {
+    KernelDesign design = base;
+    design.precision = base.precision == "ieee" ? "tf32x3" : "ieee";
+    list->AddKernel(kernel, design, fmt::format("precision {} {}", kernel.name, design.precision),
+                    design.precision == "tf32x3" ? "three tf32 tensor-core products per element (float32 accuracy)"
+                                                 : "float32 FMA products");
+  }
+}
+
+void MemoryMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
+  std::vector<int> warp_options;
+  for (int warps = 1; warps <= kMaxWarps; warps *= 2) {
+    warp_options.push_back(warps);
+  }
+  for (size_t k : order) {
+    const KernelPlan& kernel = incumbent.plan.kernels[k];
+    if (kernel.kind == KernelKind::kMatmul) {
+      MatmulMemoryMoves(kernel, list);
+      continue;
     }
+    // software pipelining needs a loop
+    const bool loop = IsRowKernel(kernel) && kernel.design.algorithm != "persistent" &&
+                      kernel.design.algorithm != "single";
+    WarpStageMoves(kernel, warp_options, 1, loop ? kMaxStages : 1, list);
   }
 }
 
@@ -205,19 +266,23 @@ void MemoryMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
 std::string SeedFamilyName(int seed) {
   switch (seed) {
     case 0:
-      return "registers: fused kernels, a reduction row held in registers where it fits, streamed otherwise";
+      return "registers: fused kernels, a reduction row held in registers where it fits, streamed otherwise; "
+             "matmuls in 64x64 tiles with the tolerance's fastest products";
     case 1:
       return "streaming: fused kernels, the other reduction algorithm (rows streamed in tiles where seed 0 "
-             "holds them, held where seed 0 streams)";
+             "holds them, held where seed 0 streams); matmuls in 128x128 tiles of 8 warps with ieee products";
     default:
       return "one-pass: fused kernels with online statistics (running max with rescaled sums for softmax-like "
-             "rows) and split reductions across programs for few long rows";
+             "rows) and split reductions across programs for few long rows; matmuls in 128x64 tiles with a K step "
+             "of 64";
   }
 }
 
-DesignMove SeedDesign(int index) {
+DesignMove SeedDesign(int index, double tol) {
   DesignMove move;
   move.design.seed = index;
+  const std::string precision = index == 1 ? "ieee" : MatmulPrecisionFor(tol);
+  move.design.precision = precision == "ieee" ? "" : precision;
   move.move = fmt::format("seed {}", index);
   move.description = SeedFamilyName(index);
   return move;
@@ -226,6 +291,11 @@ DesignMove SeedDesign(int index) {
 bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
   if (!DesignFits(kernel, design)) {
     return false;
+  }
+  if (kernel.kind == KernelKind::kMatmul) {
+    const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
+    const int64_t ring = design.num_stages * (design.xblock + design.yblock) * design.rblock * 4;
+    return design.xblock * design.yblock <= threads * kMaxAccumulatorPerThread && ring <= kMaxMatmulSharedBytes;
   }
   const int64_t tile = design.xblock * (IsRowKernel(kernel) ? design.rblock : 1);
   const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
@@ -288,7 +358,17 @@ std::vector<DesignMove> StageMoves(const Graph& graph, const std::string& stage,
 }
 
 std::vector<DesignMove> RepairMoves(const Candidate& failing, const std::string& status, const std::string& reason) {
-  MoveList list(failing, 3);
+  MoveList list(failing, 4);
+  if (status == "mismatch") {
+    CandidateDesign exact = failing.design;
+    exact.precision.clear();
+    for (auto& [name, design] : exact.kernels) {
+      if (design.precision == "tf32") {
+        design.precision = "ieee";
+      }
+    }
+    list.Add(exact, "ieee products", "a mismatch with tf32 products: float32 products (ieee) in every matmul");
+  }
   const bool resources = reason.find("out of resource") != std::string::npos ||
                          reason.find("OutOfResources") != std::string::npos ||
                          reason.find("shared memory") != std::string::npos ||

@@ -19,8 +19,11 @@ struct DesignMove {
   std::string description;  // why
 };
 
-// Seed `index` (0..kSeedFamilies-1): a different algorithm family for every reduction-like kernel.
-DesignMove SeedDesign(int index);
+// Seed `index` (0..kSeedFamilies-1): a different algorithm family for every reduction-like kernel and a different
+// tile for every matmul. Matmul products take the fastest precision tolerance `tol` allows
+// (MatmulPrecisionFor), except in seed 1, which keeps ieee products so that a task whose data defeats tf32 at
+// that tolerance still has an exact seed.
+DesignMove SeedDesign(int index, double tol);
 std::string SeedFamilyName(int seed);
 
 // One quick improvement of a seed: the same algorithms, the hottest kernel's tile doubled or halved.
@@ -31,8 +34,8 @@ std::vector<DesignMove> SeedRefinements(const Graph& graph, const Candidate& see
 std::vector<DesignMove> StageMoves(const Graph& graph, const std::string& stage, const Candidate& incumbent,
                                    const std::string& focus, size_t limit);
 
-// Designs that fix a failing candidate, most conservative last: smaller tiles, fewer stages, then the
-// two-pass/looped algorithms without fusion.
+// Designs that fix a failing candidate, most conservative last: ieee products for a mismatch with tf32
+// products, smaller tiles, fewer stages, then the two-pass/looped algorithms without fusion.
 std::vector<DesignMove> RepairMoves(const Candidate& failing, const std::string& status, const std::string& reason);
 
 // Bytes a kernel reads and writes (static estimate, for picking the focus).

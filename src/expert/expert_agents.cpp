@@ -49,7 +49,7 @@ class ExpertCode : public agents::CodeAgent {
     (void)count;
     std::vector<DesignMove> moves;
     if (context.stage == "stage1.seeds" && !context.refining_seed) {
-      moves.push_back(SeedDesign(index));
+      moves.push_back(SeedDesign(index, context.tol));
       return Realize(moves.front());
     }
     const auto incumbent = Regenerate(context.incumbent_source);

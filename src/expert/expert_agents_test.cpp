@@ -26,7 +26,7 @@ agents::StageContext Context(const std::string& stage, const std::string& incumb
 
 TEST(DesignSpaceTest, StageMovesChangeOneDecisionAndArePruned) {
   const Graph graph = BigSoftmax();
-  const Candidate incumbent = GenerateCandidate(graph, "", "softmax", SeedDesign(0).design);
+  const Candidate incumbent = GenerateCandidate(graph, "", "softmax", SeedDesign(0, 1e-2).design);
   ASSERT_TRUE(incumbent.source);
   const KernelPlan& kernel = incumbent.plan.kernels[0];
   for (const std::string stage : {"stage1.algorithm", "stage2.mapping", "stage2.tiling", "stage2.memory"}) {
@@ -71,6 +71,90 @@ TEST(DesignSpaceTest, PruningRejectsTilesThatSpillOrIdle) {
   design.rblock = 16;
   design.xblock = 1;
   design.num_warps = 16;  // 512 threads for 16 elements
+  EXPECT_FALSE(WorthMeasuring(kernel, design));
+}
+
+// x @ W.T + b with its epilogue, M scaled from 48 to 512 so that every seed tile fits inside it.
+Graph BigGemm() { return LoadGraph(Scaled(FixtureJson("level2_12_Gemm_Multiply_LeakyReLU"), 48, 512)); }
+
+std::string MatmulPrecision(const Candidate& candidate) {
+  for (const KernelPlan& kernel : candidate.plan.kernels) {
+    if (kernel.kind == KernelKind::kMatmul) {
+      return kernel.design.precision;
+    }
+  }
+  return "none";
+}
+
+TEST(DesignSpaceTest, MatmulProductsTakeTheFastestPrecisionTheToleranceAllows) {
+  const Graph graph = BigGemm();
+  const Candidate loose = GenerateCandidate(graph, "", "gemm", SeedDesign(0, 1e-2).design);
+  ASSERT_TRUE(loose.source) << loose.problem;
+  EXPECT_EQ(MatmulPrecision(loose), "tf32");
+  EXPECT_NE(loose.source->find("input_precision=\"tf32\""), std::string::npos);
+  EXPECT_EQ(MatmulPrecision(GenerateCandidate(graph, "", "gemm", SeedDesign(2, 1e-3).design)), "tf32");
+  // seed 1 keeps exact products at any tolerance; KernelBench's 1e-4 gets them in every seed
+  EXPECT_EQ(MatmulPrecision(GenerateCandidate(graph, "", "gemm", SeedDesign(1, 1e-2).design)), "ieee");
+  for (int seed = 0; seed < kSeedFamilies; ++seed) {
+    EXPECT_EQ(MatmulPrecision(GenerateCandidate(graph, "", "gemm", SeedDesign(seed, 1e-4).design)), "ieee") << seed;
+  }
+  // A tf32 candidate that mismatches is repaired first with ieee products, its tiles kept.
+  const auto repairs = RepairMoves(loose, "mismatch", "not allclose");
+  ASSERT_FALSE(repairs.empty());
+  EXPECT_EQ(repairs[0].move, "ieee products");
+  const Candidate exact = GenerateCandidate(graph, "", "gemm", repairs[0].design);
+  EXPECT_EQ(MatmulPrecision(exact), "ieee");
+  EXPECT_EQ(exact.plan.kernels.at(0).design.xblock, loose.plan.kernels.at(0).design.xblock);
+  for (const DesignMove& move : RepairMoves(loose, "compile_error", "OutOfResources: shared memory")) {
+    EXPECT_NE(move.move, "ieee products");
+  }
+}
+
+TEST(DesignSpaceTest, MatmulStagesMoveTilesPipelineDepthAndPrecision) {
+  const Graph graph = BigGemm();
+  const Candidate incumbent = GenerateCandidate(graph, "", "gemm", SeedDesign(0, 1e-4).design);
+  ASSERT_TRUE(incumbent.source) << incumbent.problem;
+  const KernelPlan& kernel = incumbent.plan.kernels.at(0);
+  ASSERT_EQ(kernel.kind, KernelKind::kMatmul);
+  const KernelDesign& before = kernel.design;
+  std::set<std::string> precisions;
+  int pipelined = 0;
+  for (const std::string stage : {"stage2.mapping", "stage2.tiling", "stage2.memory"}) {
+    const auto moves = StageMoves(graph, stage, incumbent, "", 20);
+    EXPECT_FALSE(moves.empty()) << stage;
+    for (const DesignMove& move : moves) {
+      const KernelDesign& after = move.design.kernels.at(kernel.name);
+      EXPECT_TRUE(WorthMeasuring(kernel, after)) << move.move;
+      EXPECT_FALSE(after == before) << move.move;
+      if (stage == "stage2.mapping") {  // output tile only
+        EXPECT_EQ(after.rblock, before.rblock) << move.move;
+        EXPECT_LE(after.xblock, 512) << move.move;
+      } else if (stage == "stage2.tiling") {  // K step only
+        EXPECT_EQ(after.xblock, before.xblock) << move.move;
+        EXPECT_EQ(after.yblock, before.yblock) << move.move;
+        EXPECT_NE(after.rblock, before.rblock) << move.move;
+      } else {
+        EXPECT_EQ(after.xblock, before.xblock) << move.move;
+        pipelined += after.num_stages > 1 ? 1 : 0;
+        precisions.insert(after.precision);
+      }
+    }
+  }
+  EXPECT_GT(pipelined, 0);
+  EXPECT_EQ(precisions, (std::set<std::string>{"ieee", "tf32x3"}));
+  // Pruned before measuring: a 256x256 accumulator over 128 threads (512 registers each), and an operand ring of
+  // 5 x (256 + 128) x 128 floats (960 KB of shared memory).
+  KernelDesign design = before;
+  design.xblock = 256;
+  design.yblock = 256;
+  design.num_warps = 4;
+  EXPECT_FALSE(WorthMeasuring(kernel, design));
+  design = before;
+  design.xblock = 256;
+  design.yblock = 128;
+  design.rblock = 128;
+  design.num_warps = 8;
+  design.num_stages = 5;
   EXPECT_FALSE(WorthMeasuring(kernel, design));
 }
 

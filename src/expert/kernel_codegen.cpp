@@ -12,6 +12,7 @@ namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kCombineTile = 4096;
+constexpr int64_t kMatmulGroupRows = 8;  // matmul tile rows that sweep N together (L2 reuse of B)
 
 std::string Join(const std::vector<std::string>& lines) {
   std::string out;
@@ -1118,6 +1119,10 @@ class KernelWriter {
     values.text["k"] = std::to_string(mm.k);
     values.text["batch"] = std::to_string(mm.batch);
     values.text["grid_n"] = std::to_string(grid_n);
+    values.text["grid_m"] = std::to_string(grid_m);
+    const int64_t group_m = std::min<int64_t>(kMatmulGroupRows, grid_m);
+    values.text["group_m"] = std::to_string(group_m);
+    values.text["group_size"] = std::to_string(group_m * grid_n);
     values.text["precision"] = design.precision.empty() ? "ieee" : design.precision;
     values.flags["batched"] = mm.batched;
     values.text["loop"] = loop;

@@ -116,8 +116,12 @@ std::string TrajectoryMarkdown(const Json& report) {
   if (expert.is_object()) {
     out += "\n## Final candidate (expert backend)\n";
     for (const Json& kernel : expert.value("kernels", Json::array())) {
-      out += fmt::format("- {} ({}, {}): {}\n", kernel.value("name", ""), kernel.value("kind", ""),
-                         kernel.value("design", Json::object()).value("algorithm", ""),
+      const Json design = kernel.value("design", Json::object());
+      std::string algorithm = design.value("algorithm", "");
+      if (const std::string precision = design.value("precision", ""); !precision.empty()) {
+        algorithm += ", " + precision + " products";
+      }
+      out += fmt::format("- {} ({}, {}): {}\n", kernel.value("name", ""), kernel.value("kind", ""), algorithm,
                          kernel.value("fusion", Json::array()).dump());
     }
     out += fmt::format("- ops left to PyTorch: {}\n", expert.value("pytorch_ops", Json::array()).dump());
