@@ -390,6 +390,7 @@ class Context:
     expected_outputs: list = dataclasses.field(default_factory=list)  # the latest reference outputs
     tainted: bool = False
     flags: list = dataclasses.field(default_factory=list)
+    side_streams: list = dataclasses.field(default_factory=list)  # streams other than the caller's, if any
 
     @property
     def device(self) -> torch.device:
@@ -439,17 +440,21 @@ def run_candidate_code(context: Context, when: str, fn, *args):
 class CallRecord:
     outputs: list
     launches: list
-    kernel_records: list | None = None
+    kernel_records: list | None = None  # the call's GPU kernels (the trace's marker left out)
     trace_problem: str | None = None
+    caller_stream: int | None = None  # the trace's id of the stream the harness called on
 
 
 def _forward(model, inputs, profile: bool):
+    caller_stream = None
     with launches.count_launches() as launched:
         if profile:
             result, records, problem = guards.kernel_trace(model, inputs)
+            if records is not None:
+                caller_stream, records = guards.split_marker(records)
         else:
             result, records, problem = model(*inputs), None, None
-    return CallRecord(flatten(result), list(launched), records, problem)
+    return CallRecord(flatten(result), list(launched), records, problem, caller_stream)
 
 
 def _call_candidate(context: Context, model, inputs, when: str, profile: bool = False) -> CallRecord:
@@ -489,9 +494,26 @@ def _check_call(context: Context, call: CallRecord, inputs, pristine, references
 
 
 def _check_streams(context: Context, call: CallRecord, trial: int) -> None:
+    """Work the CUDA-event timer on the caller's stream would not wait for. The candidate's own Triton kernels
+    must run on the caller's stream (else rejected). Other kernels on other streams (cuDNN runs some
+    convolutions on internal streams it joins back) are allowed, but the candidate is then timed with a
+    device-wide synchronize around every call, which counts all streams' work (and the launch overhead)."""
     streams = sorted({record.stream for record in call.kernel_records})
-    if len(streams) > 1:
-        raise Rejected(f"candidate kernels ran on {len(streams)} CUDA streams {streams} in trial {trial}")
+    if call.caller_stream is None:  # no marker in the trace: any second stream is refused
+        if len(streams) > 1:
+            raise Rejected(f"candidate kernels ran on {len(streams)} CUDA streams {streams} in trial {trial}")
+        return
+    triton = set(call.launches)
+    side = sorted({record.stream for record in call.kernel_records if record.stream != call.caller_stream})
+    side_triton = sorted({record.stream for record in call.kernel_records
+                          if record.name in triton and record.stream != call.caller_stream})
+    if side_triton:
+        raise Rejected(f"candidate's Triton kernels ran on CUDA streams {side_triton} beside the caller's stream "
+                       f"{call.caller_stream} in trial {trial}")
+    if side and not context.side_streams:
+        context.side_streams = side
+        context.flags.append(f"library kernels ran on CUDA streams {side} beside the caller's stream "
+                             f"{call.caller_stream}: timed with a device-wide synchronize around every call")
 
 
 def run_trial(context: Context, model, trial: int, profile: bool) -> tuple:
@@ -653,8 +675,8 @@ def _run_trials(context: Context, model, result: dict) -> None:
 
 def _time_candidate(context: Context, model) -> dict:
     inputs = loader.make_inputs(context.task, context.request.seed, context.device)
-    return run_candidate_code(context, "timing", timing.time_cuda, model, inputs, context.request.timing,
-                              context.device)
+    timer = timing.time_cuda_synchronized if context.side_streams else timing.time_cuda
+    return run_candidate_code(context, "timing", timer, model, inputs, context.request.timing, context.device)
 
 
 def _time_candidate_cpu_wall(context: Context, model) -> dict:

@@ -8,7 +8,8 @@
   classes every entry counts, additions included.
 - `clone_inputs` / `modified_input`: bitwise check that a call left its inputs as they were.
 - `aliasing`: an output whose storage overlaps the storage of a tensor it must not share memory with.
-- `kernel_trace`: run a call under torch.profiler (CUDA) and read each GPU kernel's name, stream and duration.
+- `kernel_trace`: run a call under torch.profiler (CUDA) and read each GPU kernel's name, stream and duration,
+  with a marker kernel launched first on the caller's stream so that the trace names that stream.
 """
 
 import builtins
@@ -241,15 +242,38 @@ class KernelRecord:
     name: str
     stream: int
     duration_us: float
+    start_us: float = 0.0
 
 
 def _kernel_records(trace_path: str) -> list:
+    """The trace's GPU kernels in order of start time."""
     with open(trace_path, encoding="utf-8") as trace_file:
         trace = json.load(trace_file)
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
-    return [KernelRecord(str(event.get("name", "")), int(event.get("args", {}).get("stream", -1)),
-                         float(event.get("dur", 0.0)))
-            for event in events if event.get("cat") == "kernel"]
+    records = [KernelRecord(str(event.get("name", "")), int(event.get("args", {}).get("stream", -1)),
+                            float(event.get("dur", 0.0)), float(event.get("ts", 0.0)))
+               for event in events if event.get("cat") == "kernel"]
+    return sorted(records, key=lambda record: record.start_us)
+
+
+MARKER_KERNEL = "FillFunctor"  # the kernel of Tensor.fill_, launched by kernel_trace before the call
+_markers: dict = {}
+
+
+def _launch_marker() -> None:
+    device = torch.cuda.current_device()
+    if device not in _markers:
+        _markers[device] = torch.empty(1, dtype=torch.float32, device=torch.device("cuda", device))
+    _markers[device].fill_(1.0)
+
+
+def split_marker(records: list) -> tuple:
+    """(the caller's stream, the other records): the first fill kernel of a kernel_trace is its marker, run on
+    the caller's stream before the call. (None, records) when no marker is in the trace."""
+    for index, record in enumerate(records):
+        if MARKER_KERNEL in record.name:
+            return record.stream, records[:index] + records[index + 1:]
+    return None, records
 
 
 def _quietly(fn, *args):
@@ -287,6 +311,7 @@ def kernel_trace(fn, args):
     except Exception as error:
         return fn(*args), None, _problem(error)
     try:
+        _launch_marker()
         result = fn(*args)
         torch.cuda.synchronize()
     finally:

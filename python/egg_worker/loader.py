@@ -36,11 +36,18 @@ class CandidateError(Exception):
     """The candidate could not be imported or has no ModelNew; str() is the one-line reason."""
 
 
+ONE_LINE_HEAD = 160
+
+
 def one_line(error: BaseException, limit: int = 500) -> str:
-    """'Type: message' on one line, at most `limit` characters."""
+    """'Type: message' on one line, at most `limit` characters. A longer one keeps its head and its tail, where
+    Triton's CompilationError puts the actual error after the source excerpt."""
     message = " ".join(str(error).split())
     text = f"{type(error).__name__}: {message}" if message else type(error).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if len(text) <= limit:
+        return text
+    head = min(ONE_LINE_HEAD, limit // 3)
+    return text[:head] + " ... " + text[len(text) - (limit - head - 5):]
 
 
 @dataclasses.dataclass

@@ -88,7 +88,19 @@ def _timed_call_ms(fn, args, flush: torch.Tensor) -> float:
     return _elapsed_time(start, end)
 
 
-def time_cuda(fn, args, settings: TimingSettings, device: torch.device) -> dict:
+def _synchronized_call_ms(fn, args, flush: torch.Tensor) -> float:
+    _zero(flush)
+    _synchronize()
+    started_s = _perf_counter()
+    fn(*args)
+    _synchronize()
+    return (_perf_counter() - started_s) * 1e3
+
+
+SYNCHRONIZED_TIMER = "cuda-synchronized-wall"
+
+
+def _time_calls(timed_call, fn, args, settings: TimingSettings, device: torch.device) -> list:
     flush = _flush_buffer(device)
     fn(*args)
     for _ in range(settings.warmup):
@@ -97,11 +109,23 @@ def time_cuda(fn, args, settings: TimingSettings, device: torch.device) -> dict:
     times_ms = []
     started_s = _perf_counter()
     while len(times_ms) < settings.min_trials:
-        times_ms.append(_timed_call_ms(fn, args, flush))
+        times_ms.append(timed_call(fn, args, flush))
         over_budget = _perf_counter() - started_s > settings.budget_s
         if over_budget and len(times_ms) >= MIN_TRIALS_ON_BUDGET:
             break
-    return stats_ms(times_ms)
+    return times_ms
+
+
+def time_cuda(fn, args, settings: TimingSettings, device: torch.device) -> dict:
+    """CUDA events on the current stream around every call, the L2 flushed before each."""
+    return stats_ms(_time_calls(_timed_call_ms, fn, args, settings, device))
+
+
+def time_cuda_synchronized(fn, args, settings: TimingSettings, device: torch.device) -> dict:
+    """Host wall clock between two device-wide synchronizes around every call: counts the work of every stream
+    (and the launch overhead), for calls whose kernels do not all run on the current stream."""
+    times_ms = _time_calls(_synchronized_call_ms, fn, args, settings, device)
+    return dict(stats_ms(times_ms), timer=SYNCHRONIZED_TIMER)
 
 
 CPU_WALL_TRIALS = 5

@@ -183,3 +183,35 @@ def test_threads_started_by_torch_itself_are_not_blamed_on_the_candidate():
     candidate_thread = threading.Thread(target=lambda: None, name="lurker")
     assert evaluate._started_by_torch(torch_thread)
     assert not evaluate._started_by_torch(candidate_thread)
+
+
+def _stream_call(records, caller_stream=7, launches=("relu_kernel",)):
+    from egg_worker import evaluate as ev
+    from egg_worker.guards import KernelRecord
+    return ev.CallRecord([], list(launches), [KernelRecord(name, stream, 1.0) for name, stream in records], None,
+                         caller_stream)
+
+
+def _stream_context():
+    from egg_worker import evaluate as ev
+    return ev.Context(request=None, task=None, reference=None, reference_key=())
+
+
+def test_triton_kernels_off_the_callers_stream_are_rejected():
+    from egg_worker import evaluate as ev
+    context = _stream_context()
+    with pytest.raises(ev.Rejected, match="Triton kernels ran on CUDA streams \\[13\\]"):
+        ev._check_streams(context, _stream_call([("relu_kernel", 13), ("cudnn_conv", 7)]), 2)
+    # no marker in the trace: any second stream is refused
+    with pytest.raises(ev.Rejected, match="2 CUDA streams"):
+        ev._check_streams(context, _stream_call([("relu_kernel", 7), ("cudnn_conv", 13)], caller_stream=None), 2)
+
+
+def test_library_kernels_on_side_streams_switch_to_synchronized_timing():
+    from egg_worker import evaluate as ev
+    context = _stream_context()
+    ev._check_streams(context, _stream_call([("relu_kernel", 7)]), 2)
+    assert context.side_streams == [] and context.flags == []
+    ev._check_streams(context, _stream_call([("cudnn_dgrad", 14), ("relu_kernel", 7), ("cudnn_split", 15)]), 2)
+    assert context.side_streams == [14, 15]
+    assert len(context.flags) == 1 and "device-wide synchronize" in context.flags[0]

@@ -110,3 +110,21 @@ def test_kernel_records_are_read_from_a_chrome_trace(tmp_path):
         ("relu_kernel", 7), ("void at::native::vectorized_elementwise", 13)]
     assert guards.triton_time_share(records, ["relu_kernel"]) == pytest.approx(0.75)
     assert guards.triton_time_share([], ["relu_kernel"]) is None
+
+
+def test_the_marker_names_the_callers_stream_and_leaves_the_records():
+    records = [guards.KernelRecord("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
+                                   7, 1.0, 10.0),
+               guards.KernelRecord("relu_kernel", 7, 3.0, 12.0),
+               guards.KernelRecord("void at::native::FillFunctor<float> again", 13, 1.0, 14.0)]
+    stream, rest = guards.split_marker(records)
+    assert stream == 7 and [record.name for record in rest] == ["relu_kernel", records[2].name]
+    assert guards.split_marker(records[1:2]) == (None, records[1:2])
+
+
+def test_kernel_records_come_in_order_of_start(tmp_path):
+    trace = {"traceEvents": [{"cat": "kernel", "name": "b", "dur": 1.0, "ts": 20.0, "args": {"stream": 7}},
+                             {"cat": "kernel", "name": "a", "dur": 1.0, "ts": 10.0, "args": {"stream": 7}}]}
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(trace))
+    assert [record.name for record in guards._kernel_records(str(path))] == ["a", "b"]

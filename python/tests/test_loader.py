@@ -75,6 +75,11 @@ def test_one_line_collapses_and_truncates():
     assert loader.one_line(ValueError("a\n  b")) == "ValueError: a b"
     assert loader.one_line(KeyError()) == "KeyError"
     assert len(loader.one_line(RuntimeError("x" * 2000))) == 500
+    # Triton's CompilationError: the source excerpt first, the error last; both ends are kept
+    compile_error = RuntimeError("at 23:15: " + "tmp0 = tl.load(ptr0 + x) " * 100 + "ValueError: Unsupported ptr type")
+    shortened = loader.one_line(compile_error)
+    assert len(shortened) == 500 and shortened.startswith("RuntimeError: at 23:15: tmp0")
+    assert shortened.endswith("ValueError: Unsupported ptr type") and " ... " in shortened
 
 
 def test_devices_are_refused_where_triton_cannot_run_kernels(monkeypatch):

@@ -66,3 +66,25 @@ def test_evaluate_on_cpu_times_only_with_cpu_wall(worker):
     assert walled["status"] == "ok"
     assert walled["time_ms"]["candidate"]["timer"] == timing.CPU_WALL_TIMER
     assert walled["time_ms"]["candidate"]["n"] == 2
+
+
+def test_synchronized_timing_counts_work_that_finishes_only_at_the_device_synchronize(monkeypatch):
+    """A call whose kernels run on a side stream returns before its work is done; the synchronized timer waits
+    for the whole device, so that work is in its figure."""
+    import time as _time
+    pending = []
+
+    def side_stream_call():
+        pending.append(0.02)  # 20 ms of work on a stream the caller does not wait for
+
+    def device_synchronize(*_):
+        while pending:
+            _time.sleep(pending.pop())
+
+    monkeypatch.setattr(timing, "_synchronize", device_synchronize)
+    monkeypatch.setattr(timing, "_flush_buffer", lambda device: None)
+    monkeypatch.setattr(timing, "_zero", lambda flush: None)
+    settings = timing.TimingSettings(True, warmup=1, min_trials=3, budget_s=10.0)
+    stats = timing.time_cuda_synchronized(side_stream_call, [], settings, torch.device("cpu"))
+    assert stats["timer"] == timing.SYNCHRONIZED_TIMER and stats["n"] == 3
+    assert stats["p20"] >= 20.0

@@ -343,6 +343,12 @@ std::string KernelEmitter::MaskFor(const Index& address) const {
   if (const auto found = masks_.combined.find(mask); found != masks_.combined.end()) {
     mask = found->second;
   }
+  if (used.empty()) {
+    // An address of no lane variable (a constant, or a program id such as a convolution's group) is the same,
+    // in-bounds address for every lane: the lane conditions (padding, cat slices) do not apply to it, and a
+    // block mask on a scalar pointer does not compile.
+    return mask;
+  }
   return And(mask, Condition());
 }
 

@@ -24,7 +24,9 @@ struct Stats {
   double p80 = 0;
   double std = 0;
   int n = 0;
-  std::string timer = "cuda-events";  // or "cpu-interpreter-wall": never a performance figure
+  // "cuda-events", "cuda-synchronized-wall" (side streams: host clock between device synchronizes), or
+  // "cpu-interpreter-wall" (never a performance figure)
+  std::string timer = "cuda-events";
 };
 
 struct TimeMs {

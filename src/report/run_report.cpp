@@ -5,6 +5,17 @@
 namespace egg::report {
 namespace {
 
+std::string TimerNote(const std::string& timer) {
+  if (timer == "cpu-interpreter-wall") {
+    return "interpreter wall-clock times decide acceptance only; not performance figures";
+  }
+  if (timer == "cuda-synchronized-wall") {
+    return "library kernels ran on side streams: the candidate was timed by the host clock between device-wide "
+           "synchronizes (launch overhead included), its baselines by CUDA events";
+  }
+  return "";
+}
+
 Json CandidateJson(const pipeline::CandidateRecord& candidate) {
   return Json{{"id", candidate.id},
               {"status", harness::StatusName(candidate.eval.status)},
@@ -71,9 +82,7 @@ Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
       {"stopped_because", result.stopped_because},
       {"reason", correct ? "" : result.reason},
       {"timer", timer},
-      {"timer_note", timer == "cpu-interpreter-wall"
-                         ? "interpreter wall-clock times decide acceptance only; not performance figures"
-                         : ""},
+      {"timer_note", TimerNote(timer)},
       {"final_candidate_id", result.final ? result.final->id : ""},
       {"final", final_eval != nullptr ? Json(*final_eval) : Json()},
       {"stages", stages},

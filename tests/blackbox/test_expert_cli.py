@@ -4,11 +4,16 @@ default backend) and `egg bench`, on tiny tasks (tests/fixtures/tasks/expert) in
 Every egg process pays for a worker start (importing torch), so each command whose output several tests read
 runs once, in a module-scoped fixture with its own EGG_HOME."""
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from conftest import ROOT, Egg
+
+GPU_COMPILE = ROOT / "tests" / "blackbox" / "gpu_compile.py"
 
 EXPERT_TASKS = ROOT / "tests" / "fixtures" / "tasks" / "expert"
 STAGES = ["stage1.seeds", "stage1.algorithm", "stage2.mapping", "stage2.tiling", "stage2.memory"]
@@ -75,6 +80,8 @@ def compiled(tmp_path_factory):
         "seed1": ["softmax_8x32.py", "--out", "out/softmax_s1.py", "--json", "--seed", "1"],
         "design2": ["softmax_8x32.py", "--out", "out/softmax_d2.py", "--design", '{"seed": 2}'],
         "conv": ["conv_relu_bias.py", "--out", "out/conv.py", "--json"],
+        **{f"dw{seed}": ["bn_depthwise_gemm.py", "--out", f"out/dw_s{seed}.py", "--seed", str(seed)]
+           for seed in range(3)},
     }
     runs = {name: egg.run("compile", *args, "--device", "cpu") for name, args in commands.items()}
     for name, proc in runs.items():
@@ -136,14 +143,27 @@ def test_design_record_is_generated(compiled):
     assert code_lines(source) != code_lines((egg.workdir / "out" / "softmax_s0.py").read_text())
 
 
-@pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py"])
+@pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
-    task = "conv_relu_bias.py" if candidate == "conv.py" else "softmax_8x32.py"
+    task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py"}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "ok" and result["correct"] is True, result["reason"]
     assert result["triton_launches"] >= 1
+
+
+@pytest.mark.parametrize("candidate", ["softmax_s0.py", "softmax_s1.py", "softmax_d2.py", "conv.py", "dw_s0.py",
+                                       "dw_s1.py", "dw_s2.py"])
+def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
+    """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
+    GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
+    egg, _ = compiled
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, str(GPU_COMPILE), str(egg.workdir / "out" / candidate)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 failed" in proc.stdout
 
 
 @pytest.mark.parametrize("design", ['{"seed": ', "[1, 2]"])
