@@ -1038,6 +1038,29 @@ class KernelWriter {
     return FinishMatmul(loop, out, out_index, flat);
   }
 
+  // The input position a transposed convolution's output position `out` takes through kernel offset `offset`
+  // along spatial dim `s`: in * stride - padding + offset * dilation = out, so in = (out + padding - offset *
+  // dilation) / stride where that divides exactly and lands inside the input (the conditions go to `require`).
+  // The numerator is shifted by whole strides to stay non-negative, where floor and truncating division agree.
+  template <typename Require>
+  static Index TransposedSource(const Index& out, const Index& offset, const ConvShape& conv, size_t s,
+                                Require& require) {
+    const int64_t stride = conv.stride[s];
+    const int64_t shift = (conv.dilation[s] * (conv.kernel[s] - 1) + stride - 1) / stride;  // whole strides
+    const Index numerator = out + Index(conv.padding[s] + shift * stride) - offset * conv.dilation[s];
+    if (stride > 1) {
+      require(fmt::format("{} == 0", numerator.Mod(stride).Code()));
+    }
+    const Index position = numerator.FloorDiv(stride) - Index(shift);
+    if (position.Lo() < 0) {
+      require(position.Code() + " >= 0");
+    }
+    if (position.Hi() >= conv.in_size[s]) {
+      require(fmt::format("{} < {}", position.Code(), conv.in_size[s]));
+    }
+    return position;
+  }
+
   // A convolution as an implicit GEMM (no im2col buffer): per group (the batch axis), rows m = (image, output
   // position), columns n = the group's output channels, k = (input channel of the group, kernel offset). The
   // input tile is gathered at position * stride - padding + offset * dilation, masked to zero in the padding;
@@ -1064,6 +1087,10 @@ class KernelWriter {
       valid = valid.empty() ? "(" + condition + ")" : valid + " & (" + condition + ")";
     };
     for (size_t s = 0; s < conv.kernel.size(); ++s) {
+      if (conv.transposed) {
+        input_index.push_back(TransposedSource(row[s + 1], ka[s + 1], conv, s, require));
+        continue;
+      }
       const Index position = row[s + 1] * conv.stride[s] - Index(conv.padding[s]) + ka[s + 1] * conv.dilation[s];
       if (position.Lo() < 0) {
         require(position.Code() + " >= 0");
@@ -1081,8 +1108,9 @@ class KernelWriter {
     if (!valid.empty()) {
       emitter_.PopCondition();
     }
-    // weight [out, in / groups, kernel...] read as [k, n]
-    std::vector<Index> weight_index = {g * mm.n + n, kb[0]};
+    // weight [out, in / groups, kernel...] (transposed: [in, out / groups, kernel...]) read as [k, n]
+    std::vector<Index> weight_index = conv.transposed ? std::vector<Index>{g * in_per_group + kb[0], n}
+                                                      : std::vector<Index>{g * mm.n + n, kb[0]};
     weight_index.insert(weight_index.end(), kb.begin() + 1, kb.end());
     const Operand bt = emitter_.Emit(mm.b, weight_index);
     if (a.scalar || bt.scalar) {

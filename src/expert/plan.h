@@ -64,6 +64,7 @@ struct ConvShape {
   int64_t images = 1, in_channels = 1, out_channels = 1, groups = 1;
   std::vector<int64_t> in_size, out_size, kernel;  // spatial extents
   std::vector<int64_t> stride, padding, dilation;
+  bool transposed = false;  // out = (in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
 };
 
 // A matrix product: out[b] = beta * bias + alpha * (a[b] @ b[b]) (mm, bmm, addmm; b = 1 without a batch), or a

@@ -293,14 +293,15 @@ std::optional<ScanSpec> ParseScan(const Graph& graph, const Node& node) {
 
 namespace {
 
-// aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), fp32,
-// not transposed (transposed convolutions stay in PyTorch for now).
+// aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), fp32.
+// The weight is [out, in / groups, kernel...], transposed [in, out / groups, kernel...].
 std::optional<MatmulSpec> ParseConvolution(const Graph& graph, const Node& node) {
   if (node.args.size() < 9 || node.args[0].kind != Arg::Kind::kValue || node.args[1].kind != Arg::Kind::kValue ||
       (node.args[2].kind != Arg::Kind::kValue && node.args[2].kind != Arg::Kind::kNone) ||
-      BoolArg(node, 6, "transposed", true) || node.args[8].kind != Arg::Kind::kInt) {
+      node.args[8].kind != Arg::Kind::kInt) {
     return std::nullopt;
   }
+  const bool transposed = BoolArg(node, 6, "transposed", false);
   const auto& in = ValueAt(graph, node.args[0].value).meta;
   const auto& weight = ValueAt(graph, node.args[1].value).meta;
   const auto& out = ValueAt(graph, node.value).meta;
@@ -310,13 +311,16 @@ std::optional<MatmulSpec> ParseConvolution(const Graph& graph, const Node& node)
     return std::nullopt;
   }
   ConvShape conv;
+  conv.transposed = transposed;
   conv.spatial = static_cast<int>(in->shape.size()) - 2;
   conv.images = in->shape[0];
   conv.in_channels = in->shape[1];
   conv.out_channels = out->shape[1];
   conv.groups = node.args[8].i;
+  const int64_t weight_out = transposed ? weight->shape[1] * conv.groups : weight->shape[0];
+  const int64_t weight_in = transposed ? weight->shape[0] : weight->shape[1] * conv.groups;
   if (conv.groups < 1 || conv.in_channels % conv.groups != 0 || conv.out_channels % conv.groups != 0 ||
-      weight->shape[0] != conv.out_channels || weight->shape[1] * conv.groups != conv.in_channels) {
+      weight_out != conv.out_channels || weight_in != conv.in_channels) {
     return std::nullopt;
   }
   const auto spatial = static_cast<size_t>(conv.spatial);
@@ -327,15 +331,19 @@ std::optional<MatmulSpec> ParseConvolution(const Graph& graph, const Node& node)
   conv.stride = ints(3);
   conv.padding = ints(4);
   conv.dilation = ints(5);
-  if (conv.stride.size() != spatial || conv.padding.size() != spatial || conv.dilation.size() != spatial) {
+  const std::vector<int64_t> output_padding = transposed ? ints(7) : std::vector<int64_t>(spatial, 0);
+  if (conv.stride.size() != spatial || conv.padding.size() != spatial || conv.dilation.size() != spatial ||
+      output_padding.size() != spatial) {
     return std::nullopt;
   }
   for (size_t s = 0; s < spatial; ++s) {
     conv.in_size.push_back(in->shape[s + 2]);
     conv.out_size.push_back(out->shape[s + 2]);
     conv.kernel.push_back(weight->shape[s + 2]);
+    const int64_t span = conv.dilation[s] * (conv.kernel[s] - 1);
     const int64_t expected =
-        (conv.in_size[s] + 2 * conv.padding[s] - conv.dilation[s] * (conv.kernel[s] - 1) - 1) / conv.stride[s] + 1;
+        transposed ? (conv.in_size[s] - 1) * conv.stride[s] - 2 * conv.padding[s] + span + output_padding[s] + 1
+                   : (conv.in_size[s] + 2 * conv.padding[s] - span - 1) / conv.stride[s] + 1;
     if (conv.stride[s] < 1 || conv.dilation[s] < 1 || conv.padding[s] < 0 || expected != conv.out_size[s]) {
       return std::nullopt;
     }

@@ -80,13 +80,25 @@ TEST(PlannerTest, ConvolutionIsOneImplicitGemmKernelWithItsEpilogue) {
   EXPECT_EQ(Count(*candidate.source, "valid = "), 0U);  // no padding: no bounds mask on the gathered input
 }
 
-TEST(PlannerTest, TransposedConvolutionStaysInPyTorch) {
+TEST(PlannerTest, TransposedConvolutionIsAGatherImplicitGemm) {
   // ConvTranspose2d 16->16, kernel (3, 5), stride (2, 3), padding (1, 2), dilation (2, 1), groups 4
   const Graph graph = Fixture("level1_75_conv_transposed_2D_strided_grouped");
   const Plan plan = MakePlan(graph, {});
-  ASSERT_EQ(plan.extern_ops.size(), 1U);
-  EXPECT_EQ(plan.extern_ops[0], "aten.convolution.default");
-  EXPECT_TRUE(plan.kernels.empty());
+  EXPECT_TRUE(plan.extern_ops.empty());
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  const KernelPlan& kernel = plan.kernels[0];
+  ASSERT_EQ(kernel.kind, KernelKind::kMatmul);
+  const MatmulSpec& mm = *kernel.matmul;
+  ASSERT_TRUE(mm.conv && mm.conv->transposed);
+  EXPECT_EQ(mm.batch, 4);                           // groups
+  EXPECT_EQ(mm.n, 4);                               // output channels per group
+  EXPECT_EQ(mm.k, 4 * 3 * 5);                       // input channels per group x kernel offsets
+  const Candidate candidate = GenerateCandidate(graph, "", "convt", CandidateDesign{});
+  ASSERT_TRUE(candidate.source) << candidate.problem;
+  // An input position is taken only where the stride divides: (out + padding - offset * dilation) % stride == 0,
+  // on a numerator shifted to stay non-negative.
+  EXPECT_NE(candidate.source->find("% 2) == 0"), std::string::npos);
+  EXPECT_NE(candidate.source->find("% 3) == 0"), std::string::npos);
 }
 
 TEST(PlannerTest, GroupNormStatisticsAndEpilogueShareOneKernel) {

@@ -80,6 +80,7 @@ def compiled(tmp_path_factory):
         "seed1": ["softmax_8x32.py", "--out", "out/softmax_s1.py", "--json", "--seed", "1"],
         "design2": ["softmax_8x32.py", "--out", "out/softmax_d2.py", "--design", '{"seed": 2}'],
         "conv": ["conv_relu_bias.py", "--out", "out/conv.py", "--json"],
+        "convt": ["conv_transpose_grouped.py", "--out", "out/convt.py", "--json"],
         **{f"dw{seed}": ["bn_depthwise_gemm.py", "--out", f"out/dw_s{seed}.py", "--seed", str(seed)]
            for seed in range(3)},
     }
@@ -143,18 +144,27 @@ def test_design_record_is_generated(compiled):
     assert code_lines(source) != code_lines((egg.workdir / "out" / "softmax_s0.py").read_text())
 
 
-@pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py"])
+def test_compile_makes_a_transposed_convolution_one_triton_kernel(compiled):
+    _, runs = compiled
+    convt = json.loads(runs["convt"].stdout)
+    assert convt["pytorch_ops"] == []
+    assert len(convt["kernels"]) == 1 and convt["kernels"][0]["kind"] == "matmul", convt["kernels"]
+    assert convt["kernels"][0]["ops"] == ["aten.convolution.default", "aten.relu.default"]
+
+
+@pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
-    task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py"}.get(candidate, "softmax_8x32.py")
+    task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
+            "convt.py": "conv_transpose_grouped.py"}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "ok" and result["correct"] is True, result["reason"]
     assert result["triton_launches"] >= 1
 
 
-@pytest.mark.parametrize("candidate", ["softmax_s0.py", "softmax_s1.py", "softmax_d2.py", "conv.py", "dw_s0.py",
-                                       "dw_s1.py", "dw_s2.py"])
+@pytest.mark.parametrize("candidate", ["softmax_s0.py", "softmax_s1.py", "softmax_d2.py", "conv.py", "convt.py",
+                                       "dw_s0.py", "dw_s1.py", "dw_s2.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
