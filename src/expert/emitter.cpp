@@ -322,6 +322,21 @@ MaskSet MaskSet::Rows() {
   return MaskSet{{{"xindex", "xmask"}, {"rindex", "rmask"}}, {{"xmask & rmask", "mask"}}, "xindex"};
 }
 
+std::set<std::string> KernelEmitter::LanesOf(const Index& index) const {
+  std::set<std::string> used;
+  for (const auto& [var, mask] : masks_.vars) {
+    if (index.Uses(var)) {
+      used.insert(var);
+    }
+  }
+  for (const auto& [name, vars] : runtime_vars_) {
+    if (index.Uses(name)) {
+      used.insert(vars.begin(), vars.end());
+    }
+  }
+  return used;
+}
+
 std::string KernelEmitter::MaskFor(const Index& address) const {
   std::set<std::string> used;
   for (const auto& [var, mask] : masks_.vars) {
@@ -569,8 +584,10 @@ void KernelEmitter::Store(int value, const std::vector<Index>& index, const Oper
   } else if (operand.dtype != layout.dtype) {
     data = layout.dtype == DType::kBool ? "(" + data + " != 0)" : data + ".to(" + TritonDType(layout.dtype) + ")";
   }
-  // A fixed address (a single-element result) is broadcast to the tile so value and pointer shapes agree.
-  const std::string where = address.IsConstant() && !masks_.tile_var.empty()
+  // A fixed address (a single-element result), or a matrix tile's address that misses a tile variable (a single
+  // row), is broadcast to the tile so value and pointer shapes agree.
+  const bool partial_tile = mask == masks_.tile_var && MaskFor(address) != mask;
+  const std::string where = (address.IsConstant() || partial_tile) && !masks_.tile_var.empty()
                                 ? fmt::format("{} + ({}) + tl.zeros_like({})", pointer, address.Code(), masks_.tile_var)
                                 : fmt::format("{} + ({})", pointer, address.Code());
   Line(fmt::format("tl.store({}, {}{})", where, data, full_mask.empty() ? "" : ", " + full_mask));

@@ -51,6 +51,13 @@ class KernelEmitter {
   // `row` wherever it is read (else NotFusable).
   void DefineRow(int value, const Operand& operand, const Index& row);
   bool IsRow(int value) const { return rows_.count(value) != 0; }
+  // Names a value the kernel computes from lane variables `vars` (used as an Index::Runtime atom): a load at it
+  // takes their masks.
+  void BindRuntime(const std::string& name, const std::set<std::string>& vars) {
+    runtime_vars_[name].insert(vars.begin(), vars.end());
+  }
+  // The lane variables `index` depends on, directly or through bound runtime values.
+  std::set<std::string> LanesOf(const Index& index) const;
   // tl.store of `operand` at `index` of `value` laid out as `layout`, under `mask` (a tile variable's name).
   void Store(int value, const std::vector<Index>& index, const Operand& operand, const TensorMeta& layout,
              const std::string& mask);

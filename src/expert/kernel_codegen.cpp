@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include "expert/templates.h"
 
@@ -1038,29 +1039,6 @@ class KernelWriter {
     return FinishMatmul(loop, out, out_index, flat);
   }
 
-  // The input position a transposed convolution's output position `out` takes through kernel offset `offset`
-  // along spatial dim `s`: in * stride - padding + offset * dilation = out, so in = (out + padding - offset *
-  // dilation) / stride where that divides exactly and lands inside the input (the conditions go to `require`).
-  // The numerator is shifted by whole strides to stay non-negative, where floor and truncating division agree.
-  template <typename Require>
-  static Index TransposedSource(const Index& out, const Index& offset, const ConvShape& conv, size_t s,
-                                Require& require) {
-    const int64_t stride = conv.stride[s];
-    const int64_t shift = (conv.dilation[s] * (conv.kernel[s] - 1) + stride - 1) / stride;  // whole strides
-    const Index numerator = out + Index(conv.padding[s] + shift * stride) - offset * conv.dilation[s];
-    if (stride > 1) {
-      require(fmt::format("{} == 0", numerator.Mod(stride).Code()));
-    }
-    const Index position = numerator.FloorDiv(stride) - Index(shift);
-    if (position.Lo() < 0) {
-      require(position.Code() + " >= 0");
-    }
-    if (position.Hi() >= conv.in_size[s]) {
-      require(fmt::format("{} < {}", position.Code(), conv.in_size[s]));
-    }
-    return position;
-  }
-
   // A convolution as an implicit GEMM (no im2col buffer): per group (the batch axis), rows m = (image, output
   // position), columns n = the group's output channels, k = (input channel of the group, kernel offset). The
   // input tile is gathered at position * stride - padding + offset * dilation, masked to zero in the padding;
@@ -1068,7 +1046,9 @@ class KernelWriter {
   KernelSource WriteConvolution() {
     const MatmulSpec& mm = *kernel_.matmul;
     const ConvShape& conv = *mm.conv;
-    const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
+    if (conv.transposed) {
+      return WriteTransposedConvolution();
+    }
     const Index g = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
     const Index m = Index::Var("mindex", mm.m);
     const Index n = Index::Var("nindex", mm.n);
@@ -1078,61 +1058,277 @@ class KernelWriter {
     std::vector<int64_t> k_shape = {in_per_group};
     k_shape.insert(k_shape.end(), conv.kernel.begin(), conv.kernel.end());
     const auto row = Delinearize(m, rows_shape);
-    const auto ka = Delinearize(Index::Var("kaindex", mm.k), k_shape);
     const auto kb = Delinearize(Index::Var("kbindex", mm.k), k_shape);
-    emitter_.OpenScope(2);
-    std::vector<Index> input_index = {row[0], g * in_per_group + ka[0]};
-    std::string valid;
-    auto require = [&valid](const std::string& condition) {
-      valid = valid.empty() ? "(" + condition + ")" : valid + " & (" + condition + ")";
-    };
+    ConvTiles tiles;
+    const auto rows = NamedRows(row, tiles.prologue);
+    const auto ka = NamedTaps(Delinearize(Index::Var("kaindex", mm.k), k_shape), tiles.loop);
+    tiles.input = {rows[0], g * in_per_group + ka[0]};
     for (size_t s = 0; s < conv.kernel.size(); ++s) {
-      if (conv.transposed) {
-        input_index.push_back(TransposedSource(row[s + 1], ka[s + 1], conv, s, require));
-        continue;
-      }
-      const Index position = row[s + 1] * conv.stride[s] - Index(conv.padding[s]) + ka[s + 1] * conv.dilation[s];
-      if (position.Lo() < 0) {
-        require(position.Code() + " >= 0");
-      }
-      if (position.Hi() >= conv.in_size[s]) {
-        require(fmt::format("{} < {}", position.Code(), conv.in_size[s]));
-      }
-      input_index.push_back(position);
+      const Index position = Named("pos" + std::to_string(s),
+                                   rows[s + 1] * conv.stride[s] - Index(conv.padding[s]) + ka[s + 1] * conv.dilation[s],
+                                   tiles.loop);
+      RequireInside(position, conv.in_size[s], tiles.input_valid);
+      tiles.input.push_back(position);
     }
-    if (!valid.empty()) {
-      emitter_.Line("valid = " + valid);
-      emitter_.PushCondition("valid");
+    // weight [out, in / groups, kernel...] read as [k, n]
+    tiles.weight = {g * mm.n + n, kb[0]};
+    tiles.weight.insert(tiles.weight.end(), kb.begin() + 1, kb.end());
+    tiles.out = {row[0], g * mm.n + n};
+    tiles.out.insert(tiles.out.end(), row.begin() + 1, row.end());
+    return FinishConvolution(tiles, g * mm.n + n);
+  }
+
+  struct ConvTiles {
+    std::vector<Index> input, weight, out;  // the gathered input, the weight read as [k, n], the output
+    std::string input_valid, weight_valid;  // conditions on the loaded tiles (empty: none)
+    std::vector<std::string> prologue;      // lines before the K loop (values per row or per program)
+    std::vector<std::string> loop;          // lines at the top of each K step
+  };
+
+  // `value` computed once into `name` by a line added to `lines` (a constant or a lone variable stays as it is):
+  // the interpreter evaluates every operation of an expression each time it appears. Loads at the name take the
+  // masks of the lane variables the value depends on.
+  Index Named(const std::string& name, const Index& value, std::vector<std::string>& lines) {
+    const auto& terms = value.Terms();
+    if (value.IsConstant() || (terms.size() == 1 && terms[0].first == 1 && value.Constant() == 0 &&
+                               (terms[0].second->kind == IndexAtom::Kind::kVar ||
+                                terms[0].second->kind == IndexAtom::Kind::kRuntime))) {
+      return value;
     }
-    const Operand a = emitter_.Emit(mm.a, input_index);
-    if (!valid.empty()) {
-      emitter_.PopCondition();
+    lines.push_back(name + " = " + value.Code());
+    emitter_.BindRuntime(name, emitter_.LanesOf(value));
+    return Index::Runtime(name, value.Lo(), value.Hi());
+  }
+
+  // The (image, position...) coordinates of the rows, computed before the K loop.
+  std::vector<Index> NamedRows(const std::vector<Index>& row, std::vector<std::string>& prologue) {
+    std::vector<Index> named;
+    for (size_t d = 0; d < row.size(); ++d) {
+      named.push_back(Named(d == 0 ? "image" : "row" + std::to_string(d - 1), row[d], prologue));
     }
-    // weight [out, in / groups, kernel...] (transposed: [in, out / groups, kernel...]) read as [k, n]
-    std::vector<Index> weight_index = conv.transposed ? std::vector<Index>{g * in_per_group + kb[0], n}
-                                                      : std::vector<Index>{g * mm.n + n, kb[0]};
-    weight_index.insert(weight_index.end(), kb.begin() + 1, kb.end());
-    const Operand bt = emitter_.Emit(mm.b, weight_index);
+    return named;
+  }
+
+  // The (input channel, kernel offset...) coordinates of a K step's input tile, computed once per step.
+  std::vector<Index> NamedTaps(const std::vector<Index>& k, std::vector<std::string>& loop) {
+    std::vector<Index> named;
+    for (size_t d = 0; d < k.size(); ++d) {
+      named.push_back(Named(d == 0 ? "kchannel" : "ktap" + std::to_string(d - 1), k[d], loop));
+    }
+    return named;
+  }
+
+  static void And(std::string& conjunction, const std::string& condition) {
+    conjunction = conjunction.empty() ? "(" + condition + ")" : conjunction + " & (" + condition + ")";
+  }
+
+  // The conditions that keep `position` inside [0, size), where its range can leave it.
+  static void RequireInside(const Index& position, int64_t size, std::string& valid) {
+    if (position.Lo() < 0) {
+      And(valid, position.Code() + " >= 0");
+    }
+    if (position.Hi() >= size) {
+      And(valid, fmt::format("{} < {}", position.Code(), size));
+    }
+  }
+
+  // A transposed convolution, one dense convolution per output phase (sub-pixel form): the batch axis is
+  // (group, phase), rows are (image, q) for output positions q * stride + phase, k = (input channel, the phase's
+  // taps). Per-phase offsets, tap counts and input bases are computed once per program (the prologue); taps past
+  // a phase's count, and rows past its output extent, are masked where phases differ.
+  KernelSource WriteTransposedConvolution() {
+    const MatmulSpec& mm = *kernel_.matmul;
+    const ConvShape& conv = *mm.conv;
+    const int64_t in_per_group = conv.in_channels / conv.groups;
+    const int64_t phases = Product(conv.stride);
+    std::vector<std::string> prologue;
+    const Index block = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
+    Index g = phases > 1 ? Index(0) : block;
+    if (phases > 1 && conv.groups > 1) {
+      prologue.push_back("gindex = " + block.FloorDiv(phases).Code());
+      g = Index::Var("gindex", conv.groups);
+    }
+    const auto phase = Delinearize(block.Mod(phases), conv.stride);
+    std::vector<int64_t> rows_shape = {conv.images};
+    std::vector<int64_t> k_shape = {in_per_group};
+    for (size_t s = 0; s < conv.kernel.size(); ++s) {
+      rows_shape.push_back((conv.out_size[s] + conv.stride[s] - 1) / conv.stride[s]);
+      k_shape.push_back(TransposedMaxTaps(conv, s));
+    }
+    const Index n = Index::Var("nindex", mm.n);
+    const auto row = Delinearize(Index::Var("mindex", mm.m), rows_shape);
+    const auto kb = Delinearize(Index::Var("kbindex", mm.k), k_shape);
+    ConvTiles tiles;
+    tiles.prologue = std::move(prologue);
+    const auto rows = NamedRows(row, tiles.prologue);
+    const auto ka = NamedTaps(Delinearize(Index::Var("kaindex", mm.k), k_shape), tiles.loop);
+    tiles.input = {rows[0], g * in_per_group + ka[0]};
+    tiles.weight = {g * in_per_group + kb[0], n};  // weight [in, out / groups, kernel...] read as [k, n]
+    tiles.out = {row[0], g * mm.n + n};
+    std::string rows_valid;
+    for (size_t s = 0; s < conv.kernel.size(); ++s) {
+      const PhaseTerms terms = TransposedTerms(conv, s, phase[s], row[s + 1], tiles.prologue);
+      if (!terms.count.empty()) {
+        And(tiles.input_valid, fmt::format("{} < {}", ka[s + 1].Code(), terms.count));
+        And(tiles.weight_valid, fmt::format("{} < {}", kb[s + 1].Code(), terms.count));
+      }
+      const Index position = Named("pos" + std::to_string(s),
+                                   rows[s + 1] + terms.base - ka[s + 1] * TransposedInputStep(conv, s),
+                                   tiles.loop);
+      RequireInside(position, conv.in_size[s], tiles.input_valid);
+      tiles.input.push_back(position);
+      tiles.weight.push_back(terms.first + kb[s + 1] * TransposedTapStep(conv, s));
+      tiles.out.push_back(terms.out);
+      if (conv.out_size[s] % conv.stride[s] != 0) {
+        And(rows_valid, fmt::format("{} < {}", terms.out.Code(), conv.out_size[s]));
+      }
+    }
+    if (!rows_valid.empty()) {  // rows past this phase's output extent
+      tiles.prologue.push_back("mmask = mmask & " + rows_valid);
+      tiles.prologue.push_back("omask = mmask & nmask");
+    }
+    return FinishConvolution(tiles, g * mm.n + n);
+  }
+
+  // One spatial dim of a transposed convolution's phase: the first kernel offset, the input position of q and
+  // tap 0 (constants where every phase agrees, else values the prologue computes), the count of taps where it
+  // differs between phases (code, else empty) and the output position.
+  struct PhaseTerms {
+    Index first, base, out;
+    std::string count;
+  };
+
+  PhaseTerms TransposedTerms(const ConvShape& conv, size_t s, const Index& phase_code, const Index& q,
+                             std::vector<std::string>& prologue) {
+    const std::vector<TransposedPhase> phases = TransposedPhases(conv, s);
+    const int64_t stride = conv.stride[s];
+    if (stride == 1) {
+      return PhaseTerms{Index(phases[0].first), Index(phases[0].base), q, ""};
+    }
+    const std::string suffix = std::to_string(s);
+    auto define = [&prologue](const std::string& name, const Index& value) {
+      prologue.push_back(fmt::format("{} = {}", name, value.Code()));
+    };
+    define("phase" + suffix, phase_code);
+    const Index r = Index::Var("phase" + suffix, stride);
+    const int64_t step = TransposedTapStep(conv, s);
+    const int64_t divisor = stride / step;  // gcd(stride, dilation): phases it does not divide take no tap
+    const int64_t padding = conv.padding[s];
+    std::set<int64_t> firsts, counts, bases;
+    int64_t base_lo = std::numeric_limits<int64_t>::max();
+    int64_t base_hi = std::numeric_limits<int64_t>::min();
+    for (int64_t p = 0; p < stride; ++p) {
+      const TransposedPhase& taps = phases[static_cast<size_t>(p)];
+      counts.insert(taps.count);
+      if ((p + padding) % divisor == 0) {
+        firsts.insert(taps.first);
+      }
+      if (taps.count > 0) {
+        bases.insert(taps.base);
+        base_lo = std::min(base_lo, taps.base);
+        base_hi = std::max(base_hi, taps.base);
+      }
+    }
+    PhaseTerms terms;
+    terms.first = Index(*firsts.begin());
+    if (firsts.size() > 1) {
+      // first * input_step == (phase + padding) / gcd (mod step), through the inverse of input_step mod step
+      const int64_t in_step = TransposedInputStep(conv, s);
+      int64_t inverse = 0;
+      while ((inverse * in_step) % step != 1) {
+        ++inverse;
+      }
+      define("tap" + suffix, ((r + Index(padding)).FloorDiv(divisor) * inverse).Mod(step));
+      terms.first = Index::Runtime("tap" + suffix, 0, step - 1);
+    }
+    if (counts.size() > 1) {
+      std::string count = (Index(conv.kernel[s] + step - 1) - terms.first).FloorDiv(step).Code();
+      if (divisor > 1) {
+        count = fmt::format("tl.where({} == 0, {}, 0)", (r + Index(padding)).Mod(divisor).Code(), count);
+      }
+      prologue.push_back(fmt::format("taps{} = {}", suffix, count));
+      terms.count = "taps" + suffix;
+    }
+    terms.base = Index(*bases.begin());
+    if (bases.size() > 1) {
+      const int64_t shift = ((step - 1) * conv.dilation[s] + stride - 1) / stride;  // keeps the numerator >= 0
+      define("base" + suffix,
+             (r + Index(padding + shift * stride) - terms.first * conv.dilation[s]).FloorDiv(stride) - Index(shift));
+      terms.base = Index::Runtime("base" + suffix, base_lo, base_hi);
+    }
+    // every row's own position, a tile even where all rows share one q
+    prologue.push_back(fmt::format("opos{} = {}{}", suffix, (q * stride + r).Code(),
+                                   q.Uses("mindex") ? "" : " + tl.zeros_like(mindex)"));
+    emitter_.BindRuntime("opos" + suffix, {"mindex"});
+    terms.out = Index::Runtime("opos" + suffix, 0, conv.out_size[s] - 1);
+    return terms;
+  }
+
+  // The loop body (input and weight tiles, zero where masked), the bias, and the accumulator's store with its
+  // fused consumers at `tiles.out`.
+  KernelSource FinishConvolution(const ConvTiles& tiles, const Index& channel) {
+    const MatmulSpec& mm = *kernel_.matmul;
+    const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
+    emitter_.OpenScope(2);
+    for (const std::string& line : tiles.loop) {
+      emitter_.Line(line);
+    }
+    const Operand a = EmitUnder(mm.a, tiles.input, tiles.input_valid, "valid");
+    const Operand bt = EmitUnder(mm.b, tiles.weight, tiles.weight_valid, "wvalid");
     if (a.scalar || bt.scalar) {
       throw NotFusable("a constant convolution operand");
     }
-    emitter_.Line(fmt::format("a = tl.where(mmask & kamask{}, ({}).to(tl.float32), 0.0)",
-                              valid.empty() ? "" : " & valid", a.code));
-    emitter_.Line(fmt::format("b = tl.where(kbmask & nmask, ({}).to(tl.float32), 0.0)", bt.code));
+    // A tile loaded straight from memory is already zero where masked (its lanes use every tile variable).
+    auto direct = [&](int value, const std::vector<Index>& index, const char* row_mask, const char* column_mask) {
+      Index lanes;
+      for (const Index& i : index) {
+        lanes = lanes + i;
+      }
+      const std::string mask = emitter_.MaskFor(lanes);
+      return memory_.count(value) != 0 && MetaOf(graph_, value).dtype == DType::kFloat32 &&
+             mask.find(row_mask) != std::string::npos && mask.find(column_mask) != std::string::npos;
+    };
+    auto extra = [](const std::string& valid, const std::string& name) { return valid.empty() ? "" : " & " + name; };
+    if (direct(mm.a, tiles.input, "mmask", "kamask")) {
+      emitter_.Line("a = " + a.code);
+    } else {
+      emitter_.Line(fmt::format("a = tl.where(mmask & kamask{}, ({}).to(tl.float32), 0.0)",
+                                extra(tiles.input_valid, "valid"), a.code));
+    }
+    if (direct(mm.b, tiles.weight, "kbmask", "nmask")) {
+      emitter_.Line("b = " + bt.code);
+    } else {
+      emitter_.Line(fmt::format("b = tl.where(kbmask & nmask{}, ({}).to(tl.float32), 0.0)",
+                                extra(tiles.weight_valid, "wvalid"), bt.code));
+    }
     const std::string loop = Join(emitter_.CloseScope());
     std::string result = "acc";
     if (mm.bias >= 0) {
-      const Operand bias = emitter_.Emit(mm.bias, {g * mm.n + n});
+      const Operand bias = emitter_.Emit(mm.bias, {channel});
       result += " + (" + bias.code + ").to(tl.float32)";
     }
     emitter_.Line("product = " + result);
-    std::vector<Index> out_index = {row[0], g * mm.n + n};
-    out_index.insert(out_index.end(), row.begin() + 1, row.end());
-    return FinishMatmul(loop, out, out_index, Linearize(out_index, MetaOf(graph_, out).shape));
+    std::string prologue;
+    for (const std::string& line : tiles.prologue) {
+      prologue += (prologue.empty() ? "    " : "\n    ") + line;
+    }
+    return FinishMatmul(loop, out, tiles.out, Linearize(tiles.out, MetaOf(graph_, out).shape), prologue);
+  }
+
+  // `value` at `index`, its loads masked by `valid` (named `name` in the code) where that is not empty.
+  Operand EmitUnder(int value, const std::vector<Index>& index, const std::string& valid, const std::string& name) {
+    if (valid.empty()) {
+      return emitter_.Emit(value, index);
+    }
+    emitter_.Line(name + " = " + valid);
+    emitter_.PushCondition(name);
+    const Operand operand = emitter_.Emit(value, index);
+    emitter_.PopCondition();
+    return operand;
   }
 
   KernelSource FinishMatmul(const std::string& loop, int out, const std::vector<Index>& out_index,
-                            const Index& flat) {
+                            const Index& flat, const std::string& prologue = "") {
     const MatmulSpec& mm = *kernel_.matmul;
     const KernelDesign& design = kernel_.design;
     const Operand product{"product", DType::kFloat32, false};
@@ -1154,6 +1350,8 @@ class KernelWriter {
     values.text["precision"] = design.precision.empty() ? "ieee" : design.precision;
     values.flags["batched"] = mm.batched;
     values.text["loop"] = loop;
+    values.flags["has_prologue"] = !prologue.empty();
+    values.text["prologue"] = prologue;
     values.text["body"] = Join(emitter_.CloseScope());
     return Finish("triton/matmul.py.mustache", values, fmt::format("({}, {})", grid_m * grid_n, mm.batch),
                   {{"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}, {"BLOCK_K", design.rblock}});

@@ -67,8 +67,21 @@ struct ConvShape {
   bool transposed = false;  // out = (in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
 };
 
+// A transposed convolution along spatial dim `s`, split by output phase: the output positions q * stride + phase
+// take kernel offsets first + j * step (j < count; count 0 where none fits) from input positions
+// q + base - j * input_step, with step = stride / gcd(stride, dilation), input_step = dilation / gcd. Each phase
+// is a dense convolution; one entry per phase in [0, stride).
+struct TransposedPhase {
+  int64_t first = 0, count = 0, base = 0;
+};
+std::vector<TransposedPhase> TransposedPhases(const ConvShape& conv, size_t s);
+int64_t TransposedTapStep(const ConvShape& conv, size_t s);    // stride / gcd(stride, dilation)
+int64_t TransposedInputStep(const ConvShape& conv, size_t s);  // dilation / gcd(stride, dilation)
+int64_t TransposedMaxTaps(const ConvShape& conv, size_t s);    // the largest count over the phases
+
 // A matrix product: out[b] = beta * bias + alpha * (a[b] @ b[b]) (mm, bmm, addmm; b = 1 without a batch), or a
-// convolution (`conv` set: a is the input, b the weight, bias the per-channel bias, batch the groups).
+// convolution (`conv` set: a is the input, b the weight, bias the per-channel bias, batch the groups; transposed:
+// batch (group, phase) with phases the product of the strides, m (image, q), k (input channel, taps of a phase)).
 struct MatmulSpec {
   int node = -1;
   int a = -1;

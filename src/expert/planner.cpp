@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <set>
 
 #include "expert/kernel_codegen.h"
@@ -291,6 +292,43 @@ std::optional<ScanSpec> ParseScan(const Graph& graph, const Node& node) {
   return scan;
 }
 
+int64_t TransposedTapStep(const ConvShape& conv, size_t s) {
+  return conv.stride[s] / std::gcd(conv.stride[s], conv.dilation[s]);
+}
+
+int64_t TransposedInputStep(const ConvShape& conv, size_t s) {
+  return conv.dilation[s] / std::gcd(conv.stride[s], conv.dilation[s]);
+}
+
+std::vector<TransposedPhase> TransposedPhases(const ConvShape& conv, size_t s) {
+  const int64_t stride = conv.stride[s];
+  const int64_t step = TransposedTapStep(conv, s);
+  std::vector<TransposedPhase> phases;
+  for (int64_t phase = 0; phase < stride; ++phase) {
+    // offset o reaches this phase where (phase + padding - o * dilation) % stride == 0: one residue mod step
+    TransposedPhase taps;
+    for (int64_t o = 0; o < step; ++o) {
+      const int64_t numerator = phase + conv.padding[s] - o * conv.dilation[s];
+      if (((numerator % stride) + stride) % stride == 0) {
+        taps.first = o;
+        taps.count = o < conv.kernel[s] ? (conv.kernel[s] - o + step - 1) / step : 0;
+        taps.base = numerator / stride;  // exact
+        break;
+      }
+    }
+    phases.push_back(taps);
+  }
+  return phases;
+}
+
+int64_t TransposedMaxTaps(const ConvShape& conv, size_t s) {
+  int64_t most = 0;
+  for (const TransposedPhase& phase : TransposedPhases(conv, s)) {
+    most = std::max(most, phase.count);
+  }
+  return most;
+}
+
 namespace {
 
 // aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), fp32.
@@ -353,11 +391,21 @@ std::optional<MatmulSpec> ParseConvolution(const Graph& graph, const Node& node)
   spec.a = node.args[0].value;
   spec.b = node.args[1].value;
   spec.bias = node.args[2].kind == Arg::Kind::kValue ? node.args[2].value : -1;
-  spec.batched = conv.groups > 1;
   spec.batch = conv.groups;
-  spec.m = conv.images * Product(conv.out_size);
+  spec.m = conv.images;
   spec.n = conv.out_channels / conv.groups;
-  spec.k = conv.in_channels / conv.groups * Product(conv.kernel);
+  spec.k = conv.in_channels / conv.groups;
+  for (size_t s = 0; s < spatial; ++s) {
+    if (transposed) {  // one dense convolution per output phase: rows q = out / stride, the phase's taps
+      spec.batch *= conv.stride[s];
+      spec.m *= (conv.out_size[s] + conv.stride[s] - 1) / conv.stride[s];
+      spec.k *= TransposedMaxTaps(conv, s);
+    } else {
+      spec.m *= conv.out_size[s];
+      spec.k *= conv.kernel[s];
+    }
+  }
+  spec.batched = spec.batch > 1;
   if (spec.m * spec.n * spec.k == 0) {
     return std::nullopt;
   }
@@ -482,6 +530,8 @@ bool InnerReduction(const KernelPlan& kernel) {
   return true;
 }
 
+constexpr int64_t kConvMaxRows = 256;  // BLOCK_M of a convolution with a narrow N tile
+
 KernelDesign RowDesign(const KernelPlan& kernel, const std::string& algorithm) {
   const int64_t rows = NextPowerOfTwo(std::max<int64_t>(kernel.rows, 1));
   const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
@@ -532,8 +582,11 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
       const int64_t* tile = kTiles[seed % 3];
       const MatmulSpec& mm = *kernel.matmul;
       design.algorithm = "tiled";
-      design.xblock = std::min(tile[0], std::max<int64_t>(16, NextPowerOfTwo(mm.m)));
       design.yblock = std::min(tile[1], std::max<int64_t>(16, NextPowerOfTwo(mm.n)));
+      // A convolution's few output channels per group leave the N tile narrow: its rows take the tile area back
+      // (fewer programs and K steps, which is also what the interpreter pays for).
+      const int64_t rows = mm.conv ? std::min(kConvMaxRows, tile[0] * tile[1] / design.yblock) : tile[0];
+      design.xblock = std::min(rows, std::max<int64_t>(16, NextPowerOfTwo(mm.m)));
       design.rblock = std::min(tile[2], std::max<int64_t>(16, NextPowerOfTwo(mm.k)));
       design.num_warps = static_cast<int>(tile[3]);
       design.num_stages = static_cast<int>(tile[4]);

@@ -80,8 +80,9 @@ TEST(PlannerTest, ConvolutionIsOneImplicitGemmKernelWithItsEpilogue) {
   EXPECT_EQ(Count(*candidate.source, "valid = "), 0U);  // no padding: no bounds mask on the gathered input
 }
 
-TEST(PlannerTest, TransposedConvolutionIsAGatherImplicitGemm) {
-  // ConvTranspose2d 16->16, kernel (3, 5), stride (2, 3), padding (1, 2), dilation (2, 1), groups 4
+TEST(PlannerTest, TransposedConvolutionIsOneDenseConvolutionPerPhase) {
+  // ConvTranspose2d 16->16 on 16x16, kernel (3, 5), stride (2, 3), padding (1, 2), dilation (2, 1), groups 4:
+  // output 33x46 as positions q * stride + phase, 2 x 3 phases per group.
   const Graph graph = Fixture("level1_75_conv_transposed_2D_strided_grouped");
   const Plan plan = MakePlan(graph, {});
   EXPECT_TRUE(plan.extern_ops.empty());
@@ -90,15 +91,79 @@ TEST(PlannerTest, TransposedConvolutionIsAGatherImplicitGemm) {
   ASSERT_EQ(kernel.kind, KernelKind::kMatmul);
   const MatmulSpec& mm = *kernel.matmul;
   ASSERT_TRUE(mm.conv && mm.conv->transposed);
-  EXPECT_EQ(mm.batch, 4);                           // groups
-  EXPECT_EQ(mm.n, 4);                               // output channels per group
-  EXPECT_EQ(mm.k, 4 * 3 * 5);                       // input channels per group x kernel offsets
+  EXPECT_EQ(mm.batch, 4 * 2 * 3);   // groups x phases
+  EXPECT_EQ(mm.m, 16 * 17 * 16);    // images x ceil(33 / 2) x ceil(46 / 3)
+  EXPECT_EQ(mm.n, 4);               // output channels per group
+  // Input channels per group x the most taps of a phase: along dim 0 (dilation 2 = stride) odd phases take no
+  // tap and even ones all 3; along dim 1 the phases take offsets {2}, {0, 3}, {1, 4}.
+  EXPECT_EQ(mm.k, 4 * 3 * 2);
+  const std::vector<TransposedPhase> dim1 = TransposedPhases(*mm.conv, 1);
+  ASSERT_EQ(dim1.size(), 3U);
+  EXPECT_EQ(dim1[0].first, 2);
+  EXPECT_EQ(dim1[0].count, 1);
+  EXPECT_EQ(dim1[1].first, 0);
+  EXPECT_EQ(dim1[1].count, 2);
+  EXPECT_EQ(dim1[2].first, 1);
+  EXPECT_EQ(dim1[2].count, 2);
+  EXPECT_EQ(TransposedPhases(*mm.conv, 0)[0].count, 0);
   const Candidate candidate = GenerateCandidate(graph, "", "convt", CandidateDesign{});
   ASSERT_TRUE(candidate.source) << candidate.problem;
-  // An input position is taken only where the stride divides: (out + padding - offset * dilation) % stride == 0,
-  // on a numerator shifted to stay non-negative.
-  EXPECT_NE(candidate.source->find("% 2) == 0"), std::string::npos);
-  EXPECT_NE(candidate.source->find("% 3) == 0"), std::string::npos);
+  EXPECT_NE(candidate.source->find("taps0 = tl.where("), std::string::npos);  // phases with no tap
+  EXPECT_NE(candidate.source->find("tap1 = "), std::string::npos);            // the first offset per phase
+  EXPECT_NE(candidate.source->find("mmask = mmask & "), std::string::npos);   // 33 and 46: uneven extents
+  const size_t valid = candidate.source->find("valid = ");
+  ASSERT_NE(valid, std::string::npos);
+  const std::string loop_mask = candidate.source->substr(valid, candidate.source->find('\n', valid) - valid);
+  EXPECT_EQ(loop_mask.find("== 0"), std::string::npos) << loop_mask;  // no per-tap divisibility test in the loop
+}
+
+// level2_1's convolution made a ConvTranspose2d 12->16, kernel 4x4, padding 1, stride `stride` (relu and + bias
+// after it): the common decoder shape, where every phase takes the same taps.
+Graph TransposedConvolutionWithEpilogue(int64_t stride) {
+  Json ir = FixtureJson("level2_1_Conv2D_ReLU_BiasAdd");
+  const int64_t size = 15 * stride - 2 + 3 + 1;
+  ir["state"][1]["meta"]["shape"] = {12, 16, 4, 4};
+  ir["state"][1]["meta"]["stride"] = {256, 16, 4, 1};
+  Json& conv = ir["nodes"][0];
+  conv["args"][3] = {stride, stride};
+  conv["args"][4] = {1, 1};
+  conv["args"][6] = true;
+  for (Json& node : ir["nodes"]) {
+    node["meta"]["shape"] = {16, 16, size, size};
+    node["meta"]["stride"] = {16 * size * size, size * size, size, 1};
+  }
+  return LoadGraph(ir);
+}
+
+TEST(PlannerTest, StridedTransposedConvolutionKeepsItsEpilogueInThePhaseKernel) {
+  const Graph graph = TransposedConvolutionWithEpilogue(2);  // 16x16 -> 32x32
+  const Plan plan = MakePlan(graph, {});
+  EXPECT_TRUE(plan.extern_ops.empty());
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  const MatmulSpec& mm = *plan.kernels[0].matmul;
+  EXPECT_EQ(mm.batch, 4);           // 2 x 2 phases
+  EXPECT_EQ(mm.m, 16 * 16 * 16);    // images x 32 / 2 x 32 / 2
+  EXPECT_EQ(mm.k, 12 * 2 * 2);      // input channels x 2 x 2 taps per phase (a quarter of the 4x4 kernel)
+  const Candidate candidate = GenerateCandidate(graph, "", "convt", CandidateDesign{});
+  ASSERT_TRUE(candidate.source) << candidate.problem;
+  EXPECT_EQ(Count(*candidate.source, "tl.dot("), 1U);
+  EXPECT_EQ(Count(*candidate.source, "tl.store("), 1U);  // only the epilogue's result reaches memory
+  EXPECT_EQ(Count(*candidate.source, "taps"), 0U);       // equal tap counts: no per-tap mask
+  EXPECT_EQ(Count(*candidate.source, "mmask = mmask"), 0U);  // 32 = 16 x 2: every phase fills its rows
+}
+
+TEST(PlannerTest, UnitStrideTransposedConvolutionIsAPlainConvolution) {
+  const Graph graph = TransposedConvolutionWithEpilogue(1);  // 16x16 -> 17x17, the kernel's taps flipped
+  const Plan plan = MakePlan(graph, {});
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  const MatmulSpec& mm = *plan.kernels[0].matmul;
+  EXPECT_EQ(mm.batch, 1);
+  EXPECT_EQ(mm.m, 16 * 17 * 17);
+  EXPECT_EQ(mm.k, 12 * 4 * 4);
+  const Candidate candidate = GenerateCandidate(graph, "", "convt", CandidateDesign{});
+  ASSERT_TRUE(candidate.source) << candidate.problem;
+  EXPECT_EQ(Count(*candidate.source, "phase"), 0U);
+  EXPECT_EQ(Count(*candidate.source, "tl.store("), 1U);
 }
 
 TEST(PlannerTest, GroupNormStatisticsAndEpilogueShareOneKernel) {

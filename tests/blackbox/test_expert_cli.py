@@ -81,6 +81,8 @@ def compiled(tmp_path_factory):
         "design2": ["softmax_8x32.py", "--out", "out/softmax_d2.py", "--design", '{"seed": 2}'],
         "conv": ["conv_relu_bias.py", "--out", "out/conv.py", "--json"],
         "convt": ["conv_transpose_grouped.py", "--out", "out/convt.py", "--json"],
+        "convt1": ["conv_transpose_1d.py", "--out", "out/convt1.py", "--json"],
+        "convt3": ["conv_transpose_3d.py", "--out", "out/convt3.py", "--json"],
         **{f"dw{seed}": ["bn_depthwise_gemm.py", "--out", f"out/dw_s{seed}.py", "--seed", str(seed)]
            for seed in range(3)},
     }
@@ -144,19 +146,25 @@ def test_design_record_is_generated(compiled):
     assert code_lines(source) != code_lines((egg.workdir / "out" / "softmax_s0.py").read_text())
 
 
-def test_compile_makes_a_transposed_convolution_one_triton_kernel(compiled):
-    _, runs = compiled
-    convt = json.loads(runs["convt"].stdout)
+@pytest.mark.parametrize("run, epilogue", [("convt", "aten.relu.default"), ("convt1", "aten.tanh.default"),
+                                           ("convt3", "aten.mul.Tensor")])
+def test_compile_makes_a_transposed_convolution_one_triton_kernel(compiled, run, epilogue):
+    egg, runs = compiled
+    convt = json.loads(runs[run].stdout)
     assert convt["pytorch_ops"] == []
     assert len(convt["kernels"]) == 1 and convt["kernels"][0]["kind"] == "matmul", convt["kernels"]
-    assert convt["kernels"][0]["ops"] == ["aten.convolution.default", "aten.relu.default"]
+    assert convt["kernels"][0]["ops"] == ["aten.convolution.default", epilogue]
+    source = (egg.workdir / convt["candidate"]).read_text()
+    assert "phase0 = " in source, "a strided transposed convolution runs one dense convolution per output phase"
+    assert source.count("tl.store(") == 1
 
 
-@pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py"])
+@pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py", "convt1.py", "convt3.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
-            "convt.py": "conv_transpose_grouped.py"}.get(candidate, "softmax_8x32.py")
+            "convt.py": "conv_transpose_grouped.py", "convt1.py": "conv_transpose_1d.py",
+            "convt3.py": "conv_transpose_3d.py"}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "ok" and result["correct"] is True, result["reason"]
@@ -164,7 +172,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
 
 
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "softmax_s1.py", "softmax_d2.py", "conv.py", "convt.py",
-                                       "dw_s0.py", "dw_s1.py", "dw_s2.py"])
+                                       "convt1.py", "convt3.py", "dw_s0.py", "dw_s1.py", "dw_s2.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
