@@ -6,7 +6,7 @@
 # limit) goes on where it stopped when the same command is run again. The device does not keep .gl from one call
 # to the next reliably: copy the returned results.json into .gl/bench/NAME/ here and carry ".gl" with every call
 # (rows with status "error", such as an out-of-memory, are run again by --resume). What comes back in $OUT: results.json, bench.log, summary.txt and tasks.tgz
-# (every task's model_new.py, report.json and trajectory.md) and worker-logs.tgz. report.html is made on the CPU machine from
+# (every task's model_new.py, report.json and trajectory.md), worker-logs.tgz and store.tgz. report.html is made on the CPU machine from
 # results.json (python -m egg_report), as the device has no plotting packages.
 set -uo pipefail
 name="$1"
@@ -24,6 +24,9 @@ echo "egg bench exit $status after $(( $(date +%s) - started )) s: ./egg bench -
   >> "$dir/bench.log"
 cp "$dir/results.json" "$dir/bench.log" "$dir/summary.txt" "$out/" 2>/dev/null
 tar czf "$out/worker-logs.tgz" -C "$EGG_HOME" logs 2>/dev/null  # egg-gpulock lines: where GPU time went
+# The store (every evaluation and baseline, cached): copied back into .gl/home/ here, it lets the next call skip
+# what a task cut by BENCH_SECONDS had already measured.
+tar czf "$out/store.tgz" -C "$EGG_HOME" egg.db 2>/dev/null
 (cd "$dir" && find tasks -name model_new.py -o -name report.json -o -name trajectory.md 2>/dev/null \
   | tar czf "$out/tasks.tgz" -T -) 2>/dev/null
 python3 - "$out/results.json" <<'PY'

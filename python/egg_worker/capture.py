@@ -39,11 +39,20 @@ def _extra_decompositions() -> list:
     return ops
 
 
+# Whole recurrent layers stay one node each (PyTorch runs them, cuDNN on a GPU): the core table would unroll them
+# into a cell per time step and layer (36_LSTMHn: 3,072 cells), a graph too large to plan or compile.
+_KEPT_WHOLE = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+
+
 def decomposition_table() -> dict:
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(_extra_decompositions()))
+    for name in _KEPT_WHOLE:
+        packet = getattr(_aten, name, None)
+        for overload in (packet.overloads() if packet is not None else []):
+            table.pop(getattr(packet, overload), None)
     return table
 
 

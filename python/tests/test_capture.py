@@ -181,6 +181,38 @@ def test_softmax_is_captured_decomposed(worker):
     assert ir["returns"] == "tensor"
 
 
+RECURRENT_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 8, 2, batch_first=True)
+        self.gru = nn.GRU(8, 8, 1, bidirectional=True)
+        self.fc = nn.Linear(16, 3)
+
+    def forward(self, x, h0, c0):
+        out, _ = self.lstm(x, (h0, c0))
+        out, _ = self.gru(out)
+        return self.fc(out[:, -1, :])
+
+def get_inputs():
+    return [torch.rand(2, 12, 4), torch.rand(2, 2, 8), torch.rand(2, 2, 8)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_recurrent_layers_stay_one_node_each(worker, tmp_path):
+    """The core decomposition table would unroll them into a cell per step and layer (36_LSTMHn: 3,072)."""
+    ir = captured_graph(worker, write_task(tmp_path, "recurrent", RECURRENT_TASK))
+    assert_well_formed(ir)
+    assert ops(ir).count("aten.lstm.input") == 1 and ops(ir).count("aten.gru.input") == 1, ops(ir)
+    assert len(ir["nodes"]) < 30, f"{len(ir['nodes'])} nodes: the recurrences were unrolled"
+
+
 def test_parameters_and_buffers_are_state_named_by_attribute_path(worker, tmp_path):
     ir = captured_graph(worker, write_task(tmp_path, "linear_batchnorm", BATCHNORM_TASK))
     assert_well_formed(ir)

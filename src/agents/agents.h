@@ -33,7 +33,7 @@ struct StageContext {
   bool refining_seed = false;  // stage1.seeds: briefly refine the seed given as the incumbent
 };
 
-enum class StopReason { kNone, kBudgetExhausted, kLlmUnavailable };
+enum class StopReason { kNone, kBudgetExhausted, kLlmUnavailable, kTimeBudgetUsed };
 std::string StopReasonName(StopReason reason);
 
 template <typename T>

@@ -227,6 +227,8 @@ std::string StopReasonName(StopReason reason) {
       return "budget_exhausted";
     case StopReason::kLlmUnavailable:
       return "llm_unavailable";
+    case StopReason::kTimeBudgetUsed:
+      return "time_budget_used";
   }
   return "completed";
 }

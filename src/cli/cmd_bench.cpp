@@ -152,6 +152,25 @@ Json StageSpeedups(const Json& report) {
   return stages;
 }
 
+// Why a task ended without a correct kernel: the run's reason and, when the candidates say more, the last one's
+// ("no candidate passed the harness: rejected: no Triton kernel launched in the forward call").
+std::string FailureReason(const Json& report) {
+  std::string reason = report.value("reason", "");
+  std::string last;
+  for (const Json& stage : report.value("stages", Json::array())) {
+    for (const Json& candidate : stage.value("candidates", Json::array())) {
+      const std::string why = candidate.value("reason", "");
+      if (!why.empty()) {
+        last = candidate.value("status", "") + ": " + why;
+      }
+    }
+  }
+  if (!last.empty()) {
+    reason += (reason.empty() ? "" : ": ") + last;
+  }
+  return reason;
+}
+
 Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
   const Json& report = outcome.report;
   const Json final = report.value("final", Json());
@@ -170,6 +189,9 @@ Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
                             "triton_time_share", "triton_launches", "reason", "robust", "device", "versions"}) {
       row[key] = final.value(key, Json());
     }
+  }
+  if (!outcome.correct && row.value("reason", Json()).is_null()) {
+    row["reason"] = FailureReason(report);
   }
   const Json expert = report.value("expert", Json());
   if (expert.is_object()) {

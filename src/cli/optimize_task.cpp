@@ -48,7 +48,7 @@ std::map<std::string, std::string> LlmOverrides(const OptimizeArgs& args) {
 }
 
 Json SearchOptionsJson(const OptimizeArgs& args, const std::optional<llm::LlmConfig>& llm) {
-  return Json{{"backend", args.backend},
+  Json search{{"backend", args.backend},
               {"device", args.eval.device},
               {"provider", llm ? (llm->provider == llm::Provider::kOpenAi ? "openai" : "anthropic") : ""},
               {"model", llm ? llm->model : "expert"},
@@ -58,6 +58,10 @@ Json SearchOptionsJson(const OptimizeArgs& args, const std::optional<llm::LlmCon
               {"debug_attempts", args.pipeline.debug_attempts},
               {"tol", args.eval.tol},
               {"trials", args.eval.trials}};
+  if (args.pipeline.time_budget_s > 0) {  // only when set: runs without one keep their ids
+    search["time_budget_s"] = args.pipeline.time_budget_s;
+  }
+  return search;
 }
 
 Json LlmUsageJson(store::Store* store, const std::string& run_id, const llm::LlmClient& client) {
@@ -93,15 +97,16 @@ constexpr const char* kCpuTuningNote =
 Json ExpertSection(const expert::Graph& graph, const std::string& task_source, const std::string& task_name,
                    const std::optional<pipeline::CandidateRecord>& final,
                    const std::optional<harness::EvalResult>& final_eval) {
-  if (!final) {
-    return Json();
-  }
-  const auto design = expert::DesignInSource(final->source);
+  // Without a correct candidate, the plan of seed 0 says what would run where (the ops left to PyTorch).
+  const auto design = final ? expert::DesignInSource(final->source) : expert::CandidateDesign{};
   if (!design) {
     return Json();
   }
   const expert::Candidate candidate = expert::GenerateCandidate(graph, task_source, task_name, *design);
   Json section = candidate.ReportJson();
+  if (!final) {
+    section["of"] = "seed 0: no candidate passed the harness";
+  }
   section["triton_time_share"] = final_eval ? Json(final_eval->triton_time_share) : Json();
   section["triton_launches"] = final_eval ? Json(final_eval->triton_launches) : Json();
   return section;
@@ -220,6 +225,10 @@ void AddSearchOptions(CLI::App& command_ref, OptimizeArgs* args) {
   command->add_option("--debug-attempts", args->pipeline.debug_attempts, "Repairs per failed candidate")
       ->check(CLI::Range(0, 8))
       ->default_val(2);
+  command->add_option("--time-budget", args->pipeline.time_budget_s,
+                      "Budget: wall-clock seconds per task; once spent with a correct kernel in hand, no new "
+                      "candidate starts")
+      ->check(CLI::PositiveNumber);
   command->add_flag("--no-profile", [args](std::int64_t) { args->pipeline.profile = false; },
                     "Skip Nsight Compute before refinement rounds (the Profile agent sees no metrics)");
   command->add_option("--config", args->config_path, "TOML config file with [llm] and [budget]");

@@ -493,6 +493,10 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
         layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
       }
       sources.push_back(GenerateKernel(graph, kernel, plan.memory_before.at(k), layouts));
+      if (kernel.kind == KernelKind::kMatmul) {  // the launch and the design record say the stages it can use
+        kernel.design.num_stages = FittingStages(kernel.design, sources.back());
+        candidate.design.kernels[kernel.name] = kernel.design;
+      }
       kernels_code += sources.back().code + "\n\n";
       for (const std::string& call : PrecompileCalls(graph, kernel, sources.back())) {
         precompile.push_back(call);

@@ -313,9 +313,11 @@ std::string KernelEmitter::PointerName(int value) {
 MaskSet MaskSet::Flat() { return MaskSet{{{"xindex", "xmask"}}, {}, "xindex"}; }
 
 MaskSet MaskSet::Tiles() {
-  return MaskSet{{{"mindex", "mmask"}, {"nindex", "nmask"}, {"kaindex", "kamask"}, {"kbindex", "kbmask"}},
-                 {{"mmask & nmask", "omask"}},
-                 "omask"};
+  MaskSet tiles{{{"mindex", "mmask"}, {"nindex", "nmask"}, {"kaindex", "kamask"}, {"kbindex", "kbmask"}},
+                {{"mmask & nmask", "omask"}},
+                "omask"};
+  tiles.max_concat_pieces = kMaxConcatPiecesInTiles;
+  return tiles;
 }
 
 MaskSet MaskSet::Rows() {
@@ -544,6 +546,10 @@ Operand KernelEmitter::Concat(const Node& node, const Value& out, const std::vec
   }
   if (pieces.empty()) {
     throw NotFusable(node.name + ": empty concatenation");
+  }
+  if (pieces.size() > masks_.max_concat_pieces) {
+    throw NotFusable(fmt::format("{}: {} concatenated pieces, at most {} read in this kernel", node.name,
+                                 pieces.size(), masks_.max_concat_pieces));
   }
   std::string code = pieces.back().operand.code;
   for (size_t i = pieces.size() - 1; i-- > 0;) {

@@ -4,6 +4,7 @@
 // Throws NotFusable when a value cannot be computed here (the planner then splits the kernel).
 #pragma once
 
+#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -29,16 +30,24 @@ std::vector<Index> ViewSourceIndex(const Graph& graph, const Node& node, const s
 // The source value of a view node.
 int ViewSource(const Node& node);
 
+inline constexpr size_t kMaxConcatPiecesInTiles = 4;
+
 // The loop variables of a kernel and the masks guarding them: a load is masked by the masks of the variables
 // its address uses (and of those the runtime values in it were loaded at).
 struct MaskSet {
   std::vector<std::pair<std::string, std::string>> vars;  // loop variable -> its mask variable
   std::map<std::string, std::string> combined;            // "xmask & rmask" -> a precomputed "mask"
   std::string tile_var;  // a variable spanning the kernel's rows, to give constants a tile shape
+  // Most pieces a concatenation read in this kernel may select between (one masked load each); more throw
+  // NotFusable, so the concatenation is stored by a kernel of its own.
+  size_t max_concat_pieces = std::numeric_limits<size_t>::max();
 
   static MaskSet Flat();  // pointwise and pooling kernels: xindex / xmask
   static MaskSet Rows();  // reductions and scans: xindex, rindex, and their conjunction "mask"
-  static MaskSet Tiles();  // matrix products: output tile mindex/nindex ("omask"), K steps kaindex/kbindex
+  // Matrix products: output tile mindex/nindex ("omask"), K steps kaindex/kbindex. Their operands are staged
+  // in shared memory per pipeline stage, one buffer per load: few concatenation pieces (DenseNet's 3x3
+  // convolutions over a 26-way cat needed 500 KB of an H200's 227 KB).
+  static MaskSet Tiles();
 };
 
 class KernelEmitter {

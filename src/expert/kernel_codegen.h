@@ -38,7 +38,15 @@ struct KernelSource {
   std::set<int> loaded;    // values read from memory
   std::set<int> computed;  // nodes computed in this kernel
   bool int64_indexing = false;
+  // Matrix products: the tile-shaped loads in one K step, of the A side ([BLOCK_M, BLOCK_K]) and of the B side
+  // ([BLOCK_K, BLOCK_N]): each is staged in shared memory once per pipeline stage.
+  int a_tile_loads = 0;
+  int b_tile_loads = 0;
 };
+
+// The most pipeline stages (at least 1, at most `design.num_stages`) whose staged operand tiles fit the shared
+// memory of an H100/H200 block, for a matmul kernel with `source`'s tile loads.
+int FittingStages(const KernelDesign& design, const KernelSource& source);
 
 // `memory`: values in memory before this kernel runs (with layouts); `layouts`: the layouts of the values this
 // kernel stores (plan.stores). Reductions and pooled or scanned results are computed in registers.

@@ -968,15 +968,52 @@ class Planner {
     }
     KernelPlan kernel = NewKernel(node);
     std::string problem;
-    if (!Generates(kernel, memory_, &problem)) {
+    bool generates = Generates(kernel, memory_, &problem);
+    if (!generates && StoreMatmulOperands(node, problem)) {
+      kernel = NewKernel(node);  // named after the kernels stored before it
+      generates = Generates(kernel, memory_, &problem);
+    }
+    if (!generates) {
       plan_.notes.push_back(fmt::format("{} runs in PyTorch: {}", node.name, problem));
       return false;
     }
+    Push(std::move(kernel));
+    return true;
+  }
+
+  void Push(KernelPlan kernel) {
     kernel_memory_.push_back(memory_);
     plan_.steps.push_back({Step::Kind::kKernel, static_cast<int>(plan_.kernels.size())});
     plan_.kernels.push_back(std::move(kernel));
     AddResults(plan_.kernels.back());
-    return true;
+  }
+
+  // A matrix product whose operands cannot be computed inside its K loop (a concatenation of too many pieces):
+  // each operand computed elementwise is stored by a kernel of its own first, the product then reads it. True
+  // when one was stored.
+  bool StoreMatmulOperands(const Node& node, const std::string& problem) {
+    const auto index = static_cast<int>(&node - graph_.nodes.data());
+    if (matmuls_.count(index) == 0) {
+      return false;
+    }
+    const MatmulSpec& mm = matmuls_.at(index);
+    bool stored = false;
+    for (int operand : {mm.a, mm.b}) {
+      const Value& value = ValueAt(graph_, operand);
+      if (memory_.count(operand) != 0 || value.kind != ValueKind::kNode || value.node < 0) {
+        continue;
+      }
+      const Node& producer = graph_.nodes.at(static_cast<size_t>(value.node));
+      KernelPlan kernel = NewKernel(producer);
+      std::string why;
+      if (!Generates(kernel, memory_, &why)) {
+        continue;
+      }
+      plan_.notes.push_back(fmt::format("{} stored for {} to read: {}", producer.name, node.name, problem));
+      Push(std::move(kernel));
+      stored = true;
+    }
+    return stored;
   }
 
   void AddResults(const KernelPlan& kernel) {

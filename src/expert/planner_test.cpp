@@ -319,3 +319,28 @@ TEST(CandidateTest, InvalidKernelDesignsFallBackToDefaults) {
 
 }  // namespace
 }  // namespace egg::expert
+
+namespace egg::expert {
+namespace {
+
+TEST(FittingStagesTest, EveryStagedOperandTileCountsAgainstSharedMemory) {
+  KernelDesign design;
+  design.xblock = 128;
+  design.yblock = 64;
+  design.rblock = 32;
+  design.num_stages = 3;
+  KernelSource plain;
+  plain.a_tile_loads = 1;
+  plain.b_tile_loads = 1;
+  EXPECT_EQ(FittingStages(design, plain), 3) << "one A and one B tile: 72 KB in three stages";
+  KernelSource four_pieces = plain;
+  four_pieces.a_tile_loads = 4;
+  EXPECT_EQ(FittingStages(design, four_pieces), 2) << "four A tiles: 72 KB a stage";
+  design.rblock = 64;
+  EXPECT_EQ(FittingStages(design, four_pieces), 1) << "never below one stage";
+  design.num_stages = 1;
+  EXPECT_EQ(FittingStages(design, plain), 1) << "never above the design's stages";
+}
+
+}  // namespace
+}  // namespace egg::expert

@@ -1,6 +1,9 @@
 #include "pipeline/pipeline.h"
 
 #include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
 
 #include "common/fs.h"
 #include "common/hash.h"
@@ -131,8 +134,25 @@ CandidateRecord Pipeline::Measure(const std::string& stage, const std::string& o
   return candidate;
 }
 
+double Pipeline::Now() const {
+  if (options_.clock) {
+    return options_.clock();
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool Pipeline::Stopped() {
+  if (stop_ == agents::StopReason::kNone && options_.time_budget_s > 0 && incumbent_ &&
+      Now() - started_s_ >= options_.time_budget_s) {
+    NoteStop(agents::StopReason::kTimeBudgetUsed,
+             fmt::format("the time budget of {:g} s was spent; the run ends with its incumbent",
+                         options_.time_budget_s));
+  }
+  return stop_ != agents::StopReason::kNone;
+}
+
 void Pipeline::NoteStop(agents::StopReason stop, const std::string& failure) {
-  if (stop != agents::StopReason::kNone && !Stopped()) {
+  if (stop != agents::StopReason::kNone && stop_ == agents::StopReason::kNone) {
     stop_ = stop;
     stop_failure_ = failure;
   }
@@ -426,6 +446,7 @@ void Pipeline::Finalize(StageRecord* record) {
 
 RunResult Pipeline::Run() {
   CreateDirectories(options_.run_dir);
+  started_s_ = Now();
   sm_count_ = evaluator_.SmCount();
   RunResult result;
   int seq = 0;

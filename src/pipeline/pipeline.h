@@ -36,6 +36,10 @@ struct PipelineOptions {
   bool screen_seeds = false; // stage1.seeds: screen all seeds together, fully evaluate the fastest that passes
   bool tune = true;          // run the stages after the seeds (false: say why in tuning_note)
   bool profile = true;       // profile the incumbent (ncu) before every refinement round
+  // Wall-clock seconds for the run (0: none). Once they are spent and a correct kernel is in hand, no new
+  // candidate starts: the run ends with the incumbent, stopped_because "time_budget_used".
+  double time_budget_s = 0;
+  std::function<double()> clock;  // seconds, monotonic; the steady clock when empty (tests pass a fake)
   // Called as each stage starts, with the incumbent's speedup over eager so far (progress displays).
   std::function<void(const std::string& stage, std::optional<double> speedup_vs_eager)> on_stage;
   std::string tuning_note;
@@ -78,7 +82,7 @@ struct StageRecord {
 
 struct RunResult {
   bool correct = false;
-  std::string stopped_because = "completed";  // completed | budget_exhausted | llm_unavailable
+  std::string stopped_because = "completed";  // completed | budget_exhausted | llm_unavailable | time_budget_used
   std::string reason;
   std::optional<CandidateRecord> final;
   std::vector<StageRecord> stages;
@@ -114,7 +118,9 @@ class Pipeline {
   bool ScreenRound(StageRecord* record, int round, const agents::StageContext& context,
                    std::vector<agents::CodeProposal> proposals);
   void Decide(StageRecord* record, int round, const CandidateRecord& candidate, bool keep_if_first);
-  bool Stopped() const { return stop_ != agents::StopReason::kNone; }
+  // True once an agent stopped the run, or the time budget is spent with a correct kernel in hand.
+  bool Stopped();
+  double Now() const;
   void NoteStop(agents::StopReason stop, const std::string& failure);
   void Finalize(StageRecord* record);
   // True (and a rejected decision recorded) when this run already evaluated the same source.
@@ -131,6 +137,7 @@ class Pipeline {
   agents::StopReason stop_ = agents::StopReason::kNone;
   std::string stop_failure_;
   int sm_count_ = 0;
+  double started_s_ = 0;
 };
 
 }  // namespace egg::pipeline

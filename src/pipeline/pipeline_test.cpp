@@ -213,6 +213,52 @@ TEST_F(PipelineTest, StopsCleanlyWhenTheBudgetIsSpent) {
   }
 }
 
+// A clock that moves 10 s with every full evaluation.
+std::function<double()> TenSecondsAnEvaluation(const FakeEvaluator& evaluator) {
+  return [&evaluator] {
+    int count = 0;
+    for (const auto& [name, n] : evaluator.evaluations) {
+      count += n;
+    }
+    return 10.0 * count;
+  };
+}
+
+TEST_F(PipelineTest, TheTimeBudgetEndsTheRunWithTheIncumbent) {
+  code_->script["stage1.seeds"] = {"first", "refined", "second"};  // seed 0, its refinement, seed 1
+  code_->script["*"] = {"later"};
+  options_.time_budget_s = 15;
+  options_.clock = TenSecondsAnEvaluation(evaluator_);
+  const RunResult result = Run();
+  ASSERT_TRUE(result.correct);
+  EXPECT_EQ(result.stopped_because, "time_budget_used");
+  EXPECT_NE(result.reason.find("15 s"), std::string::npos) << result.reason;
+  // first (10 s) and its refinement (20 s) ran; at 20 s the budget is spent and nothing else starts.
+  EXPECT_EQ(evaluator_.evaluations["first"], 1);
+  EXPECT_EQ(evaluator_.evaluations["refined"], 1) << "the refinement started before the budget was spent";
+  EXPECT_EQ(evaluator_.evaluations["second"], 0);
+  EXPECT_EQ(evaluator_.evaluations["later"], 0);
+  for (size_t i = 1; i < result.stages.size(); ++i) {
+    EXPECT_EQ(result.stages[i].stopped_because, "time_budget_used");
+    EXPECT_TRUE(result.stages[i].candidates.empty());
+  }
+}
+
+TEST_F(PipelineTest, TheTimeBudgetNeverEndsARunWithoutACorrectKernel) {
+  code_->script["stage1.seeds"] = {"broken", "good"};
+  evaluator_.outcomes = {{"broken", {harness::EvalStatus::kRuntimeError}},
+                         {"fixed", {harness::EvalStatus::kRuntimeError}},
+                         {"good", {harness::EvalStatus::kOk, 2.0}}};
+  options_.refine_seeds = false;
+  options_.time_budget_s = 1;
+  options_.clock = TenSecondsAnEvaluation(evaluator_);
+  const RunResult result = Run();
+  ASSERT_TRUE(result.correct) << "spent budget, but no correct kernel yet: the search goes on";
+  EXPECT_EQ(result.final->source, "ModelNew good");
+  EXPECT_EQ(result.stopped_because, "time_budget_used");
+  EXPECT_EQ(evaluator_.profiles, 0) << "no refinement round started after the budget was spent";
+}
+
 TEST_F(PipelineTest, StageStopsWhenRoundsStopPayingOrAtTheRoofline) {
   code_->script["stage1.seeds"] = {"seed"};
   code_->script["*"] = {"worse1", "worse2", "worse3", "worse4", "worse5", "worse6", "worse7", "worse8"};

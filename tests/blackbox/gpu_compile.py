@@ -1,5 +1,5 @@
 """Compiles every Triton kernel of an egg candidate for an NVIDIA GPU (sm_90 unless told) with Triton's own
-compiler, on a machine without one: the interpreter runs kernels that the GPU compiler refuses (a block mask on
+compiler, on a machine without one, and checks each fits the GPU's shared memory: the interpreter runs kernels that the GPU compiler refuses (a block mask on
 a scalar pointer, for one). The kernels and their specializations are the candidate's own `egg_precompile()`
 calls, with `JITFunction.warmup` replaced by an ahead-of-time compile for the target.
 
@@ -16,6 +16,9 @@ from triton.runtime.jit import JITFunction
 POINTER_TYPES = {torch.float32: "*fp32", torch.float64: "*fp64", torch.float16: "*fp16", torch.bfloat16: "*bf16",
                  torch.int64: "*i64", torch.int32: "*i32", torch.int8: "*i8", torch.uint8: "*u8", torch.bool: "*i1"}
 LAUNCH_OPTIONS = ("num_warps", "num_stages")
+# Shared memory a block may use (bytes): an H100/H200 refuses more at launch (OutOfResources), which a compile
+# alone does not; the compiled kernel's metadata says what it needs.
+SHARED_MEMORY_LIMIT = {90: 232448, 80: 166912}
 
 
 def main() -> int:
@@ -32,8 +35,13 @@ def main() -> int:
                      for name, arg in zip(names, args)}
         signature.update({name: "constexpr" for name in constants})
         try:
-            triton.compile(triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constants),
-                           target=target, options=options)
+            binary = triton.compile(triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constants),
+                                    target=target, options=options)
+            limit = SHARED_MEMORY_LIMIT.get(arch)
+            if limit is not None and binary.metadata.shared > limit:
+                failures.append(f"{kernel.fn.__name__} {constants} {options}: needs {binary.metadata.shared} bytes "
+                                f"of shared memory, sm_{arch} has {limit}")
+                return
             compiled.append(kernel.fn.__name__)
         except Exception as error:  # report every kernel, not only the first
             message = " ".join(str(error).split())

@@ -64,3 +64,19 @@ def test_report_renders_in_headless_chromium(bench, tmp_path):
     assert "egg bench" in dom and "<table>" in dom and "softmax_8x32.py" in dom
     assert "CONSOLE" not in proc.stderr and "Uncaught" not in proc.stderr
     assert "Failed to load resource" not in proc.stderr
+
+
+def test_kb_tables_reproduce_the_committed_kb_sample_figures():
+    """bench/kb_tables.py makes the READMEs' tables from a results.json: the committed kb-sample run's."""
+    results = ROOT / "bench" / "results" / "h200-expert-kb-sample" / "results.json"
+    proc = subprocess.run(["python3", str(ROOT / "bench" / "kb_tables.py"), str(results)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "| all | 50 | 45 (90%) | 24 | 0.66 | 0.62 | 1.45x | 1.30x | 1.74x | 1.07x |" in lines
+    rows = [line for line in lines if line.startswith(("| 1 | ", "| 2 | ", "| 3 | ")) and "_" in line]
+    assert len(rows) == 50
+    assert "| 3 | 16_DenseNet201 | ok | 0.32 | 0.41 | 69.514 | 28.743 | no | tf32 | 100% |" in rows
+    assert "| 3 | 36_LSTMHn | failed | - | - | - | - | - | - | - |" in rows
+    assert "| 1 | 56_conv_standard_2D__asymmetric_input__asymmetric_kernel | ok | 1.18 | 2.49 | 23.132 | 57.633 | " \
+           "yes | tf32x3 | 100% |" in rows

@@ -83,6 +83,8 @@ def compiled(tmp_path_factory):
         "convt": ["conv_transpose_grouped.py", "--out", "out/convt.py", "--json"],
         "convt1": ["conv_transpose_1d.py", "--out", "out/convt1.py", "--json"],
         "convt3": ["conv_transpose_3d.py", "--out", "out/convt3.py", "--json"],
+        **{f"dense{seed}": ["dense_cat_conv.py", "--out", f"out/dense_s{seed}.py", "--json", "--seed", str(seed)]
+           for seed in range(3)},
         **{f"dw{seed}": ["bn_depthwise_gemm.py", "--out", f"out/dw_s{seed}.py", "--seed", str(seed)]
            for seed in range(3)},
     }
@@ -127,6 +129,24 @@ def test_compile_makes_the_convolution_and_its_epilogue_one_triton_kernel(compil
     assert "class ModelNew(Model):" in (egg.workdir / "out" / "conv.py").read_text()
 
 
+def test_concatenated_operands_fit_the_gpus_shared_memory(compiled):
+    """Each concatenated piece a convolution reads in its K loop is one more tile staged per pipeline stage
+    (DenseNet201's 26-way cat needed 500 KB of the H200's 227 KB): four pieces stay fused with fewer stages on
+    the wide-tile seeds; six are stored by a kernel of their own that the convolution reads. Both stay in
+    Triton (test_every_kernel_compiles_for_the_gpu checks the shared memory of each kernel)."""
+    egg, runs = compiled
+    stages = []
+    for seed in range(3):
+        plan = json.loads(runs[f"dense{seed}"].stdout)
+        assert plan["pytorch_ops"] == []
+        names = [kernel["name"] for kernel in plan["kernels"]]
+        assert names == ["egg_k0_convolution", "egg_k1_relu_1", "egg_k2_convolution_1"], names
+        assert any("relu_1 stored for convolution_1" in note and "6 concatenated pieces" in note
+                   for note in plan["planner_notes"]), plan["planner_notes"]
+        stages.append(plan["kernels"][0]["design"]["num_stages"])
+    assert stages == [3, 2, 1], "64x64x32, 128x64x32 and 128x64x64 tiles with four A tiles a stage"
+
+
 def test_seed_one_is_a_different_reduction_algorithm(compiled):
     egg, runs = compiled
     seed0 = (egg.workdir / "out" / "softmax_s0.py").read_text()
@@ -159,12 +179,13 @@ def test_compile_makes_a_transposed_convolution_one_triton_kernel(compiled, run,
     assert source.count("tl.store(") == 1
 
 
-@pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py", "convt1.py", "convt3.py"])
+@pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py", "convt1.py", "convt3.py",
+                                       "dense_s1.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
             "convt.py": "conv_transpose_grouped.py", "convt1.py": "conv_transpose_1d.py",
-            "convt3.py": "conv_transpose_3d.py"}.get(candidate, "softmax_8x32.py")
+            "convt3.py": "conv_transpose_3d.py", "dense_s1.py": "dense_cat_conv.py"}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "ok" and result["correct"] is True, result["reason"]
@@ -172,7 +193,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
 
 
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "softmax_s1.py", "softmax_d2.py", "conv.py", "convt.py",
-                                       "convt1.py", "convt3.py", "dw_s0.py", "dw_s1.py", "dw_s2.py"])
+                                       "convt1.py", "convt3.py", "dw_s0.py", "dw_s1.py", "dw_s2.py", "dense_s0.py",
+                                       "dense_s1.py", "dense_s2.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
@@ -272,6 +294,26 @@ def test_optimize_rerun_resumes_from_the_store(optimized):
     assert len(rows(egg, "SELECT id FROM runs")) == 1, "the same run was resumed"
 
 
+def test_optimize_time_budget_ends_the_run_with_its_correct_kernel(optimized):
+    egg = optimized["egg"]
+    proc = egg.run("optimize", "softmax_8x32.py", "--device", "cpu", "--out", "budget", "--time-budget", "0.001")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((egg.workdir / "budget" / "report.json").read_text())
+    assert report["status"] == "ok" and report["final"]["correct"] is True
+    assert report["stopped_because"] == "time_budget_used"
+    assert report["run_id"] != optimized["first_report"]["run_id"], "the budget is part of the run's options"
+    assert report["options"]["time_budget_s"] == 0.001
+    assert report["stages"][0]["candidates"], "the seeds ran: a budget never ends a run without a correct kernel"
+    for stage in report["stages"][1:]:
+        assert stage["stopped_because"] == "time_budget_used" and stage["candidates"] == []
+
+
+def test_optimize_time_budget_must_be_positive(egg):
+    proc = egg.run("optimize", "softmax_8x32.py", "--device", "cpu", "--time-budget", "0")
+    assert proc.returncode == 2
+    assert "--time-budget" in single_error_line(proc)
+
+
 def test_optimize_hybrid_backend_is_one_line_error(egg):
     shutil.copy(EXPERT_TASKS / "relu_scale_64.py", egg.workdir)
     proc = egg.run("optimize", "relu_scale_64.py", "--device", "cpu", "--out", "out", "--backend", "hybrid")
@@ -342,6 +384,19 @@ def test_bench_resume_runs_only_the_unfinished_tasks(benched):
 
 def test_bench_progress_never_prints_null_speedups(benched):
     assert "nullx" not in benched["first"].stderr
+
+
+def test_bench_row_of_a_failed_task_says_why(tmp_path_factory):
+    egg = make_egg(tmp_path_factory, "bench_failed")
+    suite = egg.workdir / "failing"
+    suite.mkdir()
+    shutil.copy(ROOT / "tests" / "fixtures" / "tasks" / "lstm_state.py", suite)
+    proc = egg.run("bench", "failing", "--device", "cpu", "--out", "fout", "--no-report")
+    assert proc.returncode == 1, proc.stderr
+    [row] = json.loads((egg.workdir / "fout" / "results.json").read_text())["tasks"]
+    assert row["status"] == "failed" and row["correct"] is False
+    assert row["pytorch_ops"] == ["aten.lstm.input"], "the recurrent layer is one PyTorch op, not unrolled"
+    assert row["reason"].startswith("no candidate passed the harness: rejected: no Triton kernel launched"), row
 
 
 def test_bench_missing_folder_is_one_line_error(egg):
