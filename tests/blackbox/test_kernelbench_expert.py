@@ -2,9 +2,9 @@
 
 Every level-1 matrix-product, activation, normalization, reduction, softmax, loss, scan and pooling task, and
 every non-transposed convolution task, and every level-2 task, is rewritten at reduced sizes (egg_worker.reduce)
-and run through `egg bench` (one seed, no tuning on the CPU). Each must end with a correct ModelNew; level-1 tasks
-must run all their work in Triton (no op left to PyTorch); level-2 tasks too, except that a task with a
-transposed convolution may leave that convolution to PyTorch (still to come in part 2 of the expert backend).
+and run through `egg bench` (one seed, no tuning on the CPU). Each must end with a correct ModelNew that runs all
+its work in Triton (no op left to PyTorch), level-2 transposed convolutions included. Level-1 transposed
+convolution tasks are not in scope yet: 72 and 77 take longer than the harness's limit in the interpreter.
 
 Reads KernelBench from ../shared/kernelbench (or $EGG_KERNELBENCH); skipped when it is absent. Takes several
 minutes: the two levels run as two `egg bench` processes side by side.
@@ -36,7 +36,6 @@ LEVEL1_IN_SCOPE = [
 # Input elements of a reduced task: level 2 is smaller (its convolutions widen what the interpreter runs); the
 # larger budget is the fallback for tasks whose constraints need it.
 MAX_ELEMENTS = {1: (65536,), 2: (16384, 65536)}
-TRANSPOSED_CONVOLUTION_OPS = {"aten.convolution.default"}  # transposed convolutions still run in PyTorch
 BENCH_TIMEOUT_S = 3600
 
 pytestmark = pytest.mark.skipif(not (KERNELBENCH / "level1").is_dir(), reason="KernelBench data not found")
@@ -119,9 +118,10 @@ def _transposed(name: str) -> bool:
     return "ConvTranspose" in (KERNELBENCH / "level2" / name).read_text()
 
 
-def test_level2_tasks_run_in_triton_but_transposed_convolutions(results):
+def test_level2_tasks_run_entirely_in_triton(results):
+    """The 30 with a transposed convolution included (one dense convolution per output phase)."""
     level = results[2]
     assert len(level["expected"]) == 100
     assert sum(map(_transposed, level["expected"])) == 30
-    failures = _failures(level, lambda name: TRANSPOSED_CONVOLUTION_OPS if _transposed(name) else set())
+    failures = _failures(level, lambda name: set())
     assert not failures, "\n".join(failures) + "\n" + level["log"]
