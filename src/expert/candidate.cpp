@@ -423,7 +423,9 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
         return false;
       }
     }
-    return design.algorithm == "tiled" && precisions.count(design.precision) != 0;
+    const bool splitk = design.algorithm == "splitk" && design.split >= 2 && kernel.matmul && !kernel.matmul->conv &&
+                        kernel.matmul->k >= design.split * design.rblock;
+    return (design.algorithm == "tiled" || splitk) && precisions.count(design.precision) != 0;
   }
   if (kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan) {
     if (!IsPow2(design.rblock) || design.xblock * design.rblock > kMaxTile) {

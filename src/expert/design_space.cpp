@@ -99,11 +99,35 @@ std::vector<int64_t> Around(int64_t current, int64_t lo, int64_t hi) {
   return values;
 }
 
+// Matmul: split K into slices (half or twice the incumbent's, or the default factor), or one program per tile.
+void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
+  const KernelDesign& base = kernel.design;
+  std::vector<int64_t> splits;
+  if (base.algorithm == "splitk") {
+    splits = {1, base.split / 2, base.split * 2};
+  } else {
+    splits = {SplitKFactor(*kernel.matmul, base)};
+  }
+  for (int64_t split : splits) {
+    KernelDesign design = base;
+    design.algorithm = split > 1 ? "splitk" : "tiled";
+    design.split = split > 1 ? split : 0;
+    list->AddKernel(kernel, design, fmt::format("algorithm {} {}", kernel.name, split > 1 ? fmt::format("split-K {}", split) : "tiled"),
+                    split > 1 ? fmt::format("K in {} slices: {} programs per output tile, partials summed by a second kernel",
+                                            split, split)
+                              : "one program per output tile over the whole K");
+  }
+}
+
 void AlgorithmMoves(const Graph& graph, const Candidate& incumbent, const std::vector<size_t>& order,
                     MoveList* list) {
   (void)graph;
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
+    if (kernel.kind == KernelKind::kMatmul) {
+      MatmulAlgorithmMoves(kernel, list);
+      continue;
+    }
     if (!IsRowKernel(kernel)) {
       continue;
     }

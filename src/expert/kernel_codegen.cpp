@@ -119,17 +119,20 @@ class KernelWriter {
     return params;
   }
 
+  // `function`: the jitted function's name when it is not the kernel's (the first of two launches).
   KernelSource Finish(const std::string& template_name, templates::Values values, const std::string& grid,
-                      std::map<std::string, int64_t> constexprs) {
+                      std::map<std::string, int64_t> constexprs, const std::string& function = "") {
     KernelSource source;
     source.name = kernel_.name;
-    source.int64_indexing = emitter_.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max;
-    values.text["name"] = kernel_.name;
+    source.int64_indexing =
+        emitter_.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max || wide_scratch_;
+    values.text["name"] = function.empty() ? kernel_.name : function;
     values.text["params"] = Params();
     values.text["summary"] = Summary(graph_, kernel_);
     values.flags["int64"] = source.int64_indexing;
     source.code = templates::Render(template_name, values);
-    source.launches.push_back({kernel_.name, emitter_.PointerValues(), grid, std::move(constexprs)});
+    source.launches.push_back(
+        {function.empty() ? kernel_.name : function, emitter_.PointerValues(), grid, std::move(constexprs)});
     source.helpers = emitter_.Helpers();
     source.loaded = emitter_.Loaded();
     source.computed = emitter_.Computed();
@@ -1354,9 +1357,35 @@ class KernelWriter {
     values.flags["has_prologue"] = !prologue.empty();
     values.text["prologue"] = prologue;
     values.text["body"] = Join(emitter_.CloseScope());
-    KernelSource source =
-        Finish("triton/matmul.py.mustache", values, fmt::format("({}, {})", grid_m * grid_n, mm.batch),
-               {{"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}, {"BLOCK_K", design.rblock}});
+    const std::map<std::string, int64_t> blocks = {
+        {"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}, {"BLOCK_K", design.rblock}};
+    const std::string grid = fmt::format("({}, {}", grid_m * grid_n, mm.batch);
+    KernelSource source;
+    if (design.algorithm == "splitk") {
+      // Split-K: programs (tile, batch, split) write partial products into a scratch buffer; a second kernel per
+      // (tile, batch) sums them in order and runs the epilogue. For few output tiles over a deep K.
+      int64_t chunk = (mm.k + design.split - 1) / design.split;
+      chunk = (chunk + design.rblock - 1) / design.rblock * design.rblock;
+      const int64_t splits = (mm.k + chunk - 1) / chunk;
+      const int64_t partials = splits * mm.batch * mm.m * mm.n;
+      values.text["chunk"] = std::to_string(chunk);
+      values.text["splits"] = std::to_string(splits);
+      values.text["partials"] = emitter_.PointerName(ScratchId(0));
+      const std::string slice = mm.batched ? fmt::format("(split * {} + bindex)", mm.batch) : "split";
+      values.text["partial_offset"] = fmt::format("(mindex + {} * {}) * {} + nindex", slice, mm.m, mm.n);
+      wide_scratch_ = partials > kInt32Max;
+      values.flags["partial"] = true;
+      KernelSource partial = Finish("triton/matmul.py.mustache", values, fmt::format("{}, {})", grid, splits), blocks,
+                                    kernel_.name + "_partial");
+      values.flags["partial"] = false;
+      values.flags["combine"] = true;
+      source = Finish("triton/matmul.py.mustache", values, grid + ")", blocks);
+      source.code = partial.code + "\n\n" + source.code;
+      source.launches.insert(source.launches.begin(), partial.launches.front());
+      source.scratch.push_back({partials, DType::kFloat32});
+    } else {
+      source = Finish("triton/matmul.py.mustache", values, grid + ")", blocks);
+    }
     std::istringstream lines(loop);
     for (std::string line; std::getline(lines, line);) {
       if (line.find("tl.load(") != std::string::npos) {
@@ -1423,6 +1452,7 @@ class KernelWriter {
   const std::map<int, TensorMeta>& memory_;
   const std::map<int, TensorMeta>& layouts_;
   KernelEmitter emitter_;
+  bool wide_scratch_ = false;  // a scratch buffer past int32 offsets (split-K partials)
 };
 
 }  // namespace

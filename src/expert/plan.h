@@ -97,11 +97,12 @@ std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node);
 
 // The algorithm and launch shape of one kernel: the design record's entry for it.
 struct KernelDesign {
-  // pointwise: flat | reduction: persistent, looped, online, split | pool: direct | scan: single, blocked
+  // pointwise: flat | reduction: persistent, looped, online, split | pool: direct | scan: single, blocked |
+  // matmul: tiled, splitk
   std::string algorithm;
   int64_t xblock = 0;
   int64_t rblock = 0;
-  int64_t split = 0;  // split reductions: programs per row (partial results combined by a second kernel)
+  int64_t split = 0;  // split reductions: programs per row; splitk: slices of K (partials summed by a 2nd kernel)
   int64_t yblock = 0;     // matmul: BLOCK_N (xblock is BLOCK_M, rblock BLOCK_K)
   std::string precision;  // matmul: tl.dot's input_precision (ieee, tf32, tf32x3)
   int num_warps = 4;
@@ -157,6 +158,10 @@ struct Plan {
 };
 
 Plan MakePlan(const Graph& graph, const PlanOptions& options);
+
+// Split-K slices worth running for a matrix product in `design`'s tiles (1: none): enough to bring few output
+// tiles over a deep K near two waves of programs. Never for convolutions.
+int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design);
 
 // The default design of a kernel (first seed); `seed` picks an alternative algorithm family (0, 1, 2).
 KernelDesign DefaultDesign(const KernelPlan& kernel, int seed);

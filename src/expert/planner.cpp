@@ -559,6 +559,23 @@ KernelDesign RowDesign(const KernelPlan& kernel, const std::string& algorithm) {
 
 }  // namespace
 
+int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design) {
+  // Split K when the output tiles leave most of the GPU idle and K is deep enough that every slice still runs
+  // several K steps: a power of two of slices bringing the programs near two waves of an H200's 132 SMs.
+  constexpr int64_t kTargetPrograms = 264;
+  constexpr int64_t kMinStepsPerSlice = 8;
+  if (mm.conv || design.xblock <= 0 || design.yblock <= 0 || design.rblock <= 0) {
+    return 1;
+  }
+  const int64_t tiles = ((mm.m + design.xblock - 1) / design.xblock) * ((mm.n + design.yblock - 1) / design.yblock) *
+                        mm.batch;
+  int64_t split = 1;
+  while (tiles * split * 2 <= kTargetPrograms && mm.k / (split * 2) >= kMinStepsPerSlice * design.rblock) {
+    split *= 2;
+  }
+  return split;
+}
+
 KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
   KernelDesign design;
   switch (kernel.kind) {
@@ -591,6 +608,10 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
       design.num_warps = static_cast<int>(tile[3]);
       design.num_stages = static_cast<int>(tile[4]);
       design.precision = "ieee";
+      if (seed != 1) {  // seed 1 keeps one program per output tile: the structural alternative
+        design.split = SplitKFactor(mm, design);
+        design.algorithm = design.split > 1 ? "splitk" : "tiled";
+      }
       return design;
     }
     case KernelKind::kReduction:

@@ -342,5 +342,30 @@ TEST(FittingStagesTest, EveryStagedOperandTileCountsAgainstSharedMemory) {
   EXPECT_EQ(FittingStages(design, plain), 1) << "never above the design's stages";
 }
 
+TEST(PlannerTest, SplitKOnlyForFewTilesOverADeepK) {
+  MatmulSpec deep;
+  deep.m = 256;
+  deep.n = 256;
+  deep.k = 524288;  // KernelBench 1_6
+  KernelDesign tile;
+  tile.xblock = 64;
+  tile.yblock = 64;
+  tile.rblock = 32;
+  EXPECT_EQ(SplitKFactor(deep, tile), 16);  // 16 tiles x 16 slices: two waves of 132 SMs at most
+  MatmulSpec square = deep;
+  square.k = 256;
+  EXPECT_EQ(SplitKFactor(square, tile), 1);  // K too shallow: a slice must keep 8 steps of 32
+  MatmulSpec many = deep;
+  many.m = 4096;
+  many.n = 4096;
+  EXPECT_EQ(SplitKFactor(many, tile), 1);  // 4096 tiles fill the GPU already
+  MatmulSpec conv = deep;
+  conv.conv = ConvShape{};
+  EXPECT_EQ(SplitKFactor(conv, tile), 1);
+  MatmulSpec batched = deep;
+  batched.batch = 8;
+  EXPECT_EQ(SplitKFactor(batched, tile), 2);  // 128 tiles x 2
+}
+
 }  // namespace
 }  // namespace egg::expert

@@ -87,6 +87,13 @@ def compiled(tmp_path_factory):
            for seed in range(3)},
         **{f"dw{seed}": ["bn_depthwise_gemm.py", "--out", f"out/dw_s{seed}.py", "--seed", str(seed)]
            for seed in range(3)},
+        **{f"deepk{seed}": ["deep_k_products.py", "--out", f"out/deepk_s{seed}.py", "--json", "--seed", str(seed)]
+           for seed in range(2)},
+        # three slices of a K of 3000 in steps of 64: the last slice is shorter than the others
+        "deepk_ragged": ["deep_k_products.py", "--out", "out/deepk_ragged.py", "--json", "--design",
+                         json.dumps({"seed": 1, "kernels": {"egg_k1_bmm": {
+                             "algorithm": "splitk", "split": 3, "xblock": 32, "yblock": 64, "rblock": 64,
+                             "num_warps": 4, "num_stages": 2, "precision": "ieee"}}})],
     }
     runs = {name: egg.run("compile", *args, "--device", "cpu") for name, args in commands.items()}
     for name, proc in runs.items():
@@ -118,6 +125,34 @@ def test_compile_json_lists_kernels_and_pytorch_ops(compiled):
     ops = {op for kernel in softmax["kernels"] for op in kernel["ops"]}
     assert {"aten.amax.default", "aten.exp.default", "aten.sum.dim_IntList"} <= ops, ops
     assert any(kernel["kind"] == "reduction" for kernel in softmax["kernels"])
+
+
+def test_compile_splits_deep_k_products_at_seed_0_only(compiled):
+    """Few output tiles over a deep K: seed 0 runs K in slices (partials, then a summing kernel with the
+    epilogue: two launches per product), seed 1 keeps one program per tile; the design record says which."""
+    _, runs = compiled
+    algorithms = {}
+    for seed in range(2):
+        report = json.loads(runs[f"deepk{seed}"].stdout)
+        assert report["pytorch_ops"] == []
+        algorithms[seed] = {k["name"]: (k["design"]["algorithm"], k["design"]["split"])
+                            for k in report["kernels"] if k["kind"] == "matmul"}
+    assert set(algorithms[0]) == {"egg_k0_mm", "egg_k1_bmm", "egg_k2_addmm"}, algorithms
+    assert all(algorithm == "splitk" and split >= 2 for algorithm, split in algorithms[0].values()), algorithms
+    assert all(algorithm == "tiled" for algorithm, _ in algorithms[1].values()), algorithms
+    ragged = json.loads(runs["deepk_ragged"].stdout)
+    (bmm,) = [k for k in ragged["kernels"] if k["name"] == "egg_k1_bmm"]
+    assert (bmm["design"]["algorithm"], bmm["design"]["split"]) == ("splitk", 3)
+
+
+def test_split_k_candidate_launches_partials_then_their_sum(compiled):
+    egg, _ = compiled
+    lines = code_lines((egg.workdir / "out" / "deepk_ragged.py").read_text())
+    launches = [line.strip().split("[")[0] for line in lines if "egg_k1_bmm" in line and "](" in line]
+    assert launches == ["egg_k1_bmm_partial", "egg_k1_bmm"], launches
+    # K = 3000 in slices of 1024 (3000 / 3 rounded up to the K step of 64): 1024, 1024 and 952
+    assert any("range(split * 1024, tl.minimum(split * 1024 + 1024, 3000), BLOCK_K)" in line for line in lines)
+    assert any("for split in range(3):" in line for line in lines)
 
 
 def test_compile_makes_the_convolution_and_its_epilogue_one_triton_kernel(compiled):
@@ -180,12 +215,14 @@ def test_compile_makes_a_transposed_convolution_one_triton_kernel(compiled, run,
 
 
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py", "convt1.py", "convt3.py",
-                                       "dense_s1.py"])
+                                       "dense_s1.py", "deepk_s0.py", "deepk_s1.py", "deepk_ragged.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
             "convt.py": "conv_transpose_grouped.py", "convt1.py": "conv_transpose_1d.py",
-            "convt3.py": "conv_transpose_3d.py", "dense_s1.py": "dense_cat_conv.py"}.get(candidate, "softmax_8x32.py")
+            "convt3.py": "conv_transpose_3d.py", "dense_s1.py": "dense_cat_conv.py",
+            "deepk_s0.py": "deep_k_products.py", "deepk_s1.py": "deep_k_products.py",
+            "deepk_ragged.py": "deep_k_products.py"}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "ok" and result["correct"] is True, result["reason"]
@@ -194,7 +231,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
 
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "softmax_s1.py", "softmax_d2.py", "conv.py", "convt.py",
                                        "convt1.py", "convt3.py", "dw_s0.py", "dw_s1.py", "dw_s2.py", "dense_s0.py",
-                                       "dense_s1.py", "dense_s2.py"])
+                                       "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
