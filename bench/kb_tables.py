@@ -1,11 +1,12 @@
 """Markdown tables of an `egg bench` results.json, as the READMEs under bench/results/ show them: per level
-(from the summary) and per task (with the matmul products each final kernel used, read from the design record
+(from the summary), per level-1 family (GEMM, convolution) when the run has them, and per task (with the matmul products each final kernel used, read from the design record
 of DIR/tasks/<task>/model_new.py).
 
     python bench/kb_tables.py bench/results/NAME/results.json [--tol 0.0001]
 """
 import argparse
 import json
+import math
 import pathlib
 
 DESIGN_MARKER = "# egg-design: "
@@ -21,9 +22,14 @@ def products(model_new: pathlib.Path) -> str:
     for line in model_new.read_text().splitlines():
         if line.startswith(DESIGN_MARKER):
             kernels = json.loads(line[len(DESIGN_MARKER):]).get("kernels", {})
-            found = sorted({k["precision"] for k in kernels.values() if k.get("algorithm") == "tiled"})
+            found = sorted({k["precision"] for k in kernels.values() if k.get("algorithm") in ("tiled", "splitk")})
             return "+".join(found) or "-"
     return "-"
+
+
+def without_column(lines: list, column: int) -> list:
+    """The table without its `column`-th column (from 1)."""
+    return ["|".join(cell for i, cell in enumerate(line.split("|")) if i != column) for line in lines]
 
 
 def level_table(summary: dict, run_tol: str, other_tol: str) -> list:
@@ -64,6 +70,32 @@ def task_table(results: dict, folder: pathlib.Path, other_tol: str) -> list:
     return lines
 
 
+# KernelBench level 1's families by task number: matrix products, and convolutions (transposed ones included).
+FAMILIES = {"GEMM (1-4, 6-18)": set(range(1, 19)) - {5}, "convolution (50, 54-87)": {50, *range(54, 88)}}
+
+
+def geomean(values: list):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def family_table(results: dict) -> list:
+    """Level-1 families present in the run: geomean speedups over their correct tasks, and how many are below 1.0
+    against torch.compile."""
+    lines = ["| level-1 family | tasks | correct | geomean vs eager | geomean vs torch.compile | below 1.0x vs torch.compile |",
+             "|---|---|---|---|---|---|"]
+    for name, numbers in FAMILIES.items():
+        rows = [r for r in results["tasks"] if r["level"] == 1 and int(r["task"].split("_", 1)[0]) in numbers]
+        if not rows:
+            continue
+        good = [r for r in rows if r["correct"]]
+        eager = geomean([r["speedup_vs_eager"] for r in good])
+        compiled = geomean([r["speedup_vs_compile"] for r in good])
+        below = sum(1 for r in good if r["speedup_vs_compile"] < 1.0)
+        lines.append(f"| {name} | {len(rows)} | {len(good)} | {fmt(eager, suffix='x')} | {fmt(compiled, suffix='x')} | "
+                     f"{below} |")
+    return lines if len(lines) > 2 else []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results")
@@ -73,9 +105,16 @@ def main() -> None:
     results = json.loads(path.read_text())
     summary = results["summary"]
     run_tol = str(summary.get("run_tol", "0.01"))
-    print("\n".join(level_table(summary, run_tol, args.tol)))
+    levels, tasks = level_table(summary, run_tol, args.tol), task_table(results, path.parent, args.tol)
+    if float(args.tol) == float(run_tol):  # a run at that tolerance (`--tol 1e-4`): nothing re-checked
+        levels, tasks = without_column(levels, 4), without_column(tasks, 8)
+    print("\n".join(levels))
     print()
-    print("\n".join(task_table(results, path.parent, args.tol)))
+    families = family_table(results)
+    if families:
+        print("\n".join(families))
+        print()
+    print("\n".join(tasks))
 
 
 if __name__ == "__main__":

@@ -80,3 +80,25 @@ def test_kb_tables_reproduce_the_committed_kb_sample_figures():
     assert "| 3 | 36_LSTMHn | failed | - | - | - | - | - | - | - |" in rows
     assert "| 1 | 56_conv_standard_2D__asymmetric_input__asymmetric_kernel | ok | 1.18 | 2.49 | 23.132 | 57.633 | " \
            "yes | tf32x3 | 100% |" in rows
+
+
+def test_kb_tables_give_the_level1_families_of_the_gemm_conv_runs():
+    """The GEMM and convolution families' figures of the committed H200 runs (tol 1e-2 and a tol-1e-4 search,
+    whose tables have no re-check column), as the README states them."""
+    folder = ROOT / "bench" / "results" / "h200-expert-gemm-conv"
+    outputs = {}
+    for name, path in {"1e-2": folder / "results.json", "1e-4": folder / "tol1e-4" / "results.json"}.items():
+        proc = subprocess.run(["python3", str(ROOT / "bench" / "kb_tables.py"), str(path)], capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        outputs[name] = proc.stdout.splitlines()
+    assert "| GEMM (1-4, 6-18) | 17 | 17 | 1.67x | 1.69x | 2 |" in outputs["1e-2"]
+    assert "| convolution (50, 54-87) | 35 | 35 | 2.08x | 2.59x | 4 |" in outputs["1e-2"]
+    assert "| GEMM (1-4, 6-18) | 17 | 17 | 0.83x | 0.89x | 12 |" in outputs["1e-4"]
+    assert "| convolution (50, 54-87) | 35 | 35 | 0.85x | 1.06x | 16 |" in outputs["1e-4"]
+    assert outputs["1e-4"][0].count("correct") == 1, "a tol-1e-4 run re-checks nothing"
+    assert "| 1 | 6_Matmul_with_large_K_dimension_ | ok | 1.29 | 1.32 | 1.021 | 1.349 | no | tf32 | 100% |" \
+        in outputs["1e-2"], "split-K kernels' products are listed"
+    readme = (folder / "README.md").read_text()
+    for line in outputs["1e-2"] + outputs["1e-4"]:
+        assert line in readme, line
