@@ -609,8 +609,9 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
       design.num_stages = static_cast<int>(tile[4]);
       design.precision = "ieee";
       if (seed != 1) {  // seed 1 keeps one program per output tile: the structural alternative
-        design.split = SplitKFactor(mm, design);
-        design.algorithm = design.split > 1 ? "splitk" : "tiled";
+        const int64_t split = SplitKFactor(mm, design);
+        design.algorithm = split > 1 ? "splitk" : "tiled";
+        design.split = split > 1 ? split : 0;
       }
       return design;
     }
