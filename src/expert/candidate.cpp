@@ -414,6 +414,10 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
   if (!warps_ok || design.num_stages < 1 || !IsPow2(design.xblock)) {
     return false;
   }
+  if (kernel.kind == KernelKind::kMatmul && design.algorithm == "direct") {
+    return kernel.matmul && DirectConvolutionFits(*kernel.matmul) && design.xblock <= kMaxTile &&
+           design.precision == "ieee";
+  }
   if (kernel.kind == KernelKind::kMatmul) {
     constexpr int64_t kMinDot = 16;  // tl.dot's smallest tile side
     constexpr int64_t kMaxMatmulTile = 256;
@@ -485,7 +489,7 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
         kernel.design = chosen->second;
       } else {
         kernel.design = DefaultDesign(kernel, design.seed);
-        if (kernel.kind == KernelKind::kMatmul && !design.precision.empty()) {
+        if (kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct" && !design.precision.empty()) {
           kernel.design.precision = design.precision;
         }
       }
@@ -495,7 +499,8 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
         layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
       }
       sources.push_back(GenerateKernel(graph, kernel, plan.memory_before.at(k), layouts));
-      if (kernel.kind == KernelKind::kMatmul) {  // the launch and the design record say the stages it can use
+      if (kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct") {
+        // the launch and the design record say the stages it can use
         kernel.design.num_stages = FittingStages(kernel.design, sources.back());
         candidate.design.kernels[kernel.name] = kernel.design;
       }

@@ -102,6 +102,17 @@ std::vector<int64_t> Around(int64_t current, int64_t lo, int64_t hi) {
 // Matmul: split K into slices (half or twice the incumbent's, or the default factor), or one program per tile.
 void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
   const KernelDesign& base = kernel.design;
+  if (base.algorithm == "direct") {  // back to the implicit GEMM of the exact seed
+    const KernelDesign tiled = DefaultDesign(kernel, 1);
+    list->AddKernel(kernel, tiled, fmt::format("algorithm {} tiled", kernel.name),
+                    "the convolution as an implicit GEMM on the tensor cores");
+    return;
+  }
+  if (DirectConvolutionFits(*kernel.matmul)) {
+    const KernelDesign direct = DefaultDesign(kernel, 0);
+    list->AddKernel(kernel, direct, fmt::format("algorithm {} direct", kernel.name),
+                    "one output element per lane, the group's few products unrolled (no tl.dot padding)");
+  }
   std::vector<int64_t> splits;
   if (base.algorithm == "splitk") {
     splits = {1, base.split / 2, base.split * 2};
@@ -177,7 +188,7 @@ void MatmulMappingMoves(const KernelPlan& kernel, MoveList* list) {
 void MappingMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
-    if (kernel.kind == KernelKind::kMatmul) {
+    if (kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct") {
       MatmulMappingMoves(kernel, list);
       continue;
     }
@@ -198,7 +209,7 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
     KernelDesign base = kernel.design;
-    if (kernel.kind == KernelKind::kMatmul) {
+    if (kernel.kind == KernelKind::kMatmul && base.algorithm != "direct") {
       for (int64_t rblock : Around(base.rblock, kMinBlock, 128)) {
         KernelDesign design = base;
         design.rblock = rblock;
@@ -217,7 +228,8 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
                         fmt::format("reduction tile of {} elements per row", rblock));
       }
     } else {
-      const int64_t numel = NextPowerOfTwo(std::max<int64_t>(kernel.rows, 1));
+      const int64_t elements = kernel.matmul ? kernel.matmul->m * kernel.matmul->n * kernel.matmul->batch : kernel.rows;
+      const int64_t numel = NextPowerOfTwo(std::max<int64_t>(elements, 1));
       for (int64_t xblock : Around(base.xblock, kMinPointwiseBlock, std::min(numel, kMaxPointwiseBlock))) {
         KernelDesign design = base;
         design.xblock = xblock;
@@ -274,7 +286,7 @@ void MemoryMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
   }
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
-    if (kernel.kind == KernelKind::kMatmul) {
+    if (kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct") {
       MatmulMemoryMoves(kernel, list);
       continue;
     }
@@ -316,7 +328,7 @@ bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
   if (!DesignFits(kernel, design)) {
     return false;
   }
-  if (kernel.kind == KernelKind::kMatmul) {
+  if (kernel.kind == KernelKind::kMatmul && design.algorithm != "direct") {
     const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
     const int64_t ring = design.num_stages * (design.xblock + design.yblock) * design.rblock * 4;
     return design.xblock * design.yblock <= threads * kMaxAccumulatorPerThread && ring <= kMaxMatmulSharedBytes;

@@ -935,7 +935,7 @@ class KernelWriter {
     WriteEpilogues(x, pool.output);
     templates::Values values;
     values.text["numel"] = std::to_string(numel);
-    values.text["kind"] = pool.kind;
+    values.text["kind"] = pool.kind + " pooling";
     values.text["window"] = window_text;
     values.text["body"] = Join(emitter_.CloseScope());
     const int64_t xblock = kernel_.design.xblock;
@@ -990,7 +990,8 @@ class KernelWriter {
       }
       const auto index = Delinearize(flat, MetaOf(graph_, root).shape);
       const Operand value = emitter_.Emit(root, index);
-      const char* mask = kernel_.kind == KernelKind::kScan ? "mask" : (kernel_.kind == KernelKind::kMatmul ? "omask" : "xmask");
+      const bool tiles = kernel_.kind == KernelKind::kMatmul && kernel_.design.algorithm != "direct";
+      const char* mask = kernel_.kind == KernelKind::kScan ? "mask" : (tiles ? "omask" : "xmask");
       StoreIfNeeded(root, index, value, mask);
     }
   }
@@ -1047,11 +1048,85 @@ class KernelWriter {
   // position), columns n = the group's output channels, k = (input channel of the group, kernel offset). The
   // input tile is gathered at position * stride - padding + offset * dilation, masked to zero in the padding;
   // the weight tile is read as [k, n]; the bias and fused consumers apply to the accumulator before one store.
+  // A convolution with few channels per group (depthwise: one) computed directly: one output element per lane,
+  // its (input channel of the group, kernel offset) products unrolled and summed in fp32 FMAs. The implicit GEMM
+  // would pad a one-column N tile to tl.dot's 16 and run a K of a few taps.
+  KernelSource WriteDirectConvolution() {
+    const MatmulSpec& mm = *kernel_.matmul;
+    const ConvShape& conv = *mm.conv;
+    const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
+    const TensorMeta& out_meta = MetaOf(graph_, out);
+    const int64_t numel = out_meta.Numel();
+    const Index x = Index::Var("xindex", numel);
+    std::vector<std::string> lines;
+    const auto flat = Delinearize(x, out_meta.shape);
+    std::vector<Index> out_index;
+    for (size_t d = 0; d < flat.size(); ++d) {
+      out_index.push_back(
+          Named(d == 0 ? "image" : (d == 1 ? "channel" : "opos" + std::to_string(d - 2)), flat[d], lines));
+    }
+    const Index channel = out_index[1];
+    const Index group = Named("group", channel.FloorDiv(mm.n), lines);
+    for (const std::string& line : lines) {
+      emitter_.Line(line);
+    }
+    const int64_t in_per_group = conv.in_channels / conv.groups;
+    emitter_.Line("acc = tl.zeros([XBLOCK], dtype=tl.float32)");
+    emitter_.Line(fmt::format("for ci in tl.static_range({}):", in_per_group));
+    int depth = 1;
+    emitter_.OpenScope(++depth);
+    const Index ci = Index::Var("ci", in_per_group);
+    std::vector<Index> input = {out_index[0], group * in_per_group + ci};
+    std::vector<Index> weight = {channel, ci};
+    std::string valid;
+    for (size_t s = 0; s < conv.kernel.size(); ++s) {
+      const std::string tap = "t" + std::to_string(s);
+      emitter_.Line(fmt::format("for {} in tl.static_range({}):", tap, conv.kernel[s]));
+      emitter_.OpenScope(++depth);
+      const Index offset = Index::Var(tap, conv.kernel[s]);
+      const Index position = out_index[s + 2] * conv.stride[s] - Index(conv.padding[s]) + offset * conv.dilation[s];
+      RequireInside(position, conv.in_size[s], valid);
+      input.push_back(position);
+      weight.push_back(offset);
+    }
+    const Operand a = EmitUnder(mm.a, input, valid, "valid");
+    const Operand w = emitter_.Emit(mm.b, weight);
+    const std::string term = fmt::format("({}).to(tl.float32) * ({}).to(tl.float32)", a.code, w.code);
+    emitter_.Line(valid.empty() ? "acc += " + term : fmt::format("acc += tl.where(valid, {}, 0.0)", term));
+    for (int level = depth; level > 1; --level) {
+      emitter_.Append(emitter_.CloseScope());
+    }
+    std::string result = "acc";
+    if (mm.bias >= 0) {
+      result += " + (" + emitter_.Emit(mm.bias, {channel}).code + ").to(tl.float32)";
+    }
+    emitter_.Line("product = " + result);
+    const Operand product{"product", DType::kFloat32, false};
+    emitter_.DefineRow(out, product, x);
+    StoreIfNeeded(out, flat, product, "xmask");
+    WriteEpilogues(x, out);
+    std::string window;
+    for (int64_t k : conv.kernel) {
+      window += (window.empty() ? "" : "x") + std::to_string(k);
+    }
+    templates::Values values;
+    values.text["numel"] = std::to_string(numel);
+    values.text["kind"] = "convolution (direct)";
+    values.text["window"] = fmt::format("{} input channel(s) x {}", in_per_group, window);
+    values.text["body"] = Join(emitter_.CloseScope());
+    const int64_t xblock = kernel_.design.xblock;
+    return Finish("triton/pool.py.mustache", values, fmt::format("(triton.cdiv({}, {}),)", numel, xblock),
+                  {{"XBLOCK", xblock}});
+  }
+
   KernelSource WriteConvolution() {
     const MatmulSpec& mm = *kernel_.matmul;
     const ConvShape& conv = *mm.conv;
     if (conv.transposed) {
       return WriteTransposedConvolution();
+    }
+    if (kernel_.design.algorithm == "direct") {
+      return WriteDirectConvolution();
     }
     const Index g = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
     const Index m = Index::Var("mindex", mm.m);
@@ -1548,7 +1623,8 @@ int FittingStages(const KernelDesign& design, const KernelSource& source) {
 KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                             const std::map<int, TensorMeta>& layouts) {
   const bool rows = kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
-  const MaskSet masks = kernel.kind == KernelKind::kMatmul ? MaskSet::Tiles() : (rows ? MaskSet::Rows() : MaskSet::Flat());
+  const bool tiles = kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct";
+  const MaskSet masks = tiles ? MaskSet::Tiles() : (rows ? MaskSet::Rows() : MaskSet::Flat());
   KernelWriter writer(graph, kernel, memory, layouts, masks);
   return writer.Write();
 }

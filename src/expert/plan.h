@@ -98,7 +98,7 @@ std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node);
 // The algorithm and launch shape of one kernel: the design record's entry for it.
 struct KernelDesign {
   // pointwise: flat | reduction: persistent, looped, online, split | pool: direct | scan: single, blocked |
-  // matmul: tiled, splitk
+  // matmul: tiled, splitk, direct (small-group convolutions)
   std::string algorithm;
   int64_t xblock = 0;
   int64_t rblock = 0;
@@ -158,6 +158,10 @@ struct Plan {
 };
 
 Plan MakePlan(const Graph& graph, const PlanOptions& options);
+
+// Whether a convolution is small per group (at most 4 output channels and 64 products per output, depthwise
+// ones included) so that the `direct` algorithm applies: one output element per lane, its products unrolled.
+bool DirectConvolutionFits(const MatmulSpec& mm);
 
 // Split-K slices worth running for a matrix product in `design`'s tiles (1: none): enough to bring few output
 // tiles over a deep K near two waves of programs. Never for convolutions.

@@ -367,5 +367,35 @@ TEST(PlannerTest, SplitKOnlyForFewTilesOverADeepK) {
   EXPECT_EQ(SplitKFactor(batched, tile), 2);  // 128 tiles x 2
 }
 
+TEST(PlannerTest, DirectConvolutionOnlyForSmallGroups) {
+  MatmulSpec depthwise;
+  depthwise.conv = ConvShape{};
+  depthwise.conv->in_channels = 64;
+  depthwise.conv->groups = 64;
+  depthwise.conv->kernel = {3, 3};
+  depthwise.n = 1;
+  EXPECT_TRUE(DirectConvolutionFits(depthwise));
+  MatmulSpec wide = depthwise;
+  wide.conv->groups = 1;  // 64 input channels x 9 taps per output: a GEMM's K
+  wide.n = 64;
+  EXPECT_FALSE(DirectConvolutionFits(wide));
+  MatmulSpec transposed = depthwise;
+  transposed.conv->transposed = true;
+  EXPECT_FALSE(DirectConvolutionFits(transposed));
+  EXPECT_FALSE(DirectConvolutionFits(MatmulSpec{}));  // a plain product
+  KernelPlan kernel;
+  kernel.kind = KernelKind::kMatmul;
+  kernel.matmul = depthwise;
+  kernel.matmul->m = 2 * 14 * 14;
+  kernel.matmul->batch = 64;
+  EXPECT_EQ(DefaultDesign(kernel, 0).algorithm, "direct");
+  EXPECT_EQ(DefaultDesign(kernel, 0).xblock, 1024);
+  EXPECT_EQ(DefaultDesign(kernel, 1).algorithm, "tiled");
+  EXPECT_TRUE(DesignFits(kernel, DefaultDesign(kernel, 0)));
+  KernelDesign tf32 = DefaultDesign(kernel, 0);
+  tf32.precision = "tf32";  // direct products are float32 FMAs
+  EXPECT_FALSE(DesignFits(kernel, tf32));
+}
+
 }  // namespace
 }  // namespace egg::expert

@@ -89,6 +89,8 @@ def compiled(tmp_path_factory):
            for seed in range(3)},
         **{f"deepk{seed}": ["deep_k_products.py", "--out", f"out/deepk_s{seed}.py", "--json", "--seed", str(seed)]
            for seed in range(2)},
+        **{f"small{seed}": ["small_group_convs.py", "--out", f"out/small_s{seed}.py", "--json", "--seed", str(seed)]
+           for seed in range(2)},
         # three slices of a K of 3000 in steps of 64: the last slice is shorter than the others
         "deepk_ragged": ["deep_k_products.py", "--out", "out/deepk_ragged.py", "--json", "--design",
                          json.dumps({"seed": 1, "kernels": {"egg_k1_bmm": {
@@ -143,6 +145,20 @@ def test_compile_splits_deep_k_products_at_seed_0_only(compiled):
     ragged = json.loads(runs["deepk_ragged"].stdout)
     (bmm,) = [k for k in ragged["kernels"] if k["name"] == "egg_k1_bmm"]
     assert (bmm["design"]["algorithm"], bmm["design"]["split"]) == ("splitk", 3)
+
+
+def test_compile_computes_small_group_convolutions_directly_at_seed_0(compiled):
+    """Depthwise and few-channel grouped convolutions: seed 0 computes each output element directly (no tl.dot,
+    float32 FMAs, the bias and the ReLU fused), seed 1 runs them as implicit GEMMs; both are measured."""
+    egg, runs = compiled
+    for seed, algorithm in ((0, "direct"), (1, "tiled")):
+        report = json.loads(runs[f"small{seed}"].stdout)
+        assert report["pytorch_ops"] == []
+        convolutions = [k for k in report["kernels"] if "aten.convolution.default" in k["ops"]]
+        assert len(convolutions) == 3 and all(k["design"]["algorithm"] == algorithm for k in convolutions), report
+    direct = code_lines((egg.workdir / "out" / "small_s0.py").read_text())
+    assert not any("tl.dot(" in line for line in direct)
+    assert sum("tl.static_range(2)" in line for line in direct) >= 2  # input channels per group, the 2-wide taps
 
 
 def test_split_k_candidate_launches_partials_then_their_sum(compiled):
@@ -215,14 +231,16 @@ def test_compile_makes_a_transposed_convolution_one_triton_kernel(compiled, run,
 
 
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py", "convt1.py", "convt3.py",
-                                       "dense_s1.py", "deepk_s0.py", "deepk_s1.py", "deepk_ragged.py"])
+                                       "dense_s1.py", "deepk_s0.py", "deepk_s1.py", "deepk_ragged.py", "small_s0.py",
+                                       "small_s1.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
             "convt.py": "conv_transpose_grouped.py", "convt1.py": "conv_transpose_1d.py",
             "convt3.py": "conv_transpose_3d.py", "dense_s1.py": "dense_cat_conv.py",
             "deepk_s0.py": "deep_k_products.py", "deepk_s1.py": "deep_k_products.py",
-            "deepk_ragged.py": "deep_k_products.py"}.get(candidate, "softmax_8x32.py")
+            "deepk_ragged.py": "deep_k_products.py", "small_s0.py": "small_group_convs.py",
+            "small_s1.py": "small_group_convs.py"}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "ok" and result["correct"] is True, result["reason"]
@@ -231,7 +249,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
 
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "softmax_s1.py", "softmax_d2.py", "conv.py", "convt.py",
                                        "convt1.py", "convt3.py", "dw_s0.py", "dw_s1.py", "dw_s2.py", "dense_s0.py",
-                                       "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py"])
+                                       "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py",
+                                       "small_s0.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
