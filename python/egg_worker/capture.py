@@ -39,8 +39,9 @@ def _extra_decompositions() -> list:
     return ops
 
 
-# Whole recurrent layers stay one node each (PyTorch runs them, cuDNN on a GPU): the core table would unroll them
-# into a cell per time step and layer (36_LSTMHn: 3,072 cells), a graph too large to plan or compile.
+# Whole recurrent layers stay one node each (the expert plans each as one recurrent kernel: a projection GEMM and a
+# time loop per layer and direction): the core table would unroll them into a cell per time step and layer
+# (36_LSTMHn: 3,072 cells), a graph too large to plan or compile.
 _KEPT_WHOLE = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 
 

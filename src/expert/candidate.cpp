@@ -139,6 +139,9 @@ class ForwardWriter {
       for (int pointer : launch.pointers) {
         args.push_back(IsScratch(pointer) ? scratch.at(ScratchIndex(pointer)) : Expr(pointer));
       }
+      for (const auto& scalar : launch.scalars) {
+        args.push_back(std::to_string(scalar.second));
+      }
       for (const auto& [key, number] : launch.constexprs) {
         args.push_back(fmt::format("{}={}", key, number));
       }
@@ -354,6 +357,9 @@ std::vector<std::string> PrecompileCalls(const Graph& graph, const KernelPlan& k
                                              : ValueAt(graph, pointer).meta->dtype;
       call += TorchDType(dtype) + ", ";
     }
+    for (const auto& scalar : launch.scalars) {  // a runtime integer: its value only picks specializations
+      call += std::to_string(scalar.second) + ", ";
+    }
     for (const auto& [key, number] : launch.constexprs) {
       call += fmt::format("{}={}, ", key, number);
     }
@@ -418,14 +424,19 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
     return kernel.matmul && DirectConvolutionFits(*kernel.matmul) && design.xblock <= kMaxTile &&
            design.precision == "ieee";
   }
-  if (kernel.kind == KernelKind::kMatmul) {
+  const bool matmul = kernel.kind == KernelKind::kMatmul;
+  if (matmul || kernel.kind == KernelKind::kRecurrent) {
     constexpr int64_t kMinDot = 16;  // tl.dot's smallest tile side
     constexpr int64_t kMaxMatmulTile = 256;
+    constexpr int64_t kMaxStepTile = 128;  // a recurrent step tile: one accumulator per gate
     const std::set<std::string> precisions = {"ieee", "tf32", "tf32x3"};
     for (int64_t side : {design.xblock, design.yblock, design.rblock}) {
-      if (!IsPow2(side) || side < kMinDot || side > kMaxMatmulTile) {
+      if (!IsPow2(side) || side < kMinDot || side > (matmul ? kMaxMatmulTile : kMaxStepTile)) {
         return false;
       }
+    }
+    if (!matmul) {
+      return design.algorithm == "sequential" && precisions.count(design.precision) != 0;
     }
     const bool splitk = design.algorithm == "splitk" && design.split >= 2 && kernel.matmul && !kernel.matmul->conv &&
                         kernel.matmul->k >= design.split * design.rblock;
@@ -489,7 +500,8 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
         kernel.design = chosen->second;
       } else {
         kernel.design = DefaultDesign(kernel, design.seed);
-        if (kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct" && !design.precision.empty()) {
+        if ((kernel.kind == KernelKind::kMatmul || kernel.kind == KernelKind::kRecurrent) &&
+            kernel.design.algorithm != "direct" && !design.precision.empty()) {
           kernel.design.precision = design.precision;
         }
       }

@@ -185,11 +185,27 @@ void MatmulMappingMoves(const KernelPlan& kernel, MoveList* list) {
   }
 }
 
+// Recurrent time loops: batch rows per program (fewer rows, more programs streaming W_hh each step).
+void RecurrentMappingMoves(const KernelPlan& kernel, MoveList* list) {
+  const RecurrentSpec& rnn = *kernel.recurrent;
+  for (int64_t xblock : Around(kernel.design.xblock, kMinBlock, std::max(kMinBlock, NextPowerOfTwo(rnn.batch)))) {
+    KernelDesign design = kernel.design;
+    design.xblock = xblock;
+    list->AddKernel(kernel, design, fmt::format("batch rows per program {} {}", kernel.name, xblock),
+                    fmt::format("{} batch rows per program ({} programs)", xblock,
+                                (rnn.batch + xblock - 1) / xblock));
+  }
+}
+
 void MappingMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
     if (kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct") {
       MatmulMappingMoves(kernel, list);
+      continue;
+    }
+    if (kernel.kind == KernelKind::kRecurrent) {
+      RecurrentMappingMoves(kernel, list);
       continue;
     }
     if (!IsRowKernel(kernel)) {
@@ -209,7 +225,16 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
     KernelDesign base = kernel.design;
-    if (kernel.kind == KernelKind::kMatmul && base.algorithm != "direct") {
+    if (kernel.kind == KernelKind::kRecurrent) {
+      const int64_t hidden = std::max(kMinBlock, NextPowerOfTwo(kernel.recurrent->hidden));
+      for (int64_t yblock : Around(base.yblock, kMinBlock, std::min<int64_t>(hidden, 128))) {
+        KernelDesign design = base;
+        design.yblock = yblock;
+        list->AddKernel(kernel, design, fmt::format("tile {} hidden block {}", kernel.name, yblock),
+                        fmt::format("{} hidden units per step tile", yblock));
+      }
+    }
+    if ((kernel.kind == KernelKind::kMatmul && base.algorithm != "direct") || kernel.kind == KernelKind::kRecurrent) {
       for (int64_t rblock : Around(base.rblock, kMinBlock, 128)) {
         KernelDesign design = base;
         design.rblock = rblock;
@@ -265,10 +290,15 @@ void WarpStageMoves(const KernelPlan& kernel, const std::vector<int>& warp_optio
   }
 }
 
-// Matmul: 4 or 8 warps per tile and 2-5 operand tiles in flight, then the other exact precision (tf32x3 for
-// ieee and back: three tf32 products on the tensor cores against ieee FMA products).
+// Matmul: 4 or 8 warps per tile and 2-5 operand tiles in flight (a recurrent time loop: 2-8 warps, no pipeline),
+// then the other exact precision (tf32x3 for ieee and back: three tf32 products on the tensor cores against ieee
+// FMA products).
 void MatmulMemoryMoves(const KernelPlan& kernel, MoveList* list) {
-  WarpStageMoves(kernel, {4, 8}, 2, kMaxMatmulStages, list);
+  if (kernel.kind == KernelKind::kRecurrent) {
+    WarpStageMoves(kernel, {2, 4, 8}, 1, 1, list);  // the time loop carries a dependence: nothing to pipeline
+  } else {
+    WarpStageMoves(kernel, {4, 8}, 2, kMaxMatmulStages, list);
+  }
   const KernelDesign& base = kernel.design;
   if (base.precision == "ieee" || base.precision == "tf32x3") {
     KernelDesign design = base;
@@ -286,7 +316,8 @@ void MemoryMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
   }
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
-    if (kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct") {
+    if ((kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct") ||
+        kernel.kind == KernelKind::kRecurrent) {
       MatmulMemoryMoves(kernel, list);
       continue;
     }
@@ -332,6 +363,10 @@ bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
     const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
     const int64_t ring = design.num_stages * (design.xblock + design.yblock) * design.rblock * 4;
     return design.xblock * design.yblock <= threads * kMaxAccumulatorPerThread && ring <= kMaxMatmulSharedBytes;
+  }
+  if (kernel.kind == KernelKind::kRecurrent) {  // one accumulator tile per gate
+    const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
+    return kernel.recurrent->Gates() * design.xblock * design.yblock <= threads * kMaxAccumulatorPerThread;
   }
   const int64_t tile = design.xblock * (IsRowKernel(kernel) ? design.rblock : 1);
   const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;

@@ -98,6 +98,8 @@ class KernelWriter {
         return WriteScan();
       case KernelKind::kMatmul:
         return WriteMatmul();
+      case KernelKind::kRecurrent:
+        break;
     }
     throw NotFusable("unknown kernel kind");
   }
@@ -132,7 +134,7 @@ class KernelWriter {
     values.flags["int64"] = source.int64_indexing;
     source.code = templates::Render(template_name, values);
     source.launches.push_back(
-        {function.empty() ? kernel_.name : function, emitter_.PointerValues(), grid, std::move(constexprs)});
+        {function.empty() ? kernel_.name : function, emitter_.PointerValues(), grid, std::move(constexprs), {}});
     source.helpers = emitter_.Helpers();
     source.loaded = emitter_.Loaded();
     source.computed = emitter_.Computed();
@@ -487,7 +489,8 @@ class KernelWriter {
     source.code = templates::Render("triton/reduction.py.mustache", values);
     source.launches.push_back({kernel_.name + "_partial", partial.PointerValues(),
                                fmt::format("(triton.cdiv({}, {}), {})", kernel_.rows, design.xblock, splits),
-                               {{"XBLOCK", design.xblock}, {"RBLOCK", rblock}}});
+                               {{"XBLOCK", design.xblock}, {"RBLOCK", rblock}},
+                               {}});
     // Combine kernel: a row block per program, the partials of its rows in one tile.
     MaskSet masks{{{"xindex", "xmask"}}, {}, "xindex"};
     KernelEmitter combine(graph_, memory_, masks);
@@ -578,7 +581,8 @@ class KernelWriter {
     source.code += "\n\n" + templates::Render("triton/combine.py.mustache", final_values);
     source.launches.push_back({kernel_.name, combine.PointerValues(),
                                fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
-                               {{"XBLOCK", xblock}, {"SBLOCK", sblock}}});
+                               {{"XBLOCK", xblock}, {"SBLOCK", sblock}},
+                               {}});
     source.int64_indexing = values.flags["int64"];
     source.loaded = partial.Loaded();
     source.loaded.insert(combine.Loaded().begin(), combine.Loaded().end());
@@ -1622,6 +1626,9 @@ int FittingStages(const KernelDesign& design, const KernelSource& source) {
 
 KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                             const std::map<int, TensorMeta>& layouts) {
+  if (kernel.kind == KernelKind::kRecurrent) {
+    return GenerateRecurrentKernel(graph, kernel, memory, layouts);
+  }
   const bool rows = kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
   const bool tiles = kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct";
   const MaskSet masks = tiles ? MaskSet::Tiles() : (rows ? MaskSet::Rows() : MaskSet::Flat());

@@ -18,6 +18,9 @@ struct KernelLaunch {
   std::vector<int> pointers;
   std::string grid;                           // Python expression of the launch grid
   std::map<std::string, int64_t> constexprs;  // XBLOCK, RBLOCK...
+  // Runtime integer arguments after the pointers, in the function's parameter order: one compiled variant serves
+  // every value (a recurrent layer's direction and offsets).
+  std::vector<std::pair<std::string, int64_t>> scalars;
 };
 
 inline int ScratchId(size_t index) { return -1 - static_cast<int>(index); }
@@ -52,6 +55,11 @@ int FittingStages(const KernelDesign& design, const KernelSource& source);
 // kernel stores (plan.stores). Reductions and pooled or scanned results are computed in registers.
 KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                             const std::map<int, TensorMeta>& layouts);
+
+// A recurrent kernel (kind kRecurrent): per layer and direction, the input projection of every time step as one
+// GEMM, then a time loop computing h @ W_hh^T, the gates and the states (recurrent_codegen.cpp).
+KernelSource GenerateRecurrentKernel(const Graph& graph, const KernelPlan& kernel,
+                                     const std::map<int, TensorMeta>& memory, const std::map<int, TensorMeta>& layouts);
 
 // Pairs (index of a max, index of a sum) among a kernel's reductions where the sum is of exp(u - max(u)) over the
 // same rows: online softmax computes both in one pass.

@@ -77,6 +77,9 @@ const std::map<std::string, OpClass>& ClassTable() {
       t[op] = OpClass::kMatmul;
     }
     t["aten.cumprod.default"] = OpClass::kScan;
+    for (const char* op : {"aten.lstm.input", "aten.gru.input", "aten.rnn_tanh.input", "aten.rnn_relu.input"}) {
+      t[op] = OpClass::kRecurrent;
+    }
     t["aten.cat.default"] = OpClass::kConcat;
     t["aten.gather.default"] = OpClass::kGather;
     t["getitem"] = OpClass::kGetItem;
@@ -460,6 +463,8 @@ std::string OpClassName(OpClass op_class) {
       return "getitem";
     case OpClass::kMatmul:
       return "matmul";
+    case OpClass::kRecurrent:
+      return "recurrent";
     case OpClass::kExtern:
       return "extern";
   }

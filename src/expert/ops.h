@@ -20,6 +20,7 @@ enum class OpClass {
   kGather,     // gather along a dimension with an index tensor
   kGetItem,    // element of a tuple-producing node
   kMatmul,     // mm, bmm, addmm: tl.dot tiles
+  kRecurrent,  // lstm, gru, rnn_tanh, rnn_relu: whole layer stacks, a projection GEMM and a time loop per layer
   kExtern,     // anything else: runs in PyTorch (convolution, matmul, ...)
 };
 

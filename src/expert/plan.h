@@ -16,7 +16,7 @@
 
 namespace egg::expert {
 
-enum class KernelKind { kPointwise, kReduction, kPool, kScan, kMatmul };
+enum class KernelKind { kPointwise, kReduction, kPool, kScan, kMatmul, kRecurrent };
 std::string KernelKindName(KernelKind kind);
 
 // A reduction node, parsed: what it combines, over which dimensions of which input.
@@ -95,10 +95,33 @@ struct MatmulSpec {
 };
 std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node);
 
+// A whole recurrent layer stack, aten.lstm/gru/rnn_tanh/rnn_relu.input(input, hx, params, has_biases,
+// num_layers, dropout, train, bidirectional, batch_first) in fp32 (lstm's hx is [h0, c0], no projections):
+// params hold per layer and direction w_ih [gates * hidden, in], w_hh [gates * hidden, hidden][, b_ih, b_hh].
+struct RecurrentSpec {
+  std::string cell;  // lstm | gru | rnn_tanh | rnn_relu
+  int node = -1;
+  int input = -1;
+  int h0 = -1;
+  int c0 = -1;  // lstm only
+  std::vector<int> params;
+  bool has_biases = true;
+  bool bidirectional = false;
+  bool batch_first = false;
+  int64_t layers = 1, seq = 0, batch = 0, input_size = 0, hidden = 0;
+  std::vector<int> outputs;  // output, h_n[, c_n]: the getitem values, -1 where unused
+  int64_t Directions() const { return bidirectional ? 2 : 1; }
+  int64_t Gates() const { return cell == "lstm" ? 4 : (cell == "gru" ? 3 : 1); }
+  // The params of one layer and direction: w_ih, w_hh, b_ih, b_hh (-1 without biases).
+  std::vector<int> LayerParams(int64_t layer, int64_t direction) const;
+};
+std::optional<RecurrentSpec> ParseRecurrent(const Graph& graph, const Node& node);
+
 // The algorithm and launch shape of one kernel: the design record's entry for it.
 struct KernelDesign {
   // pointwise: flat | reduction: persistent, looped, online, split | pool: direct | scan: single, blocked |
-  // matmul: tiled, splitk, direct (small-group convolutions)
+  // matmul: tiled, splitk, direct (small-group convolutions) | recurrent: sequential (xblock batch rows per
+  // program, yblock hidden units per step tile, rblock the K step of h @ W_hh^T)
   std::string algorithm;
   int64_t xblock = 0;
   int64_t rblock = 0;
@@ -128,6 +151,7 @@ struct KernelPlan {
   std::optional<PoolSpec> pool;
   std::optional<ScanSpec> scan;
   std::optional<MatmulSpec> matmul;
+  std::optional<RecurrentSpec> recurrent;
   KernelDesign design;
   std::vector<std::string> reasons;
   bool splittable = false;        // its reductions can be split across programs (no elementwise roots)

@@ -79,6 +79,8 @@ std::string KernelKindName(KernelKind kind) {
       return "scan";
     case KernelKind::kMatmul:
       return "matmul";
+    case KernelKind::kRecurrent:
+      return "recurrent";
   }
   return "pointwise";
 }
@@ -531,6 +533,9 @@ bool InnerReduction(const KernelPlan& kernel) {
 }
 
 constexpr int64_t kConvMaxRows = 256;  // BLOCK_M of a convolution with a narrow N tile
+constexpr int64_t kRecurrentMinBlock = 16;  // tl.dot's smallest side
+constexpr int64_t kRecurrentMaxBatchBlock = 64;
+constexpr int64_t kRecurrentMaxHiddenBlock = 64;
 
 KernelDesign RowDesign(const KernelPlan& kernel, const std::string& algorithm) {
   const int64_t rows = NextPowerOfTwo(std::max<int64_t>(kernel.rows, 1));
@@ -628,6 +633,17 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
         design.algorithm = split > 1 ? "splitk" : "tiled";
         design.split = split > 1 ? split : 0;
       }
+      return design;
+    }
+    case KernelKind::kRecurrent: {
+      // One program per batch block owns its rows' state; the step tile covers the hidden units (up to 64) and
+      // the K step of h @ W_hh^T. Products in ieee unless the candidate's precision says otherwise.
+      const RecurrentSpec& rnn = *kernel.recurrent;
+      design.algorithm = "sequential";
+      design.xblock = std::clamp<int64_t>(NextPowerOfTwo(rnn.batch), kRecurrentMinBlock, kRecurrentMaxBatchBlock);
+      design.yblock = std::clamp<int64_t>(NextPowerOfTwo(rnn.hidden), kRecurrentMinBlock, kRecurrentMaxHiddenBlock);
+      design.rblock = design.yblock;
+      design.precision = "ieee";
       return design;
     }
     case KernelKind::kReduction:
@@ -733,6 +749,12 @@ class Planner {
         } else {
           op_class = OpClass::kExtern;
         }
+      } else if (op_class == OpClass::kRecurrent) {
+        if (auto spec = ParseRecurrent(graph_, node)) {
+          recurrents_[index] = *spec;
+        } else {
+          op_class = OpClass::kExtern;
+        }
       } else if (op_class == OpClass::kGetItem) {
         op_class = OpClass::kGetItem;
       }
@@ -752,8 +774,9 @@ class Planner {
     return ClassifyOp(node.op) == OpClass::kView && kCopies.count(node.op) == 0;
   }
 
-  // `value` must exist in memory or as a PyTorch view of memory (for an extern op or an output).
-  void NeedMemory(int value) {
+  // `value` must exist in memory or as a PyTorch view of memory (for an extern op or an output); with
+  // `allow_view` false, in memory with its own layout (a recurrent kernel's operand): a view is realized.
+  void NeedMemory(int value, bool allow_view = true) {
     const Value& v = ValueAt(graph_, value);
     if (v.kind != ValueKind::kNode) {
       return;
@@ -761,13 +784,14 @@ class Planner {
     const Node& node = graph_.nodes.at(static_cast<size_t>(v.node));
     const int index = v.node;
     if (externs_.count(index) != 0 || reductions_.count(index) != 0 || scans_.count(index) != 0 ||
-        matmuls_.count(index) != 0) {
+        matmuls_.count(index) != 0 || recurrents_.count(index) != 0) {
       return;
     }
     if (node.op == "getitem") {
       const Value& parent = ValueAt(graph_, node.args.at(0).value);
       const int parent_node = parent.node;
-      if (externs_.count(parent_node) != 0 || reductions_.count(parent_node) != 0) {
+      if (externs_.count(parent_node) != 0 || reductions_.count(parent_node) != 0 ||
+          recurrents_.count(parent_node) != 0) {
         return;
       }
       if (pools_.count(parent_node) != 0 && pools_.at(parent_node).output == value) {
@@ -777,7 +801,7 @@ class Planner {
     if (pools_.count(index) != 0) {
       return;
     }
-    if (IsZeroCopyView(node) && v.meta) {
+    if (allow_view && IsZeroCopyView(node) && v.meta) {
       torch_views_.insert(value);
       NeedMemory(ViewSource(node));
       return;
@@ -793,6 +817,11 @@ class Planner {
         roots_.insert(node.value);
       } else if (pools_.count(index) != 0) {
         roots_.insert(node.value);
+      } else if (recurrents_.count(index) != 0) {
+        roots_.insert(node.value);
+        for (const Arg& arg : node.args) {
+          NeedArg(arg, /*allow_view=*/false);
+        }
       } else if (externs_.count(index) != 0) {
         for (const Arg& arg : node.args) {
           NeedArg(arg);
@@ -812,12 +841,12 @@ class Planner {
     }
   }
 
-  void NeedArg(const Arg& arg) {
+  void NeedArg(const Arg& arg, bool allow_view = true) {
     if (arg.kind == Arg::Kind::kValue && ValueAt(graph_, arg.value).meta) {
-      NeedMemory(arg.value);
+      NeedMemory(arg.value, allow_view);
     }
     for (const Arg& item : arg.list) {
-      NeedArg(item);
+      NeedArg(item, allow_view);
     }
   }
 
@@ -922,6 +951,23 @@ class Planner {
       kernel.roots.push_back(node.value);
       kernel.reasons.push_back(fmt::format("{} {}: {}x[{}x{}] @ [{}x{}]", node.op, node.name, mm.batch, mm.m, mm.k,
                                            mm.k, mm.n));
+    } else if (recurrents_.count(index) != 0) {
+      const RecurrentSpec& rnn = recurrents_.at(index);
+      kernel.kind = KernelKind::kRecurrent;
+      kernel.shape = {rnn.seq, rnn.batch, rnn.Directions() * rnn.hidden};
+      kernel.rows = rnn.batch;
+      kernel.length = rnn.seq;
+      kernel.recurrent = rnn;
+      for (int output : rnn.outputs) {
+        if (output >= 0) {
+          kernel.roots.push_back(output);
+        }
+      }
+      kernel.reasons.push_back(fmt::format(
+          "{} {}: {} layer(s){}, {} steps of batch {}, hidden {}: per layer and direction an input projection GEMM "
+          "of every step, then a time loop with the gates fused",
+          rnn.cell, node.name, rnn.layers, rnn.bidirectional ? " x 2 directions" : "", rnn.seq, rnn.batch,
+          rnn.hidden));
     } else {
       kernel.kind = KernelKind::kPointwise;
       kernel.shape = ValueAt(graph_, node.value).meta->shape;
@@ -944,6 +990,9 @@ class Planner {
   // The kernel `kernel` extended by the root of `node`, or nullopt when the domains cannot be shared.
   std::optional<KernelPlan> Extend(const KernelPlan& kernel, const Node& node) const {
     const auto index = static_cast<int>(&node - graph_.nodes.data());
+    if (kernel.kind == KernelKind::kRecurrent || recurrents_.count(index) != 0) {
+      return std::nullopt;  // a time loop takes no epilogue and joins no kernel
+    }
     KernelPlan extended = kernel;
     if (reductions_.count(index) != 0) {
       if (!plan_.options.fuse_reductions) {
@@ -1187,6 +1236,7 @@ class Planner {
   std::map<int, PoolSpec> pools_;
   std::map<int, ScanSpec> scans_;
   std::map<int, MatmulSpec> matmuls_;
+  std::map<int, RecurrentSpec> recurrents_;
   std::set<int> externs_;
   std::set<int> roots_;
   std::set<int> torch_views_;

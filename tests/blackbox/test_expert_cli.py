@@ -19,6 +19,9 @@ EXPERT_TASKS = ROOT / "tests" / "fixtures" / "tasks" / "expert"
 STAGES = ["stage1.seeds", "stage1.algorithm", "stage2.mapping", "stage2.tiling", "stage2.memory"]
 KERNEL_FIELDS = {"name", "kind", "ops", "design", "fusion"}
 BENCH_TASKS = ["relu_scale_64.py", "softmax_8x32.py", "sum_mid_dim.py"]
+# candidate name -> task: LSTM (two bidirectional layers, batch_first, h0/c0 given, all three outputs), GRU (two
+# layers, h0 given), Elman RNNs (a bidirectional tanh layer without biases into a two-layer ReLU stack, zero states)
+RECURRENT_TASKS = {"lstm": "lstm_bidir_state", "gru": "gru_stack", "rnn": "rnn_tanh_relu"}
 
 DATA_DEPENDENT_TASK = '''import torch
 import torch.nn as nn
@@ -96,6 +99,9 @@ def compiled(tmp_path_factory):
                          json.dumps({"seed": 1, "kernels": {"egg_k1_bmm": {
                              "algorithm": "splitk", "split": 3, "xblock": 32, "yblock": 64, "rblock": 64,
                              "num_warps": 4, "num_stages": 2, "precision": "ieee"}}})],
+        **{name: [f"{task}.py", "--out", f"out/{name}.py", "--json"] for name, task in RECURRENT_TASKS.items()},
+        "lstm_tf32": ["lstm_bidir_state.py", "--out", "out/lstm_tf32.py", "--json",
+                      "--design", '{"seed": 0, "precision": "tf32"}'],
     }
     runs = {name: egg.run("compile", *args, "--device", "cpu") for name, args in commands.items()}
     for name, proc in runs.items():
@@ -230,9 +236,26 @@ def test_compile_makes_a_transposed_convolution_one_triton_kernel(compiled, run,
     assert source.count("tl.store(") == 1
 
 
+@pytest.mark.parametrize("run, cell", [("lstm", "lstm"), ("gru", "gru"), ("rnn", "rnn")])
+def test_compile_makes_recurrent_layers_triton_kernels(compiled, run, cell):
+    """A whole layer stack is one planned kernel: per layer and direction an input projection GEMM and a time
+    loop with the gates fused (test_compiled_candidate_passes_eval checks every output against PyTorch)."""
+    egg, runs = compiled
+    plan = json.loads(runs[run].stdout)
+    assert plan["pytorch_ops"] == [], "no recurrent layer is left to PyTorch"
+    recurrent = [kernel for kernel in plan["kernels"] if kernel["kind"] == "recurrent"]
+    assert recurrent and all(kernel["ops"][0].startswith(f"aten.{cell}") for kernel in recurrent), plan["kernels"]
+    for kernel in recurrent:
+        assert kernel["design"]["algorithm"] == "sequential" and kernel["design"]["precision"] == "ieee"
+    source = (egg.workdir / plan["candidate"]).read_text()
+    assert source.count("_step[(") == source.count("_proj[(") >= 2
+    tf32 = json.loads(runs["lstm_tf32"].stdout)
+    assert {kernel["design"]["precision"] for kernel in tf32["kernels"]} == {"tf32"}, "the candidate's precision"
+
+
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py", "convt1.py", "convt3.py",
                                        "dense_s1.py", "deepk_s0.py", "deepk_s1.py", "deepk_ragged.py", "small_s0.py",
-                                       "small_s1.py"])
+                                       "small_s1.py", "lstm.py", "lstm_tf32.py", "gru.py", "rnn.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -240,7 +263,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "convt3.py": "conv_transpose_3d.py", "dense_s1.py": "dense_cat_conv.py",
             "deepk_s0.py": "deep_k_products.py", "deepk_s1.py": "deep_k_products.py",
             "deepk_ragged.py": "deep_k_products.py", "small_s0.py": "small_group_convs.py",
-            "small_s1.py": "small_group_convs.py"}.get(candidate, "softmax_8x32.py")
+            "small_s1.py": "small_group_convs.py", "lstm_tf32.py": "lstm_bidir_state.py",
+            **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "ok" and result["correct"] is True, result["reason"]
@@ -250,7 +274,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "softmax_s1.py", "softmax_d2.py", "conv.py", "convt.py",
                                        "convt1.py", "convt3.py", "dw_s0.py", "dw_s1.py", "dw_s2.py", "dense_s0.py",
                                        "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py",
-                                       "small_s0.py"])
+                                       "small_s0.py", "lstm.py", "lstm_tf32.py", "gru.py", "rnn.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
@@ -446,12 +470,12 @@ def test_bench_row_of_a_failed_task_says_why(tmp_path_factory):
     egg = make_egg(tmp_path_factory, "bench_failed")
     suite = egg.workdir / "failing"
     suite.mkdir()
-    shutil.copy(ROOT / "tests" / "fixtures" / "tasks" / "lstm_state.py", suite)
+    shutil.copy(ROOT / "tests" / "fixtures" / "tasks" / "sort_values.py", suite)
     proc = egg.run("bench", "failing", "--device", "cpu", "--out", "fout", "--no-report")
     assert proc.returncode == 1, proc.stderr
     [row] = json.loads((egg.workdir / "fout" / "results.json").read_text())["tasks"]
     assert row["status"] == "failed" and row["correct"] is False
-    assert row["pytorch_ops"] == ["aten.lstm.input"], "the recurrent layer is one PyTorch op, not unrolled"
+    assert row["pytorch_ops"] == ["aten.sort.default"], "the sort is the one op, in PyTorch"
     assert row["reason"].startswith("no candidate passed the harness: rejected: no Triton kernel launched"), row
 
 
