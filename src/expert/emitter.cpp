@@ -503,7 +503,10 @@ Operand KernelEmitter::Arange(const Node& node, const Value& out, const std::vec
   if (offset != "0") {
     code = offset + " + " + code;
   }
-  const std::string tile = masks_.tile_var.empty() ? code : "(" + code + " + tl.zeros_like(" + masks_.tile_var + "))";
+  // An index of no lane variable is a scalar: it takes the kernel's tile shape. One of lane variables has their
+  // shape already (in a matrix product's operand tile, the tile variable's would not broadcast with it).
+  const bool scalar = LanesOf(index.at(0)).empty();
+  const std::string tile = masks_.tile_var.empty() || !scalar ? code : "(" + code + " + tl.zeros_like(" + masks_.tile_var + "))";
   return Bind(tile + ".to(" + TritonDType(out.meta->dtype) + ")", out.meta->dtype);
 }
 
