@@ -45,11 +45,21 @@ def _extra_decompositions() -> list:
 _KEPT_WHOLE = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 
 
+def _split_with_sizes(tensor, split_sizes, dim=0):
+    """The pieces as slices (views the planner reads in place), not one tuple-valued op left to PyTorch."""
+    pieces, start = [], 0
+    for size in split_sizes:
+        pieces.append(_aten.slice.Tensor(tensor, dim, start, start + size))
+        start += size
+    return pieces
+
+
 def decomposition_table() -> dict:
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(_extra_decompositions()))
+    table[_aten.split_with_sizes.default] = _split_with_sizes
     for name in _KEPT_WHOLE:
         packet = getattr(_aten, name, None)
         for overload in (packet.overloads() if packet is not None else []):
@@ -122,6 +132,11 @@ def _constant_entry(name: str, target: str, value) -> dict:
     return entry
 
 
+MUTATED_CONSTANT = "is mutated in the forward method"
+# Metadata checks torch.export records (`x.to(device)` is one): nothing to compute.
+_CHECKS = (_aten._assert_tensor_metadata.default,)
+
+
 def graph_ir(exported, inputs: list) -> dict:
     """The JSON IR of a decomposed ExportedProgram whose user inputs are `inputs` (positional)."""
     from torch.export.graph_signature import InputKind, OutputKind
@@ -157,6 +172,8 @@ def graph_ir(exported, inputs: list) -> dict:
             else:
                 raise NotImplementedError(f"input kind {spec.kind.name} of {node.name}")
         elif node.op == "call_function":
+            if node.target in _CHECKS and not node.users:
+                continue
             ir["nodes"].append({"name": node.name, "op": op_name(node.target),
                                 "args": [encode_arg(arg) for arg in node.args],
                                 "kwargs": {key: encode_arg(arg) for key, arg in node.kwargs.items()},
@@ -185,13 +202,35 @@ def _returns_kind(reference_output) -> str:
     return type(reference_output).__name__
 
 
-def capture(model, inputs: list) -> dict:
-    """Export and decompose `model` on `inputs`; the IR, with `returns` saying how the forward packs outputs."""
+def _tensor_attributes_as_buffers(model) -> None:
+    """Plain tensor attributes become non-persistent buffers of this model (which is only exported)."""
+    for module in model.modules():
+        for name, value in list(vars(module).items()):
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                delattr(module, name)
+                module.register_buffer(name, value, persistent=False)
+
+
+def _exported(model, inputs: list):
     with torch.no_grad():
         exported = torch.export.export(model, tuple(inputs), strict=False)
-        with gpulock.held("capture forward"):
-            reference_output = model(*inputs)
-    exported = exported.run_decompositions(decomposition_table())
+    return exported.run_decompositions(decomposition_table())
+
+
+def capture(model, inputs: list) -> dict:
+    """Export and decompose `model` on `inputs`; the IR, with `returns` saying how the forward packs outputs."""
+    try:
+        exported = _exported(model, inputs)
+    except RuntimeError as error:
+        # A plain tensor attribute that forward reassigns (33_VanillaRNN's `self.hidden`) is a constant the
+        # decomposition refuses to see mutated; as a buffer its new value is a mutation (ModelNew writes it back
+        # into the attribute). Attributes forward only reads stay lifted constants.
+        if MUTATED_CONSTANT not in str(error):
+            raise
+        _tensor_attributes_as_buffers(model)
+        exported = _exported(model, inputs)
+    with torch.no_grad(), gpulock.held("capture forward"):
+        reference_output = model(*inputs)
     ir = graph_ir(exported, inputs)
     ir["returns"] = _returns_kind(reference_output)
     return ir

@@ -36,14 +36,18 @@ BLOCK_MULTIPLE = 16  # the odd preset avoids multiples of this, so kernels meet 
 MIN_DIVISOR = 2  # a small integer from 2 up can be a divisibility constraint (1 divides everything)
 DEFAULT_MAX_ELEMENTS = 65536
 INIT_SEED = 0
-MAX_FULL_VALIDATIONS = 48  # candidates that fit the budget and get a Model built; bounds the time per task
+MAX_FULL_VALIDATIONS = 64  # candidates that fit the budget and get a Model built; bounds the time per task (Swin V2
+# with widths needs 50: its windows need the 224x224 image, found among the candidates keeping one size)
 RAISE_FLOORS = (8, 16, 32, 64)  # lower bounds tried when a conv or pool needs bigger sizes
 LAST_RESORT_TIERS = ((2, 1, 1), (1, 1, 1))  # for the values left to shrink when one size must stay as it is
 EXIT_BAD_INPUT = 2
 # Errors saying a size is too small: any candidate no bigger in every value fails the same way.
 TOO_SMALL_ERROR = re.compile(r"too small|can't be greater than|smaller than", re.IGNORECASE)
 GET_INPUTS = "get_inputs"
-TASK_NAMES = ("Model", GET_INPUTS, "get_init_inputs")
+GET_INIT_INPUTS = "get_init_inputs"
+MODEL_CODE = "model"  # integer literals in the task's classes (layer widths), rewritten only with widths=True
+BATCH_GLOBAL = "batch_size"  # with widths=True reduced even when small (whole models at a fixed image size)
+TASK_NAMES = ("Model", GET_INPUTS, GET_INIT_INPUTS)
 
 _FOLD_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
                    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -81,6 +85,7 @@ class Slot:
     value: object
     names: tuple
     live: bool = True
+    where: str = ""  # a literal of no global: GET_INPUTS or MODEL_CODE
 
 
 @dataclasses.dataclass
@@ -90,12 +95,13 @@ class TaskSizes:
     slots: list
     small_globals: frozenset  # integers 2..16 among the size globals
     small_code: frozenset  # integers 2..16 anywhere in the file
+    batches: frozenset = frozenset()  # with widths: a batch global's value, however small (reduced too)
 
     @property
     def large_values(self) -> list:
-        """Distinct integers > SMALL_LIMIT in the slots, largest first."""
-        return sorted({v for slot in self.slots if slot.live for v in _leaves(slot.value) if v > SMALL_LIMIT},
-                      reverse=True)
+        """Distinct integers > SMALL_LIMIT in the slots, and the batches, largest first."""
+        return sorted({v for slot in self.slots if slot.live for v in _leaves(slot.value) if v > SMALL_LIMIT}
+                      | self.batches, reverse=True)
 
 
 @dataclasses.dataclass
@@ -217,14 +223,17 @@ def _module_slots(tree, spans: _Spans) -> list:
     return slots
 
 
-def _get_inputs_slots(tree, spans: _Spans) -> list:
-    """Integer literals > SMALL_LIMIT inside get_inputs (e.g. `torch.rand(batch_size, 3, 224, 224)`)."""
+def _literal_slots(tree, spans: _Spans, where: str) -> list:
+    """Integer literals > SMALL_LIMIT inside the function `where` (get_inputs: `torch.rand(batch_size, 3, 224,
+    224)`; get_init_inputs: `[32, num_classes]`), or inside the task's classes for MODEL_CODE
+    (`nn.Conv2d(64, 192, 3)`, `nn.Linear(512 * 7 * 7, 4096)`, `img_size=224`)."""
     slots = []
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == GET_INPUTS:
+        if isinstance(node, ast.ClassDef) if where == MODEL_CODE else (
+                isinstance(node, ast.FunctionDef) and node.name == where):
             for inner in ast.walk(node):
                 if isinstance(inner, ast.Constant) and type(inner.value) is int and inner.value > SMALL_LIMIT:
-                    slots.append(Slot(*spans.of(inner), inner.value, ()))
+                    slots.append(Slot(*spans.of(inner), inner.value, (), where=where))
     return slots
 
 
@@ -232,8 +241,9 @@ def _small(values) -> frozenset:
     return frozenset(v for v in values if MIN_DIVISOR <= v <= SMALL_LIMIT)
 
 
-def read_task(path: str) -> TaskSizes:
-    """The size slots of a task file; ReduceError when it cannot be read or parsed."""
+def read_task(path: str, widths: bool = False) -> TaskSizes:
+    """The size slots of a task file (with `widths`, the integer literals of its classes too); ReduceError when it
+    cannot be read or parsed."""
     try:
         with open(path, "rb") as task_file:
             source = task_file.read()
@@ -243,10 +253,14 @@ def read_task(path: str) -> TaskSizes:
         raise ReduceError(f"cannot read task {path}: {one_line(error)}") from None
     spans = _Spans(source)
     slots = _module_slots(tree, spans)
-    small_globals = _small(v for slot in slots if slot.live for v in _leaves(slot.value))
+    batches = frozenset(slot.value for slot in slots if widths and slot.live and BATCH_GLOBAL in slot.names
+                        and type(slot.value) is int and slot.value >= MIN_DIVISOR)
+    small_globals = _small(v for slot in slots if slot.live for v in _leaves(slot.value)) - batches
     code_ints = (node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and type(node.value) is int)
-    slots += _get_inputs_slots(tree, spans)
-    return TaskSizes(path, source, slots, small_globals, _small(code_ints))
+    slots += _literal_slots(tree, spans, GET_INPUTS)
+    if widths:
+        slots += _literal_slots(tree, spans, MODEL_CODE) + _literal_slots(tree, spans, GET_INIT_INPUTS)
+    return TaskSizes(path, source, slots, small_globals, _small(code_ints), batches)
 
 
 # ---- writing the reduced copy ----------------------------------------------------------------------------------
@@ -284,13 +298,14 @@ def _changed_slots(sizes: TaskSizes, values: dict) -> list:
 
 
 def _mapping(sizes: TaskSizes, values: dict, module) -> dict:
-    """Rewritten global -> its value in the validated module; `get_inputs:<old>` -> new for get_inputs literals."""
+    """Rewritten global -> its value in the validated module; `get_inputs:<old>` -> new for get_inputs literals
+    (`model:<old>` for those of the classes, `get_init_inputs:<old>` for those of get_init_inputs)."""
     mapping = {}
     for slot in _changed_slots(sizes, values):
         for name in slot.names:
             mapping[name] = getattr(module, name)
         if not slot.names:
-            mapping[f"{GET_INPUTS}:{slot.value}"] = values[slot.value]
+            mapping[f"{slot.where}:{slot.value}"] = values[slot.value]
     return mapping
 
 
@@ -589,13 +604,17 @@ def _search(sizes: TaskSizes, preset: Preset, max_elements: int):
     raise ReduceError(failures.message(sizes.path, max_elements))
 
 
-def reduce_task(path: str, preset: str = "aligned", max_elements: int = DEFAULT_MAX_ELEMENTS) -> ReducedTask:
-    """A reduced-size copy of the KernelBench task at `path` (see the module docstring); ReduceError if none."""
+def reduce_task(path: str, preset: str = "aligned", max_elements: int = DEFAULT_MAX_ELEMENTS,
+                widths: bool = False) -> ReducedTask:
+    """A reduced-size copy of the KernelBench task at `path` (see the module docstring); ReduceError if none.
+    `widths`: also rewrite the integer literals > 16 of the task's classes (whole models whose layer widths are
+    written out, as in VGG, and constructor defaults such as Swin's img_size), equal values alike, and the global
+    batch_size even when it is small (VGG's classifier needs 224x224 images: only the batch can shrink)."""
     if preset not in PRESETS:
         raise ReduceError(f"preset must be one of {', '.join(PRESETS)}, not {preset!r}")
     if max_elements < 1:
         raise ReduceError(f"max_elements must be positive, not {max_elements}")
-    sizes = read_task(path)
+    sizes = read_task(path, widths)
     values, source, outcome = _search(sizes, PRESETS[preset], max_elements)
     mapping = _mapping(sizes, values, outcome.module)
     changed = {old: new for old, new in values.items() if old != new}
@@ -618,9 +637,11 @@ def main(argv=None) -> int:
                         help="aligned: sizes like 32, 48, 64; odd: sizes that are not multiples of 16")
     parser.add_argument("--max-elements", type=int, default=DEFAULT_MAX_ELEMENTS,
                         help=f"most input tensor elements (default {DEFAULT_MAX_ELEMENTS})")
+    parser.add_argument("--widths", action="store_true",
+                        help="also reduce the integer literals of the task's classes (layer widths)")
     args = parser.parse_args(argv)
     try:
-        reduced = reduce_task(args.task, args.preset, args.max_elements)
+        reduced = reduce_task(args.task, args.preset, args.max_elements, args.widths)
         with open(args.out, "w", encoding="utf-8") as out:
             out.write(reduced.source)
     except ReduceError as error:

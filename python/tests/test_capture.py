@@ -255,6 +255,58 @@ def test_tuple_output_in_process():
     assert [metas[output["node"]] for output in ir["outputs"]] == [[3, 5], [3]]
 
 
+
+def test_split_is_captured_as_slices():
+    """MinGPT's `q, k, v = c_attn(x).split(n_embd, dim=2)`: slices the planner reads in place, not one
+    tuple-valued split_with_sizes left to PyTorch."""
+    class Split(nn.Module):
+        def forward(self, x):
+            q, k, v = x.split(4, dim=1)
+            return q * k + v
+
+    ir = capture.capture(Split().eval(), [torch.randn(3, 12)])
+    assert_well_formed(ir)
+    assert not any(op.startswith("aten.split") for op in ops(ir)), ops(ir)
+    slices = [node["args"][1:] for node in ir["nodes"] if node["op"] == "aten.slice.Tensor"]
+    assert sorted(slices) == [[1, 0, 4], [1, 4, 8], [1, 8, 12]], slices
+
+
+def test_metadata_checks_are_left_out():
+    """`x.to(device)` records aten._assert_tensor_metadata (34_VanillaRNNHidden): nothing to compute."""
+    class Moved(nn.Module):
+        def forward(self, x, h):
+            return x + h.to(x.device)
+
+    ir = capture.capture(Moved().eval(), [torch.randn(2, 3), torch.randn(2, 3)])
+    assert_well_formed(ir)
+    assert "aten._assert_tensor_metadata.default" not in ops(ir), ops(ir)
+
+
+def test_a_tensor_attribute_that_forward_reassigns_is_a_buffer_mutation():
+    """33_VanillaRNN keeps its state in a plain tensor attribute, copies its second input into it and reassigns
+    it: the decomposition refuses a mutated constant, so capture makes it a buffer, and the new value is a
+    mutation of its target."""
+    class Stateful(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(6, 3)
+            self.hidden = torch.randn(2, 3)
+
+        def forward(self, x, initial_hidden):
+            self.hidden.copy_(initial_hidden)
+            self.hidden = self.hidden.to(x.device)
+            self.hidden = torch.tanh(self.fc(torch.cat((x, self.hidden), dim=1)))
+            return self.hidden * 2
+
+    ir = capture.capture(Stateful().eval(), [torch.randn(2, 3), torch.randn(2, 3)])
+    assert_well_formed(ir)
+    hidden = state_by_target(ir)["hidden"]
+    assert hidden["kind"] == "buffer" and hidden["meta"]["shape"] == [2, 3]
+    (mutation,) = ir["mutations"]
+    assert mutation["target"] == "hidden"
+    assert {node["name"]: node["op"] for node in ir["nodes"]}[mutation["value"]["node"]] == "aten.tanh.default"
+
+
 def test_int_forward_argument_is_a_scalar_input(worker, tmp_path):
     ir = captured_graph(worker, write_task(tmp_path, "sum_dim_argument", SCALAR_INPUT_TASK))
     assert_well_formed(ir)

@@ -31,6 +31,8 @@ LEVEL3_BUDGETS = {
     "29_SwinMLP.py": FULL_IMAGE,  # the model is built for img_size 224 (get_init_inputs gives nothing)
     "30_SwinTransformerV2.py": FULL_IMAGE,
 }
+# With widths (layer widths and batch reduced too) they fit one 224x224 image, the size their code needs.
+ONE_IMAGE = 3 * 224 * 224
 LEVEL3_NEEDS_MODULE = {"48_Mamba2ReturnY.py": "einops", "49_Mamba2ReturnFinalState.py": "einops"}
 ODD_SAMPLE = ("level1/1_Square_matrix_multiplication_.py", "level1/23_Softmax.py",
               "level1/2_Standard_matrix_multiplication_.py", "level2/1_Conv2D_ReLU_BiasAdd.py",
@@ -203,30 +205,33 @@ def kernelbench_tasks(*levels: str) -> list:
     return [pytest.param(path, id=f"{path.parent.name}/{path.stem}") for path in paths]
 
 
-def size_lines(original: str) -> set:
-    """Line numbers of the module-level assignments and of get_inputs: the only lines a reduction may change."""
+def size_lines(original: str, widths: bool = False) -> set:
+    """Line numbers of the module-level assignments and of get_inputs (with widths, of the classes and
+    get_init_inputs too): the only lines a reduction may change."""
     lines = set()
     for node in ast.parse(original).body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) or getattr(node, "name", "") == "get_inputs":
+        if (isinstance(node, (ast.Assign, ast.AnnAssign)) or getattr(node, "name", "") == "get_inputs"
+                or (widths and (isinstance(node, ast.ClassDef) or getattr(node, "name", "") == "get_init_inputs"))):
             lines.update(range(node.lineno, node.end_lineno + 1))
     return lines
 
 
-def assert_only_size_lines_changed(original: str, reduced: str, task_path: str) -> None:
+def assert_only_size_lines_changed(original: str, reduced: str, task_path: str, widths: bool = False) -> None:
     header, body = reduced.split("\n", 1)
     assert header.startswith(f"# Reduced copy of {task_path} ")
-    allowed = size_lines(original)
+    allowed = size_lines(original, widths)
     matcher = difflib.SequenceMatcher(a=original.splitlines(), b=body.splitlines(), autojunk=False)
     for tag, first, last, _, _ in matcher.get_opcodes():
         if tag != "equal":
             assert set(range(first + 1, last + 1)) <= allowed, original.splitlines()[first:last]
 
 
-def check_reduced(reduced, task_path, tmp_path, max_elements: int, run_forward: bool = True) -> None:
+def check_reduced(reduced, task_path, tmp_path, max_elements: int, run_forward: bool = True,
+                  widths: bool = False) -> None:
     """The written copy imports, defines the task names, fits the budget and (if asked) runs; only size lines
     differ from the original."""
     original = Path(task_path).read_text()
-    assert_only_size_lines_changed(original, reduced.source, str(task_path))
+    assert_only_size_lines_changed(original, reduced.source, str(task_path), widths)
     module = loader.import_fresh(write_task(tmp_path, reduced.source, "reduced_copy.py"), "egg_reduce_test")
     try:
         assert all(hasattr(module, name) for name in ("Model", "get_inputs", "get_init_inputs"))
@@ -298,6 +303,60 @@ def test_literal_sizes_inside_get_inputs_are_reduced(tmp_path):
     new_image = reduced.mapping["get_inputs:224"]
     assert f"torch.rand(batch_size, 3, {new_image}, {new_image})" in reduced.source
     assert "nn.Conv2d(3, out_channels, 3, stride=2)" in reduced.source
+
+
+
+WRITTEN_OUT_WIDTHS = '''import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, 128, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+class Model(nn.Module):
+    def __init__(self, num_classes, image_size=224):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 64, 3, padding=1)
+        self.block = Block(64)
+        self.head = nn.Linear(128 * (image_size // 4) ** 2, num_classes)
+        self.image_size = image_size
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(self.block(self.stem(x)), 4)
+        return self.head(torch.flatten(x, 1))
+
+
+batch_size = 8
+num_classes = 1000
+
+
+def get_inputs():
+    return [torch.rand(batch_size, 3, 224, 224)]
+
+
+def get_init_inputs():
+    return [num_classes]
+'''
+
+
+def test_widths_reduces_the_literals_of_the_classes_alike(tmp_path):
+    """Whole models write their layer widths and defaults out (VGG, GoogleNet, Swin's img_size=224): with
+    widths=True those literals are sizes too, equal values alike, so the head still fits the features."""
+    path = write_task(tmp_path, WRITTEN_OUT_WIDTHS)
+    with pytest.raises(ReduceError):
+        reduce_task(path)  # the default image size stays 224: the input alone is over the budget
+    reduced = reduce_task(path, widths=True)
+    check_reduced(reduced, path, tmp_path, DEFAULT_MAX_ELEMENTS, widths=True)
+    image, width = reduced.mapping["get_inputs:224"], reduced.mapping["model:128"]
+    assert reduced.mapping["model:224"] == image and reduced.mapping["model:64"] < width < 128
+    assert f"nn.Linear({width} * (image_size // 4) ** 2, num_classes)" in reduced.source
+    assert f"image_size={image}" in reduced.source and "max_pool2d(self.block(self.stem(x)), 4)" in reduced.source
 
 
 def test_a_task_already_small_is_copied_as_it_is(tmp_path):
@@ -390,6 +449,16 @@ def test_level3_tasks_reduce_within_their_budget(task, tmp_path):
             reduce_task(str(task))
     reduced = reduce_task(str(task), max_elements=budget)
     check_reduced(reduced, task, tmp_path, budget, run_forward=budget == DEFAULT_MAX_ELEMENTS)
+
+
+@pytest.mark.parametrize("task", kernelbench_tasks("level3"))
+def test_level3_tasks_reduce_with_widths(task, tmp_path):
+    module = LEVEL3_NEEDS_MODULE.get(task.name)
+    if module and importlib.util.find_spec(module) is None:
+        pytest.skip(f"no module {module}")
+    budget = ONE_IMAGE if task.name in LEVEL3_BUDGETS else DEFAULT_MAX_ELEMENTS
+    reduced = reduce_task(str(task), max_elements=budget, widths=True)
+    check_reduced(reduced, task, tmp_path, budget, widths=True)
 
 
 @pytest.mark.parametrize("name", ODD_SAMPLE)

@@ -242,6 +242,13 @@ std::vector<Index> ViewSourceIndex(const Graph& graph, const Node& node, const s
     out.insert(out.begin() + static_cast<std::ptrdiff_t>(dim), Index(at));
     return out;
   }
+  if (op == "aten.unfold.default") {  // windows of `size` every `step` along `dim`, the window a new last dim
+    const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dimension", 0), in_shape.size()));
+    const int64_t step = IntOf(node, 3, "step", 1);
+    std::vector<Index> out(index.begin(), index.end() - 1);
+    out[dim] = index[dim] * step + index.back();
+    return out;
+  }
   if (op == "aten.flip.default") {
     std::vector<Index> out = index;
     for (int64_t dim : IntsOf(node, 1, "dims")) {
@@ -407,7 +414,7 @@ Operand KernelEmitter::Compute(int value, const std::vector<Index>& index) {
     case OpClass::kPointwise:
       return Pointwise(node, v, index);
     case OpClass::kConcat:
-      return Concat(node, v, index);
+      return node.op == "aten.constant_pad_nd.default" ? Pad(node, v, index) : Concat(node, v, index);
     case OpClass::kGather:
       return Gather(node, v, index);
     default:
@@ -496,8 +503,47 @@ Operand KernelEmitter::Arange(const Node& node, const Value& out, const std::vec
   if (offset != "0") {
     code = offset + " + " + code;
   }
-  const std::string tile = masks_.tile_var.empty() ? code : "(" + code + " + tl.zeros_like(" + masks_.tile_var + "))";
+  // An index of no lane variable is a scalar: it takes the kernel's tile shape. One of lane variables has their
+  // shape already (in a matrix product's operand tile, the tile variable's would not broadcast with it).
+  const bool scalar = LanesOf(index.at(0)).empty();
+  const std::string tile = masks_.tile_var.empty() || !scalar ? code : "(" + code + " + tl.zeros_like(" + masks_.tile_var + "))";
   return Bind(tile + ".to(" + TritonDType(out.meta->dtype) + ")", out.meta->dtype);
+}
+
+// constant_pad_nd(x, pad, value): `pad` holds (before, after) pairs from the last dim backwards (negative ones
+// crop); the input is read under the in-bounds condition, `value` is taken elsewhere.
+Operand KernelEmitter::Pad(const Node& node, const Value& out, const std::vector<Index>& index) {
+  const int source = ViewSource(node);
+  const auto& in_shape = ShapeOf(graph_, source);
+  const auto pad = IntsOf(node, 1, "pad");
+  if (pad.size() % 2 != 0 || pad.size() / 2 > in_shape.size()) {
+    throw NotFusable(node.name + ": bad padding");
+  }
+  std::vector<Index> in_index = index;
+  std::string condition;
+  for (size_t k = 0; k < pad.size() / 2; ++k) {
+    const size_t d = in_shape.size() - 1 - k;
+    in_index[d] = index[d] - Index(pad[2 * k]);
+    const Index& at = in_index[d];
+    const std::string code = at.Code();
+    if (at.Lo() < 0) {
+      condition = And(condition, fmt::format("({}) >= 0", code));
+    }
+    if (at.Hi() >= in_shape[d]) {
+      condition = And(condition, fmt::format("({}) < {}", code, in_shape[d]));
+    }
+  }
+  if (condition.empty()) {
+    return Emit(source, in_index);
+  }
+  const Arg* fill = node.ArgAt(2, "value");
+  const double value = fill != nullptr && fill->IsNumber() ? fill->AsDouble() : 0.0;
+  const std::string literal = IsFloating(out.meta->dtype) ? FloatLiteral(value)
+                                                           : std::to_string(static_cast<int64_t>(value));
+  PushCondition(condition);
+  const Operand operand = Emit(source, in_index);
+  PopCondition();
+  return Bind(fmt::format("tl.where({}, {}, {})", condition, operand.code, literal), out.meta->dtype);
 }
 
 Operand KernelEmitter::Concat(const Node& node, const Value& out, const std::vector<Index>& index) {
@@ -561,10 +607,25 @@ Operand KernelEmitter::Concat(const Node& node, const Value& out, const std::vec
 Operand KernelEmitter::Gather(const Node& node, const Value& out, const std::vector<Index>& index) {
   const int source = node.args.at(0).value;
   const auto& in_shape = ShapeOf(graph_, source);
+  if (node.op == "aten.index_select.default" || node.op == "aten.index.Tensor") {
+    return IndexSelect(node, index);
+  }
   const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
   const int index_value = node.args.at(2).value;
   const auto position_index = BroadcastIndex(index, out.meta->shape, ShapeOf(graph_, index_value));
-  const Operand positions = Emit(index_value, position_index);
+  std::vector<Index> source_index = index;
+  source_index.resize(in_shape.size());
+  source_index[dim] = Positions(index_value, position_index, in_shape[dim], false);
+  return Emit(source, source_index);
+}
+
+// The positions `index_value` holds at `position_index`, as a runtime index into a dim of `size` (negative
+// positions count from the end where `wrap`); a load at it takes the masks of the lanes they were read at.
+Index KernelEmitter::Positions(int index_value, const std::vector<Index>& position_index, int64_t size, bool wrap) {
+  Operand positions = Emit(index_value, position_index);
+  if (wrap) {
+    positions = Bind(fmt::format("tl.where({0} < 0, {0} + {1}, {0})", positions.code, size), positions.dtype);
+  }
   for (const Index& component : position_index) {
     for (const auto& [var, mask] : masks_.vars) {
       if (component.Uses(var)) {
@@ -572,9 +633,46 @@ Operand KernelEmitter::Gather(const Node& node, const Value& out, const std::vec
       }
     }
   }
-  std::vector<Index> source_index = index;
-  source_index.resize(in_shape.size());
-  source_index[dim] = Index::Runtime(positions.code, 0, in_shape[dim] - 1);
+  return Index::Runtime(positions.code, 0, size - 1);
+}
+
+// index_select(x, dim, positions) and x[..., positions, ...] (aten.index.Tensor with one index tensor): the
+// dim indexed is read at the positions the index tensor holds at the output's indices in its place.
+Operand KernelEmitter::IndexSelect(const Node& node, const std::vector<Index>& index) {
+  const int source = node.args.at(0).value;
+  const auto& in_shape = ShapeOf(graph_, source);
+  size_t dim = 0;
+  int index_value = -1;
+  if (node.op == "aten.index_select.default") {
+    dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
+    index_value = node.args.at(2).value;
+  } else {
+    const auto& indices = node.args.at(1).list;
+    for (size_t k = 0; k < indices.size(); ++k) {
+      if (indices[k].kind == Arg::Kind::kValue) {
+        if (index_value >= 0) {
+          throw NotFusable(node.name + ": more than one index tensor");
+        }
+        dim = k;
+        index_value = indices[k].value;
+      } else if (indices[k].kind != Arg::Kind::kNone) {
+        throw NotFusable(node.name + ": unsupported index");
+      }
+    }
+  }
+  if (index_value < 0 || graph_.values.at(static_cast<size_t>(index_value)).meta->dtype == DType::kBool) {
+    throw NotFusable(node.name + ": no integer index tensor");
+  }
+  const auto& positions_shape = ShapeOf(graph_, index_value);
+  const size_t rank = node.op == "aten.index_select.default" ? 1 : positions_shape.size();
+  if (positions_shape.size() != rank || index.size() != in_shape.size() - 1 + rank) {
+    throw NotFusable(node.name + ": unsupported index");
+  }
+  const std::vector<Index> position_index(index.begin() + static_cast<std::ptrdiff_t>(dim),
+                                          index.begin() + static_cast<std::ptrdiff_t>(dim + rank));
+  std::vector<Index> source_index(index.begin(), index.begin() + static_cast<std::ptrdiff_t>(dim));
+  source_index.push_back(Positions(index_value, position_index, in_shape[dim], true));
+  source_index.insert(source_index.end(), index.begin() + static_cast<std::ptrdiff_t>(dim + rank), index.end());
   return Emit(source, source_index);
 }
 

@@ -110,8 +110,11 @@ class KernelEmitter {
   Operand Load(int value, const std::vector<Index>& index);
   Operand Pointwise(const Node& node, const Value& out, const std::vector<Index>& index);
   Operand Concat(const Node& node, const Value& out, const std::vector<Index>& index);
+  Operand Pad(const Node& node, const Value& out, const std::vector<Index>& index);
   Operand Arange(const Node& node, const Value& out, const std::vector<Index>& index);
   Operand Gather(const Node& node, const Value& out, const std::vector<Index>& index);
+  Operand IndexSelect(const Node& node, const std::vector<Index>& index);
+  Index Positions(int index_value, const std::vector<Index>& position_index, int64_t size, bool wrap);
   Operand Bind(const std::string& expression, DType dtype);
   std::string Condition() const;
 

@@ -24,7 +24,7 @@ const std::map<std::string, OpClass>& ClassTable() {
           "aten.lift_fresh_copy.default", "aten.clone.default", "aten.contiguous.default",
           "aten.expand_copy.default", "aten.view_copy.default", "aten.permute_copy.default",
           "aten.unsqueeze_copy.default", "aten.squeeze_copy.dims", "prims.squeeze.default",
-          "aten.view_as.default"}) {
+          "aten.view_as.default", "aten.unfold.default"}) {
       t[op] = OpClass::kView;
     }
     for (const char* op :
@@ -81,7 +81,10 @@ const std::map<std::string, OpClass>& ClassTable() {
       t[op] = OpClass::kRecurrent;
     }
     t["aten.cat.default"] = OpClass::kConcat;
+    t["aten.constant_pad_nd.default"] = OpClass::kConcat;  // the input between constant borders
     t["aten.gather.default"] = OpClass::kGather;
+    t["aten.index_select.default"] = OpClass::kGather;
+    t["aten.index.Tensor"] = OpClass::kGather;  // one index tensor (Swin's relative position bias lookup)
     t["getitem"] = OpClass::kGetItem;
     return t;
   }();
@@ -414,14 +417,18 @@ const std::map<std::string, Lowering>& LoweringTable() {
     t["aten.masked_fill.Scalar"] = [](const Node& node, const V& in, DType, H*) {
       return fmt::format("tl.where({}, {}, {})", in.at(1).code, KwNumber(node, "value", 2, "0.0"), in.at(0).code);
     };
-    auto remainder = [](const Node&, const V& in, DType, H*) {
-      return fmt::format("({0} - tl.floor({0} / {1}) * {1})", in.at(0).code, in.at(1).code);
+    // In float arithmetic (`/` is true division), cast back for integers (torch.roll's index arithmetic):
+    // exact for the small integers of index computations.
+    auto remainder = [](const Node&, const V& in, DType out, H*) {
+      const std::string code = fmt::format("({0} - tl.floor({0} / {1}) * {1})", in.at(0).code, in.at(1).code);
+      return IsFloating(out) ? code : Cast(code, DType::kFloat32, out);
     };
     t["aten.remainder.Scalar"] = remainder;
     t["aten.remainder.Tensor"] = remainder;
-    auto fmod = [](const Node&, const V& in, DType, H* h) {
+    auto fmod = [](const Node&, const V& in, DType out, H* h) {
       h->push_back(Helper::kTrunc);
-      return fmt::format("({0} - _egg_trunc({0} / {1}) * {1})", in.at(0).code, in.at(1).code);
+      const std::string code = fmt::format("({0} - _egg_trunc({0} / {1}) * {1})", in.at(0).code, in.at(1).code);
+      return IsFloating(out) ? code : Cast(code, DType::kFloat32, out);
     };
     t["aten.fmod.Scalar"] = fmod;
     t["aten.fmod.Tensor"] = fmod;

@@ -86,6 +86,9 @@ def compiled(tmp_path_factory):
         "convt": ["conv_transpose_grouped.py", "--out", "out/convt.py", "--json"],
         "convt1": ["conv_transpose_1d.py", "--out", "out/convt1.py", "--json"],
         "convt3": ["conv_transpose_3d.py", "--out", "out/convt3.py", "--json"],
+        "unfold": ["unfold_patches.py", "--out", "out/unfold.py", "--json"],
+        "pad": ["pad_borders.py", "--out", "out/pad.py", "--json"],
+        "index": ["index_lookup.py", "--out", "out/index.py", "--json"],
         **{f"dense{seed}": ["dense_cat_conv.py", "--out", f"out/dense_s{seed}.py", "--json", "--seed", str(seed)]
            for seed in range(3)},
         **{f"dw{seed}": ["bn_depthwise_gemm.py", "--out", f"out/dw_s{seed}.py", "--seed", str(seed)]
@@ -253,9 +256,22 @@ def test_compile_makes_recurrent_layers_triton_kernels(compiled, run, cell):
     assert {kernel["design"]["precision"] for kernel in tf32["kernels"]} == {"tf32"}, "the candidate's precision"
 
 
+@pytest.mark.parametrize("run, op", [("unfold", "aten.unfold.default"), ("pad", "aten.constant_pad_nd.default"),
+                                     ("index", "aten.index.Tensor"), ("index", "aten.index_select.default")])
+def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, run, op):
+    """ViT's patches (Tensor.unfold, a view: windows side by side and overlapping), Swin-MLP's padding
+    (constant borders, a negative pad cropping) and Swin V2's lookups (a table indexed by a buffer, a negative
+    position, torch.roll's index_select with integer fmod) are index arithmetic in the kernel that reads them."""
+    _, runs = compiled
+    report = json.loads(runs[run].stdout)
+    assert report["pytorch_ops"] == [], report["pytorch_ops"]
+    assert op in {op for kernel in report["kernels"] for op in kernel["ops"]}, report["kernels"]
+
+
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py", "convt1.py", "convt3.py",
                                        "dense_s1.py", "deepk_s0.py", "deepk_s1.py", "deepk_ragged.py", "small_s0.py",
-                                       "small_s1.py", "lstm.py", "lstm_tf32.py", "gru.py", "rnn.py"])
+                                       "small_s1.py", "lstm.py", "lstm_tf32.py", "gru.py", "rnn.py", "unfold.py",
+                                       "pad.py", "index.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -264,6 +280,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "deepk_s0.py": "deep_k_products.py", "deepk_s1.py": "deep_k_products.py",
             "deepk_ragged.py": "deep_k_products.py", "small_s0.py": "small_group_convs.py",
             "small_s1.py": "small_group_convs.py", "lstm_tf32.py": "lstm_bidir_state.py",
+            "unfold.py": "unfold_patches.py", "pad.py": "pad_borders.py", "index.py": "index_lookup.py",
             **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
@@ -274,7 +291,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "softmax_s1.py", "softmax_d2.py", "conv.py", "convt.py",
                                        "convt1.py", "convt3.py", "dw_s0.py", "dw_s1.py", "dw_s2.py", "dense_s0.py",
                                        "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py",
-                                       "small_s0.py", "lstm.py", "lstm_tf32.py", "gru.py", "rnn.py"])
+                                       "small_s0.py", "lstm.py", "lstm_tf32.py", "gru.py", "rnn.py", "unfold.py",
+                                       "pad.py", "index.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
