@@ -33,6 +33,7 @@ LEVEL1_IN_SCOPE = [
     88,  # MinGPT GELU
     89, 90, 91, 92, 93,  # scans
     94, 95, 96, 98, 99, 100,  # losses
+    97,  # scaled dot-product attention (matrix products and a softmax)
     50, 54, 55, 56, 59, 60, 62, 63, 66, 67, 76, 80,  # convolutions (1-3D, strided, padded, dilated)
     82, 83, 84, 85, 86, 87,  # depthwise, depthwise-separable and pointwise convolutions
     *TRANSPOSED_CONVOLUTIONS,
