@@ -500,8 +500,7 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
         kernel.design = chosen->second;
       } else {
         kernel.design = DefaultDesign(kernel, design.seed);
-        if ((kernel.kind == KernelKind::kMatmul || kernel.kind == KernelKind::kRecurrent) &&
-            kernel.design.algorithm != "direct" && !design.precision.empty()) {
+        if ((DotTiles(kernel) || kernel.kind == KernelKind::kRecurrent) && !design.precision.empty()) {
           kernel.design.precision = design.precision;
         }
       }
@@ -511,8 +510,7 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
         layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
       }
       sources.push_back(GenerateKernel(graph, kernel, plan.memory_before.at(k), layouts));
-      if (kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct") {
-        // the launch and the design record say the stages it can use
+      if (DotTiles(kernel)) {  // the launch and the design record say the stages it can use
         kernel.design.num_stages = FittingStages(kernel.design, sources.back());
         candidate.design.kernels[kernel.name] = kernel.design;
       }

@@ -123,10 +123,12 @@ void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
     KernelDesign design = base;
     design.algorithm = split > 1 ? "splitk" : "tiled";
     design.split = split > 1 ? split : 0;
-    list->AddKernel(kernel, design, fmt::format("algorithm {} {}", kernel.name, split > 1 ? fmt::format("split-K {}", split) : "tiled"),
-                    split > 1 ? fmt::format("K in {} slices: {} programs per output tile, partials summed by a second kernel",
-                                            split, split)
-                              : "one program per output tile over the whole K");
+    const std::string name = split > 1 ? fmt::format("split-K {}", split) : "tiled";
+    const std::string description =
+        split > 1 ? fmt::format("K in {} slices: {} programs per output tile, partials summed by a second kernel",
+                                split, split)
+                  : "one program per output tile over the whole K";
+    list->AddKernel(kernel, design, fmt::format("algorithm {} {}", kernel.name, name), description);
   }
 }
 
@@ -200,7 +202,7 @@ void RecurrentMappingMoves(const KernelPlan& kernel, MoveList* list) {
 void MappingMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
-    if (kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct") {
+    if (DotTiles(kernel)) {
       MatmulMappingMoves(kernel, list);
       continue;
     }
@@ -234,7 +236,7 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
                         fmt::format("{} hidden units per step tile", yblock));
       }
     }
-    if ((kernel.kind == KernelKind::kMatmul && base.algorithm != "direct") || kernel.kind == KernelKind::kRecurrent) {
+    if (DotTiles(kernel) || kernel.kind == KernelKind::kRecurrent) {
       for (int64_t rblock : Around(base.rblock, kMinBlock, 128)) {
         KernelDesign design = base;
         design.rblock = rblock;
@@ -316,8 +318,7 @@ void MemoryMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
   }
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
-    if ((kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct") ||
-        kernel.kind == KernelKind::kRecurrent) {
+    if (DotTiles(kernel) || kernel.kind == KernelKind::kRecurrent) {
       MatmulMemoryMoves(kernel, list);
       continue;
     }
@@ -359,7 +360,7 @@ bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
   if (!DesignFits(kernel, design)) {
     return false;
   }
-  if (kernel.kind == KernelKind::kMatmul && design.algorithm != "direct") {
+  if (DotTiles(kernel, design)) {
     const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
     const int64_t ring = design.num_stages * (design.xblock + design.yblock) * design.rblock * 4;
     return design.xblock * design.yblock <= threads * kMaxAccumulatorPerThread && ring <= kMaxMatmulSharedBytes;

@@ -994,8 +994,7 @@ class KernelWriter {
       }
       const auto index = Delinearize(flat, MetaOf(graph_, root).shape);
       const Operand value = emitter_.Emit(root, index);
-      const bool tiles = kernel_.kind == KernelKind::kMatmul && kernel_.design.algorithm != "direct";
-      const char* mask = kernel_.kind == KernelKind::kScan ? "mask" : (tiles ? "omask" : "xmask");
+      const char* mask = kernel_.kind == KernelKind::kScan ? "mask" : (DotTiles(kernel_) ? "omask" : "xmask");
       StoreIfNeeded(root, index, value, mask);
     }
   }
@@ -1630,8 +1629,7 @@ KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const 
     return GenerateRecurrentKernel(graph, kernel, memory, layouts);
   }
   const bool rows = kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
-  const bool tiles = kernel.kind == KernelKind::kMatmul && kernel.design.algorithm != "direct";
-  const MaskSet masks = tiles ? MaskSet::Tiles() : (rows ? MaskSet::Rows() : MaskSet::Flat());
+  const MaskSet masks = DotTiles(kernel) ? MaskSet::Tiles() : (rows ? MaskSet::Rows() : MaskSet::Flat());
   KernelWriter writer(graph, kernel, memory, layouts, masks);
   return writer.Write();
 }

@@ -158,6 +158,13 @@ struct KernelPlan {
   bool online_candidate = false;  // a max and a sum of exp(x - max) over the same rows: online softmax applies
 };
 
+// A matrix-product kernel computed in tl.dot tiles under `design` (masks mindex/nindex, a K loop, staged
+// operands); a direct convolution is not: it runs one output element per lane, as a pointwise kernel does.
+inline bool DotTiles(const KernelPlan& kernel, const KernelDesign& design) {
+  return kernel.kind == KernelKind::kMatmul && design.algorithm != "direct";
+}
+inline bool DotTiles(const KernelPlan& kernel) { return DotTiles(kernel, kernel.design); }
+
 struct PlanOptions {
   bool fuse_reductions = true;  // same-domain reductions share a kernel (multi-pass or registers)
   bool fuse_epilogues = true;   // pointwise consumers join the kernel that produces their inputs
