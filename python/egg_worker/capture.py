@@ -189,7 +189,41 @@ def graph_ir(exported, inputs: list) -> dict:
                     raise NotImplementedError(f"output kind {spec.kind.name}")
         elif node.op == "get_attr":
             raise NotImplementedError(f"get_attr {node.target}")
+    fix_recurrent_state_meta(ir)
     return ir
+
+
+def _dense_meta(meta: dict) -> dict:
+    stride, step = [], 1
+    for size in reversed(meta["shape"]):
+        stride.insert(0, step)
+        step *= max(int(size), 1)
+    return {**meta, "stride": stride, "offset": 0}
+
+
+def fix_recurrent_state_meta(ir: dict) -> None:
+    """h_n (and c_n) of a whole recurrent layer have h0's shape, [layers x directions, batch, hidden]. torch 2.11's
+    fake CUDA lstm gives them [layers, 1, batch, hidden] (36_LSTMHn on the H200), a shape no forward returns: the
+    state outputs of the node and the getitems that take them are set to h0's shape, dense."""
+    metas = {entry["name"]: entry.get("meta") for entry in ir["inputs"] + ir["state"]}
+    metas.update({node["name"]: node.get("meta") for node in ir["nodes"]})
+    for node in ir["nodes"]:
+        if node["op"].split(".")[1:2] not in (["lstm"], ["gru"], ["rnn_tanh"], ["rnn_relu"]):
+            continue
+        outputs = node.get("meta")
+        hx = node["args"][1] if len(node["args"]) > 1 else None
+        first = hx[0] if isinstance(hx, list) and hx else hx
+        h0 = metas.get(first.get("node")) if isinstance(first, dict) else None
+        if not isinstance(outputs, list) or not isinstance(h0, dict):
+            continue
+        state = _dense_meta(h0)
+        for index in range(1, len(outputs)):
+            outputs[index] = state
+        for user in ir["nodes"]:
+            args = user["args"]
+            if (user["op"] == "getitem" and len(args) == 2 and args[0] == {"node": node["name"]}
+                    and isinstance(args[1], int) and args[1] >= 1):
+                user["meta"] = state
 
 
 def _returns_kind(reference_output) -> str:

@@ -213,6 +213,32 @@ def test_recurrent_layers_stay_one_node_each(worker, tmp_path):
     assert len(ir["nodes"]) < 30, f"{len(ir['nodes'])} nodes: the recurrences were unrolled"
 
 
+def test_recurrent_state_outputs_take_the_shape_of_h0():
+    """torch 2.11's fake CUDA lstm (the H200's) gives h_n and c_n as [layers, 1, batch, hidden]."""
+    def meta(shape, stride):
+        return {"shape": shape, "stride": stride, "offset": 0, "dtype": "float32"}
+    wrong = meta([6, 1, 10, 256], [2560, 2560, 256, 1])
+    ir = {"inputs": [{"name": "x", "meta": meta([10, 512, 128], [65536, 128, 1])},
+                     {"name": "h0", "meta": meta([6, 10, 256], [2560, 256, 1])},
+                     {"name": "c0", "meta": meta([6, 10, 256], [256, 1536, 1])}],
+          "state": [],
+          "nodes": [{"name": "lstm", "op": "aten.lstm.input",
+                     "args": [{"node": "x"}, [{"node": "h0"}, {"node": "c0"}], [], True, 6, 0.0, False, False, True],
+                     "meta": [meta([10, 512, 256], [256, 2560, 1]), dict(wrong), dict(wrong)]},
+                    {"name": "getitem", "op": "getitem", "args": [{"node": "lstm"}, 0],
+                     "meta": meta([10, 512, 256], [256, 2560, 1])},
+                    {"name": "getitem_2", "op": "getitem", "args": [{"node": "lstm"}, 2], "meta": dict(wrong)},
+                    {"name": "gru", "op": "aten.gru.input",
+                     "args": [{"node": "x"}, {"node": "h0"}, [], True, 6, 0.0, False, False, True],
+                     "meta": [meta([10, 512, 256], [131072, 256, 1]), dict(wrong)]}]}
+    capture.fix_recurrent_state_meta(ir)
+    dense = meta([6, 10, 256], [2560, 256, 1])
+    lstm, output, cell, gru = ir["nodes"]
+    assert lstm["meta"][1] == dense and lstm["meta"][2] == dense and cell["meta"] == dense
+    assert gru["meta"][1] == dense
+    assert output["meta"]["shape"] == [10, 512, 256] and lstm["meta"][0]["stride"] == [256, 2560, 1]
+
+
 def test_parameters_and_buffers_are_state_named_by_attribute_path(worker, tmp_path):
     ir = captured_graph(worker, write_task(tmp_path, "linear_batchnorm", BATCHNORM_TASK))
     assert_well_formed(ir)

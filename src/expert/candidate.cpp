@@ -131,8 +131,9 @@ class ForwardWriter {
     std::vector<std::string> scratch;
     for (size_t i = 0; i < source.scratch.size(); ++i) {
       scratch.push_back(fmt::format("{}_scratch{}", source.name, i));
-      Line(fmt::format("{} = torch.empty(({},), device={}, dtype={})", scratch.back(), source.scratch[i].numel,
-                       device, TorchDType(source.scratch[i].dtype)));
+      Line(fmt::format("{} = torch.{}(({},), device={}, dtype={})", scratch.back(),
+                       source.scratch[i].zeroed ? "zeros" : "empty", source.scratch[i].numel, device,
+                       TorchDType(source.scratch[i].dtype)));
     }
     for (const KernelLaunch& launch : source.launches) {
       std::vector<std::string> args;

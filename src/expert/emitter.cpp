@@ -346,7 +346,7 @@ std::set<std::string> KernelEmitter::LanesOf(const Index& index) const {
   return used;
 }
 
-std::string KernelEmitter::MaskFor(const Index& address) const {
+std::string KernelEmitter::MaskFor(const Index& address, bool conditions) const {
   std::set<std::string> used;
   for (const auto& [var, mask] : masks_.vars) {
     if (address.Uses(var)) {
@@ -373,7 +373,7 @@ std::string KernelEmitter::MaskFor(const Index& address) const {
     // block mask on a scalar pointer does not compile.
     return mask;
   }
-  return And(mask, Condition());
+  return conditions ? And(mask, Condition()) : mask;
 }
 
 void KernelEmitter::DefineRow(int value, const Operand& operand, const Index& row) { rows_[value] = Row{operand, row}; }
@@ -434,7 +434,15 @@ Operand KernelEmitter::Load(int value, const std::vector<Index>& index) {
   max_address_ = std::max(max_address_, address.Hi());
   loaded_.insert(value);
   const std::string pointer = PointerName(value);
-  const std::string mask = MaskFor(address);
+  // The lane conditions (padding, cat slices, pooling windows) keep a load's address inside its tensor; every
+  // consumer selects with tl.where under the same condition. A load whose every index is inside its dimension
+  // for every lane (a per-channel parameter in a padded convolution's prologue) needs only the lane masks:
+  // masking it by the condition would turn a broadcast row of BLOCK_K values into a full gathered tile.
+  bool inside = index.size() == layout.shape.size();
+  for (size_t d = 0; inside && d < index.size(); ++d) {
+    inside = index[d].Lo() >= 0 && index[d].Hi() < layout.shape[d];
+  }
+  const std::string mask = MaskFor(address, !inside);
   const std::string other = layout.dtype == DType::kBool ? "0" : (IsFloating(layout.dtype) ? "0.0" : "0");
   if (mask.empty()) {
     return Bind(fmt::format("tl.load({} + ({}))", pointer, address.Code()), layout.dtype);
@@ -597,11 +605,14 @@ Operand KernelEmitter::Concat(const Node& node, const Value& out, const std::vec
     throw NotFusable(fmt::format("{}: {} concatenated pieces, at most {} read in this kernel", node.name,
                                  pieces.size(), masks_.max_concat_pieces));
   }
-  std::string code = pieces.back().operand.code;
+  // One tl.where a line, from the last piece back: a nested expression of a few hundred pieces (a stack of
+  // every time step of an unrolled loop) is past Python's parser nesting limit.
+  Operand selected = pieces.back().operand;
   for (size_t i = pieces.size() - 1; i-- > 0;) {
-    code = fmt::format("tl.where({}, {}, {})", pieces[i].condition, pieces[i].operand.code, code);
+    selected = Bind(fmt::format("tl.where({}, {}, {})", pieces[i].condition, pieces[i].operand.code, selected.code),
+                    out.meta->dtype);
   }
-  return Bind(code, out.meta->dtype);
+  return pieces.size() == 1 ? Bind(selected.code, out.meta->dtype) : selected;
 }
 
 Operand KernelEmitter::Gather(const Node& node, const Value& out, const std::vector<Index>& index) {

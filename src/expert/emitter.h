@@ -93,7 +93,9 @@ class KernelEmitter {
   int64_t MaxAddress() const { return max_address_; }
   const Graph& GraphRef() const { return graph_; }
   const MaskSet& Masks() const { return masks_; }
-  std::string MaskFor(const Index& address) const;
+  // The load mask of `address`: the masks of the lane variables it uses, and the lane conditions unless
+  // `conditions` is false (an address inside its tensor for every lane).
+  std::string MaskFor(const Index& address, bool conditions = true) const;
 
  private:
   struct Scope {

@@ -30,6 +30,7 @@ inline size_t ScratchIndex(int pointer) { return static_cast<size_t>(-1 - pointe
 struct Scratch {
   int64_t numel = 0;
   DType dtype = DType::kFloat32;
+  bool zeroed = false;  // torch.zeros (counters), not torch.empty
 };
 
 struct KernelSource {

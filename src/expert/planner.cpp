@@ -636,13 +636,14 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
       return design;
     }
     case KernelKind::kRecurrent: {
-      // One program per batch block owns its rows' state; the step tile covers the hidden units (up to 64) and
-      // the K step of h @ W_hh^T. Products in ieee unless the candidate's precision says otherwise.
+      // Programs per batch block share its hidden units, 16 each (a step's work spread over many SMs, with a
+      // barrier between steps); the K step of h @ W_hh^T up to 64. Products in ieee unless the candidate's
+      // precision says otherwise.
       const RecurrentSpec& rnn = *kernel.recurrent;
       design.algorithm = "sequential";
       design.xblock = std::clamp<int64_t>(NextPowerOfTwo(rnn.batch), kRecurrentMinBlock, kRecurrentMaxBatchBlock);
-      design.yblock = std::clamp<int64_t>(NextPowerOfTwo(rnn.hidden), kRecurrentMinBlock, kRecurrentMaxHiddenBlock);
-      design.rblock = design.yblock;
+      design.yblock = kRecurrentMinBlock;  // hidden units per program: many programs share a step
+      design.rblock = std::clamp<int64_t>(NextPowerOfTwo(rnn.hidden), kRecurrentMinBlock, kRecurrentMaxHiddenBlock);
       design.precision = "ieee";
       return design;
     }

@@ -80,6 +80,33 @@ TEST(PlannerTest, ConvolutionIsOneImplicitGemmKernelWithItsEpilogue) {
   EXPECT_EQ(Count(*candidate.source, "valid = "), 0U);  // no padding: no bounds mask on the gathered input
 }
 
+TEST(PlannerTest, PaddedConvolutionPrologueLoadsParametersOncePerColumn) {
+  // level2_1 with a prologue (relu(x * scale), scale per input channel) and padding 1: only the gathered input
+  // can fall outside its tensor; the per-channel scale is a BLOCK_K row, not a tile masked by the padding test.
+  Json ir = FixtureJson("level2_1_Conv2D_ReLU_BiasAdd");
+  const Json meta_x = ir["inputs"][0]["meta"];
+  ir["state"].push_back({{"name", "p_scale"}, {"kind", "parameter"}, {"target", "scale"}, {"persistent", false},
+                         {"meta", {{"shape", {12, 1, 1}}, {"stride", {1, 1, 1}}, {"offset", 0}, {"dtype", "float32"}}}});
+  Json mul = {{"name", "mul"}, {"op", "aten.mul.Tensor"}, {"args", {{{"node", "x"}}, {{"node", "p_scale"}}}},
+              {"kwargs", Json::object()}, {"meta", meta_x}};
+  Json relu0 = {{"name", "relu_0"}, {"op", "aten.relu.default"}, {"args", {{{"node", "mul"}}}},
+                {"kwargs", Json::object()}, {"meta", meta_x}};
+  Json out_meta = {{"shape", {16, 16, 16, 16}}, {"stride", {4096, 256, 16, 1}}, {"offset", 0}, {"dtype", "float32"}};
+  Json& conv = ir["nodes"][0];
+  conv["args"][0] = {{"node", "relu_0"}};
+  conv["args"][4] = {1, 1};
+  for (Json& node : ir["nodes"]) {
+    node["meta"] = out_meta;
+  }
+  ir["nodes"].insert(ir["nodes"].begin(), {mul, relu0});
+  const Graph graph = LoadGraph(ir);
+  const Candidate candidate = GenerateCandidate(graph, "", "conv_prologue", CandidateDesign{});
+  ASSERT_TRUE(candidate.source) << candidate.problem;
+  EXPECT_EQ(Count(*candidate.source, "valid = "), 1U);
+  EXPECT_EQ(Count(*candidate.source, "(valid)"), 1U) << *candidate.source;  // the input gather alone
+  EXPECT_NE(candidate.source->find("(kchannel), kamask, other=0.0)"), std::string::npos) << *candidate.source;
+}
+
 TEST(PlannerTest, TransposedConvolutionIsOneDenseConvolutionPerPhase) {
   // ConvTranspose2d 16->16 on 16x16, kernel (3, 5), stride (2, 3), padding (1, 2), dilation (2, 1), groups 4:
   // output 33x46 as positions q * stride + phase, 2 x 3 phases per group.
@@ -314,6 +341,12 @@ TEST(PlannerTest, RecurrentLayerStackIsOneTritonKernel) {
   EXPECT_EQ(Count(source, "tl.dot(h, "), 4U);  // i, f, g, o
   EXPECT_NE(source.find("input_precision=\"tf32\""), std::string::npos);
   EXPECT_NE(source.find("tl.debug_barrier()"), std::string::npos);
+  // 48 hidden units, 16 a program: three programs per batch block share every step (one in the interpreter),
+  // meeting at a counter per layer, direction and batch block, zeroed each call.
+  EXPECT_EQ(Count(source, "egg_k0_lstm_step[(1, 1 if EGG_INTERPRET.value else 3)]("), 12U);
+  EXPECT_NE(source.find("torch.zeros((12,), device=x.device, dtype=torch.int32)"), std::string::npos) << source;
+  EXPECT_NE(source.find("while tl.atomic_add(sync, 0, sem=\"acquire\", scope=\"gpu\") < (s + 1) * programs:"),
+            std::string::npos);
   EXPECT_NE(source.find("def _egg_tanh("), std::string::npos);
   const auto parsed = DesignInSource(source);
   ASSERT_TRUE(parsed);

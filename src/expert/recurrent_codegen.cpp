@@ -20,6 +20,8 @@ constexpr int64_t kMinDot = 16;  // tl.dot's smallest tile side
 constexpr int64_t kProjectionRows = 64;
 constexpr int64_t kProjectionColumns = 64;
 constexpr int64_t kProjectionStep = 32;
+// Most programs of a time loop: fewer than an H100/H200's 132 SMs, so all are resident at once.
+constexpr int64_t kMaxResidentPrograms = 128;
 
 int64_t DotSide(int64_t size, int64_t most) { return std::clamp<int64_t>(NextPowerOfTwo(size), kMinDot, most); }
 
@@ -150,6 +152,12 @@ class RecurrentWriter {
     const int cell_buffer = lstm ? AddScratch(2 * spec_.batch * hidden) : 0;
     const TensorMeta& h0 = Layout(spec_.h0);
     const KernelDesign& design = kernel_.design;
+    // The time loop's grid: batch blocks x programs sharing the hidden units, at most kMaxResidentPrograms in all
+    // (the step barrier needs every program resident); one step counter per batch block, layer and direction.
+    const int64_t batch_blocks = (spec_.batch + design.xblock - 1) / design.xblock;
+    const int64_t unit_programs = std::clamp<int64_t>((hidden + design.yblock - 1) / design.yblock, 1,
+                                                      std::max<int64_t>(1, kMaxResidentPrograms / batch_blocks));
+    const int sync = AddScratch(spec_.layers * directions * batch_blocks, DType::kInt32, /*zeroed=*/true);
     int layer_input = spec_.input;
     for (int64_t layer = 0; layer < spec_.layers; ++layer) {
       const bool last = layer + 1 == spec_.layers;
@@ -200,14 +208,16 @@ class RecurrentWriter {
           step.pointers.push_back(cn);
           step.pointers.push_back(cell_buffer);
         }
+        step.pointers.push_back(sync);
         const int64_t state = layer * directions + direction;
-        step.grid = fmt::format("(triton.cdiv({}, {}),)", spec_.batch, design.xblock);
+        step.grid = fmt::format("({}, 1 if EGG_INTERPRET.value else {})", batch_blocks, unit_programs);
         step.scalars = {{"reverse", direction}, {"h0_offset", state * h0.stride[0]}};
         if (lstm) {
           step.scalars.emplace_back("c0_offset", state * Layout(spec_.c0).stride[0]);
         }
         step.scalars.emplace_back("out_column", direction * hidden);
         step.scalars.emplace_back("hn_offset", state * spec_.batch * hidden);
+        step.scalars.emplace_back("sync_offset", state * batch_blocks);
         step.constexprs = {{"SEQ", spec_.seq},    {"BATCH", spec_.batch},     {"HIDDEN", hidden},
                            {"O_ST", o_st},        {"O_SB", o_sb},             {"H0_SB", h0.stride[1]},
                            {"H0_SH", h0.stride[2]}, {"W_SN", w_hh.stride[0]},  {"W_SK", w_hh.stride[1]},
@@ -244,8 +254,8 @@ class RecurrentWriter {
                              : std::make_tuple(stride[0], stride[1], stride[2]);
   }
 
-  int AddScratch(int64_t numel) {
-    source_.scratch.push_back({numel, DType::kFloat32});
+  int AddScratch(int64_t numel, DType dtype = DType::kFloat32, bool zeroed = false) {
+    source_.scratch.push_back({numel, dtype, zeroed});
     return ScratchId(source_.scratch.size() - 1);
   }
 
