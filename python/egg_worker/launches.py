@@ -4,11 +4,16 @@
 once, before any candidate is imported: every real (non-warm-up) launch of any @triton.jit kernel, including those
 made through autotuners and heuristics, passes through it. `count_launches()` is a context manager that yields the
 list of kernel names launched while it is active (in launch order, one entry per launch).
+
+A forward replayed from a CUDA graph (stage2.memory's launch-overhead move) launches its Triton kernels through
+the graph, not through `run`: `install()` also wraps torch.cuda.CUDAGraph, so that the launches made while a graph
+was captured are recorded on it and every replay counts them again, as launches of the call that replays it.
 """
 
 import contextlib
 
 _active_records = []  # stack of lists; launches are appended to the innermost one
+_capturing = []  # the records of the CUDA graphs being captured: every launch goes to each as well
 _installed_classes = []
 
 
@@ -19,8 +24,12 @@ def _kernel_name(function) -> str:
 
 def _wrap_run(original_run):
     def run(self, *args, grid, warmup, **kwargs):
-        if not warmup and _active_records:
-            _active_records[-1].append(_kernel_name(self))
+        if not warmup:
+            name = _kernel_name(self)
+            if _active_records:
+                _active_records[-1].append(name)
+            for record in _capturing:
+                record.append(name)
         return original_run(self, *args, grid=grid, warmup=warmup, **kwargs)
 
     run.__wrapped__ = original_run
@@ -40,6 +49,39 @@ def launch_classes():
     return classes
 
 
+GRAPH_LAUNCHES = "_egg_triton_launches"  # the attribute of a captured graph that lists its Triton launches
+
+
+def wrap_graph_class(cls) -> None:
+    """Record on each graph of `cls` (torch.cuda.CUDAGraph) the Triton launches of its capture; count them at every
+    replay."""
+    original_begin, original_end, original_replay = cls.capture_begin, cls.capture_end, cls.replay
+
+    def capture_begin(self, *args, **kwargs):
+        record = []
+        setattr(self, GRAPH_LAUNCHES, record)
+        _capturing.append(record)
+        try:
+            return original_begin(self, *args, **kwargs)
+        except BaseException:
+            _capturing.remove(record)
+            raise
+
+    def capture_end(self, *args, **kwargs):
+        record = getattr(self, GRAPH_LAUNCHES, None)
+        if record is not None and any(r is record for r in _capturing):
+            _capturing[:] = [r for r in _capturing if r is not record]
+        return original_end(self, *args, **kwargs)
+
+    def replay(self, *args, **kwargs):
+        result = original_replay(self, *args, **kwargs)
+        if _active_records:
+            _active_records[-1].extend(getattr(self, GRAPH_LAUNCHES, []))
+        return result
+
+    cls.capture_begin, cls.capture_end, cls.replay = capture_begin, capture_end, replay
+
+
 def install() -> None:
     """Wrap the launch entry points (idempotent)."""
     if _installed_classes:
@@ -47,6 +89,12 @@ def install() -> None:
     for cls in launch_classes():
         cls.run = _wrap_run(cls.run)
         _installed_classes.append(cls)
+    import torch
+
+    graph_class = getattr(torch.cuda, "CUDAGraph", None)
+    if graph_class is not None:
+        wrap_graph_class(graph_class)
+        _installed_classes.append(graph_class)
 
 
 @contextlib.contextmanager

@@ -530,6 +530,8 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
     return candidate;
   }
   candidate.pytorch_ops = plan.extern_ops;
+  // An op left to PyTorch may synchronize with the host or draw random numbers: no graph around it.
+  candidate.design.plan.cuda_graph = design.plan.cuda_graph && plan.extern_ops.empty();
   ForwardWriter forward(graph, plan);
   std::string constants;
   try {
@@ -575,6 +577,7 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
   values.text["args"] = args;
   values.text["guard"] = Guard(graph);
   values.text["body"] = Indent(forward.Lines(), 2);
+  values.flags["cuda_graph"] = candidate.design.plan.cuda_graph;
   if (precompile.empty()) {
     precompile.push_back("pass");
   }

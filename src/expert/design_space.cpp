@@ -267,6 +267,10 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
   }
 }
 
+// Launches per forward from which stage2.memory first tries the whole forward as one CUDA graph: a launch costs
+// the host a few microseconds, so a forward of many small kernels is bound by them.
+constexpr int64_t kMinGraphLaunches = 4;
+
 // Every (warps, stages) pair of the given ranges but the kernel's own, nearest first.
 void WarpStageMoves(const KernelPlan& kernel, const std::vector<int>& warp_options, int min_stages, int max_stages,
                     MoveList* list) {
@@ -312,6 +316,18 @@ void MatmulMemoryMoves(const KernelPlan& kernel, MoveList* list) {
 }
 
 void MemoryMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
+  int64_t launches = 0;
+  for (const KernelPlan& kernel : incumbent.plan.kernels) {
+    const bool recurrent = kernel.kind == KernelKind::kRecurrent;
+    launches += recurrent ? 2 * kernel.recurrent->layers * kernel.recurrent->Directions() : 1;
+  }
+  if (!incumbent.design.plan.cuda_graph && incumbent.pytorch_ops.empty() && launches >= kMinGraphLaunches) {
+    CandidateDesign graphed = incumbent.design;
+    graphed.plan.cuda_graph = true;
+    list->Add(graphed, "cuda graph",
+              fmt::format("the forward's {} launches captured once in a CUDA graph and replayed (inputs copied into "
+                          "static buffers, outputs cloned out)", launches));
+  }
   std::vector<int> warp_options;
   for (int warps = 1; warps <= kMaxWarps; warps *= 2) {
     warp_options.push_back(warps);

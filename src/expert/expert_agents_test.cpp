@@ -110,6 +110,40 @@ TEST(DesignSpaceTest, MatmulProductsTakeTheFastestPrecisionTheToleranceAllows) {
   }
 }
 
+TEST(DesignSpaceTest, ManyLaunchesMakeACudaGraphTheFirstMemoryMove) {
+  // 38_LSTMBidirectional reduced: 6 layers x 2 directions of projection and time-loop launches, then a linear.
+  const Graph graph = testing::Fixture("level3_38_LSTMBidirectional");
+  const Candidate incumbent = GenerateCandidate(graph, "", "lstm", SeedDesign(0, 1e-2).design);
+  ASSERT_TRUE(incumbent.source) << incumbent.problem;
+  EXPECT_EQ(incumbent.source->find("_egg_graphed"), std::string::npos);  // never without the move
+  const auto moves = StageMoves(graph, "stage2.memory", incumbent, "", 5);
+  ASSERT_FALSE(moves.empty());
+  EXPECT_EQ(moves.front().move, "cuda graph");
+  EXPECT_NE(moves.front().description.find("25 launches"), std::string::npos) << moves.front().description;
+  EXPECT_TRUE(moves.front().design.plan.cuda_graph);
+  EXPECT_EQ(moves.front().design.kernels, incumbent.design.kernels);  // nothing else changes
+
+  const Candidate graphed = GenerateCandidate(graph, "", "lstm", moves.front().design);
+  ASSERT_TRUE(graphed.source) << graphed.problem;
+  const std::string& source = *graphed.source;
+  EXPECT_NE(source.find("        return _egg_graphed(self, self._egg_forward, (x, h0, c0,))\n\n"
+                        "    def _egg_forward(self, x, h0, c0):\n"),
+            std::string::npos) << source;
+  EXPECT_NE(source.find("with torch.cuda.graph(graph):"), std::string::npos);
+  ASSERT_TRUE(DesignInSource(source));
+  EXPECT_TRUE(DesignInSource(source)->plan.cuda_graph);  // the design record says so, and round-trips
+  EXPECT_EQ(*GenerateCandidate(graph, "", "lstm", *DesignInSource(source)).source, source);
+  for (const DesignMove& move : StageMoves(graph, "stage2.memory", graphed, "", 20)) {
+    EXPECT_NE(move.move, "cuda graph");
+  }
+  // A forward with few launches keeps them.
+  const Graph softmax = BigSoftmax();
+  const Candidate single = GenerateCandidate(softmax, "", "softmax", SeedDesign(0, 1e-2).design);
+  for (const DesignMove& move : StageMoves(softmax, "stage2.memory", single, "", 20)) {
+    EXPECT_NE(move.move, "cuda graph");
+  }
+}
+
 TEST(DesignSpaceTest, MatmulStagesMoveTilesPipelineDepthAndPrecision) {
   const Graph graph = BigGemm();
   const Candidate incumbent = GenerateCandidate(graph, "", "gemm", SeedDesign(0, 1e-4).design);

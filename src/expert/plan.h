@@ -168,6 +168,9 @@ inline bool DotTiles(const KernelPlan& kernel) { return DotTiles(kernel, kernel.
 struct PlanOptions {
   bool fuse_reductions = true;  // same-domain reductions share a kernel (multi-pass or registers)
   bool fuse_epilogues = true;   // pointwise consumers join the kernel that produces their inputs
+  // The forward captured once in a CUDA graph over static copies of its inputs, then replayed (one launch for
+  // every kernel): stage2.memory's launch-overhead move, for plans with no op left to PyTorch.
+  bool cuda_graph = false;
   Json ToJson() const;
   static PlanOptions FromJson(const Json& json);
 };

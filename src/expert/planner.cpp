@@ -494,13 +494,18 @@ KernelDesign KernelDesign::FromJson(const Json& json) {
 }
 
 Json PlanOptions::ToJson() const {
-  return Json{{"fuse_reductions", fuse_reductions}, {"fuse_epilogues", fuse_epilogues}};
+  Json json{{"fuse_reductions", fuse_reductions}, {"fuse_epilogues", fuse_epilogues}};
+  if (cuda_graph) {
+    json["cuda_graph"] = true;
+  }
+  return json;
 }
 
 PlanOptions PlanOptions::FromJson(const Json& json) {
   PlanOptions options;
   options.fuse_reductions = json.value("fuse_reductions", true);
   options.fuse_epilogues = json.value("fuse_epilogues", true);
+  options.cuda_graph = json.value("cuda_graph", false);
   return options;
 }
 

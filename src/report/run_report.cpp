@@ -134,6 +134,10 @@ std::string TrajectoryMarkdown(const Json& report) {
                          kernel.value("fusion", Json::array()).dump());
     }
     out += fmt::format("- ops left to PyTorch: {}\n", expert.value("pytorch_ops", Json::array()).dump());
+    const Json design = expert.value("design", Json::object());
+    if (design.is_object() && design.value("plan", Json::object()).value("cuda_graph", false)) {
+      out += "- launches: the forward captured once in a CUDA graph and replayed (stage2.memory)\n";
+    }
     if (expert.contains("triton_time_share") && expert["triton_time_share"].is_number()) {
       out += fmt::format("- share of GPU kernel time in Triton: {:.1f}%\n",
                          100.0 * expert["triton_time_share"].get<double>());

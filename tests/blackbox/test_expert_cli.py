@@ -105,6 +105,9 @@ def compiled(tmp_path_factory):
         **{name: [f"{task}.py", "--out", f"out/{name}.py", "--json"] for name, task in RECURRENT_TASKS.items()},
         "lstm_tf32": ["lstm_bidir_state.py", "--out", "out/lstm_tf32.py", "--json",
                       "--design", '{"seed": 0, "precision": "tf32"}'],
+        # stage2.memory's CUDA-graph move (the interpreter runs the forward as it is, the graph needs a GPU)
+        "lstm_graph": ["lstm_bidir_state.py", "--out", "out/lstm_graph.py", "--json",
+                       "--design", '{"seed": 0, "plan": {"cuda_graph": true}}'],
     }
     runs = {name: egg.run("compile", *args, "--device", "cpu") for name, args in commands.items()}
     for name, proc in runs.items():
@@ -123,6 +126,18 @@ def test_compile_writes_a_model_new_with_its_design(compiled):
     report = json.loads(runs["seed0"].stdout)
     assert report["candidate"] == "out/softmax_s0.py"
     assert report["design"] == design, "the design printed is the one written into the file"
+
+
+def test_cuda_graph_design_wraps_the_forward(compiled):
+    """The design record's plan.cuda_graph: the forward runs through _egg_graphed (capture once, replay), the
+    record says so; without it no graph code is written."""
+    egg, runs = compiled
+    graphed = (egg.workdir / "out" / "lstm_graph.py").read_text()
+    plain = (egg.workdir / "out" / "lstm.py").read_text()
+    assert design_line(graphed)["plan"]["cuda_graph"] is True
+    assert json.loads(runs["lstm_graph"].stdout)["design"]["plan"]["cuda_graph"] is True
+    assert "return _egg_graphed(self, self._egg_forward, (" in graphed and "torch.cuda.CUDAGraph()" in graphed
+    assert "_egg_graphed" not in plain and "cuda_graph" not in design_line(plain)["plan"]
 
 
 def test_compile_json_lists_kernels_and_pytorch_ops(compiled):
@@ -270,8 +285,8 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
 
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py", "convt1.py", "convt3.py",
                                        "dense_s1.py", "deepk_s0.py", "deepk_s1.py", "deepk_ragged.py", "small_s0.py",
-                                       "small_s1.py", "lstm.py", "lstm_tf32.py", "gru.py", "rnn.py", "unfold.py",
-                                       "pad.py", "index.py"])
+                                       "small_s1.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
+                                       "unfold.py", "pad.py", "index.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -280,7 +295,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "deepk_s0.py": "deep_k_products.py", "deepk_s1.py": "deep_k_products.py",
             "deepk_ragged.py": "deep_k_products.py", "small_s0.py": "small_group_convs.py",
             "small_s1.py": "small_group_convs.py", "lstm_tf32.py": "lstm_bidir_state.py",
-            "unfold.py": "unfold_patches.py", "pad.py": "pad_borders.py", "index.py": "index_lookup.py",
+            "lstm_graph.py": "lstm_bidir_state.py", "unfold.py": "unfold_patches.py", "pad.py": "pad_borders.py", "index.py": "index_lookup.py",
             **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
@@ -291,8 +306,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "softmax_s1.py", "softmax_d2.py", "conv.py", "convt.py",
                                        "convt1.py", "convt3.py", "dw_s0.py", "dw_s1.py", "dw_s2.py", "dense_s0.py",
                                        "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py",
-                                       "small_s0.py", "lstm.py", "lstm_tf32.py", "gru.py", "rnn.py", "unfold.py",
-                                       "pad.py", "index.py"])
+                                       "small_s0.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
+                                       "unfold.py", "pad.py", "index.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
