@@ -102,3 +102,21 @@ def test_kb_tables_give_the_level1_families_of_the_gemm_conv_runs():
     readme = (folder / "README.md").read_text()
     for line in outputs["1e-2"] + outputs["1e-4"]:
         assert line in readme, line
+
+
+def test_kb_tables_give_the_recurrent_and_level3_run():
+    """The committed H200 run of the recurrent layers, whole models and direct depthwise convolutions: the
+    figures its README states, with the recurrent kernels' products listed."""
+    folder = ROOT / "bench" / "results" / "h200-expert-level3-recurrent"
+    proc = subprocess.run(["python3", str(ROOT / "bench" / "kb_tables.py"), str(folder / "results.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "| 3 | 17 | 17 (100%) | 0 | 0.76 | 0.76 | 1.45x | 1.56x | 1.77x | 2.01x |" in lines
+    assert "| convolution (50, 54-87) | 5 | 5 | 2.77x | 5.26x | 0 |" in lines
+    assert "| 3 | 36_LSTMHn | ok | 1.67 | 1.83 | 23.146 | 42.465 | no | tf32 | 100% |" in lines
+    rows = [line for line in lines if line.startswith(("| 1 | ", "| 3 | ")) and "_" in line]
+    assert len(rows) == 22 and all("| ok |" in row for row in rows)
+    readme = (folder / "README.md").read_text()
+    for line in lines:
+        assert line in readme, line
