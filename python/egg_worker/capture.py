@@ -202,9 +202,9 @@ def _dense_meta(meta: dict) -> dict:
 
 
 def fix_recurrent_state_meta(ir: dict) -> None:
-    """h_n (and c_n) of a whole recurrent layer have h0's shape, [layers x directions, batch, hidden]. torch 2.11's
-    fake CUDA lstm gives them [layers, 1, batch, hidden] (36_LSTMHn on the H200), a shape no forward returns: the
-    state outputs of the node and the getitems that take them are set to h0's shape, dense."""
+    """h_n (and c_n) of a whole recurrent layer have h0's shape, [layers x directions, batch, hidden].
+    torch 2.11's fake CUDA lstm gives them [layers, 1, batch, hidden] (36_LSTMHn on the H200), a shape no
+    forward returns: the state outputs of the node and the getitems that take them get h0's shape, dense."""
     metas = {entry["name"]: entry.get("meta") for entry in ir["inputs"] + ir["state"]}
     metas.update({node["name"]: node.get("meta") for node in ir["nodes"]})
     for node in ir["nodes"]:

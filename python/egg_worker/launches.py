@@ -5,9 +5,10 @@ once, before any candidate is imported: every real (non-warm-up) launch of any @
 made through autotuners and heuristics, passes through it. `count_launches()` is a context manager that yields the
 list of kernel names launched while it is active (in launch order, one entry per launch).
 
-A forward replayed from a CUDA graph (stage2.memory's launch-overhead move) launches its Triton kernels through
-the graph, not through `run`: `install()` also wraps torch.cuda.CUDAGraph, so that the launches made while a graph
-was captured are recorded on it and every replay counts them again, as launches of the call that replays it.
+A forward replayed from a CUDA graph (stage2.memory's launch-overhead move) launches its Triton kernels
+through the graph, not through `run`: `install()` also wraps torch.cuda.CUDAGraph, so that the launches made
+while a graph was captured are recorded on it and every replay counts them again, as launches of the call
+that replays it.
 """
 
 import contextlib
@@ -53,8 +54,8 @@ GRAPH_LAUNCHES = "_egg_triton_launches"  # the attribute of a captured graph tha
 
 
 def wrap_graph_class(cls) -> None:
-    """Record on each graph of `cls` (torch.cuda.CUDAGraph) the Triton launches of its capture; count them at every
-    replay."""
+    """Record on each graph of `cls` (torch.cuda.CUDAGraph) the Triton launches of its capture; count them
+    at every replay."""
     original_begin, original_end, original_replay = cls.capture_begin, cls.capture_end, cls.replay
 
     def capture_begin(self, *args, **kwargs):

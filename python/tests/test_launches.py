@@ -36,7 +36,7 @@ def test_install_is_idempotent_and_wraps_at_class_level():
 
 
 class FakeGraph:
-    """torch.cuda.CUDAGraph's capture and replay entry points, without a GPU: replay runs the captured calls."""
+    """torch.cuda.CUDAGraph's capture and replay entry points, without a GPU: replay runs what it captured."""
 
     def __init__(self):
         self.captured, self.capturing = [], False
@@ -68,8 +68,8 @@ def test_a_replayed_cuda_graph_counts_the_triton_launches_of_its_capture():
     assert getattr(graph, launches.GRAPH_LAUNCHES) == ["double_kernel"]
     with launches.count_launches() as replay_call:
         graph.replay()
-    # the replay's own run() launch (FakeGraph re-runs the kernel) plus the graph's recorded one: a real CUDA graph
-    # replays without calling run(), so only the recorded launch is counted there
+    # the replay's own run() launch (FakeGraph re-runs the kernel) plus the graph's recorded one: a real
+    # CUDA graph replays without calling run(), so only the recorded launch is counted there
     assert replay_call == ["double_kernel", "double_kernel"]
     empty = FakeGraph()
     empty.capture_begin()

@@ -267,8 +267,8 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
   }
 }
 
-// Launches per forward from which stage2.memory first tries the whole forward as one CUDA graph: a launch costs
-// the host a few microseconds, so a forward of many small kernels is bound by them.
+// Launches per forward from which stage2.memory first tries the whole forward as one CUDA graph: a launch
+// costs the host tens of microseconds in Python, so a forward of many small kernels is bound by them.
 constexpr int64_t kMinGraphLaunches = 4;
 
 // Every (warps, stages) pair of the given ranges but the kernel's own, nearest first.
@@ -325,8 +325,9 @@ void MemoryMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
     CandidateDesign graphed = incumbent.design;
     graphed.plan.cuda_graph = true;
     list->Add(graphed, "cuda graph",
-              fmt::format("the forward's {} launches captured once in a CUDA graph and replayed (inputs copied into "
-                          "static buffers, outputs cloned out)", launches));
+              fmt::format("the forward's {} launches captured once in a CUDA graph and replayed (inputs "
+                          "copied into static buffers, outputs cloned out)",
+                          launches));
   }
   std::vector<int> warp_options;
   for (int warps = 1; warps <= kMaxWarps; warps *= 2) {

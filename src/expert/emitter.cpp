@@ -609,8 +609,9 @@ Operand KernelEmitter::Concat(const Node& node, const Value& out, const std::vec
   // every time step of an unrolled loop) is past Python's parser nesting limit.
   Operand selected = pieces.back().operand;
   for (size_t i = pieces.size() - 1; i-- > 0;) {
-    selected = Bind(fmt::format("tl.where({}, {}, {})", pieces[i].condition, pieces[i].operand.code, selected.code),
-                    out.meta->dtype);
+    const std::string code =
+        fmt::format("tl.where({}, {}, {})", pieces[i].condition, pieces[i].operand.code, selected.code);
+    selected = Bind(code, out.meta->dtype);
   }
   return pieces.size() == 1 ? Bind(selected.code, out.meta->dtype) : selected;
 }

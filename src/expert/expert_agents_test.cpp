@@ -111,7 +111,8 @@ TEST(DesignSpaceTest, MatmulProductsTakeTheFastestPrecisionTheToleranceAllows) {
 }
 
 TEST(DesignSpaceTest, ManyLaunchesMakeACudaGraphTheFirstMemoryMove) {
-  // 38_LSTMBidirectional reduced: 6 layers x 2 directions of projection and time-loop launches, then a linear.
+  // 38_LSTMBidirectional reduced: 6 layers x 2 directions of projection and time-loop launches, then a
+  // linear layer.
   const Graph graph = testing::Fixture("level3_38_LSTMBidirectional");
   const Candidate incumbent = GenerateCandidate(graph, "", "lstm", SeedDesign(0, 1e-2).design);
   ASSERT_TRUE(incumbent.source) << incumbent.problem;

@@ -648,7 +648,8 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
       design.algorithm = "sequential";
       design.xblock = std::clamp<int64_t>(NextPowerOfTwo(rnn.batch), kRecurrentMinBlock, kRecurrentMaxBatchBlock);
       design.yblock = kRecurrentMinBlock;  // hidden units per program: many programs share a step
-      design.rblock = std::clamp<int64_t>(NextPowerOfTwo(rnn.hidden), kRecurrentMinBlock, kRecurrentMaxHiddenBlock);
+      design.rblock =
+          std::clamp<int64_t>(NextPowerOfTwo(rnn.hidden), kRecurrentMinBlock, kRecurrentMaxHiddenBlock);
       design.precision = "ieee";
       return design;
     }

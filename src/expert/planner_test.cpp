@@ -81,17 +81,23 @@ TEST(PlannerTest, ConvolutionIsOneImplicitGemmKernelWithItsEpilogue) {
 }
 
 TEST(PlannerTest, PaddedConvolutionPrologueLoadsParametersOncePerColumn) {
-  // level2_1 with a prologue (relu(x * scale), scale per input channel) and padding 1: only the gathered input
-  // can fall outside its tensor; the per-channel scale is a BLOCK_K row, not a tile masked by the padding test.
+  // level2_1 with a prologue (relu(x * scale), scale per input channel) and padding 1: only the gathered
+  // input can fall outside its tensor; the per-channel scale is a BLOCK_K row, not a tile masked by the
+  // padding test.
   Json ir = FixtureJson("level2_1_Conv2D_ReLU_BiasAdd");
   const Json meta_x = ir["inputs"][0]["meta"];
-  ir["state"].push_back({{"name", "p_scale"}, {"kind", "parameter"}, {"target", "scale"}, {"persistent", false},
-                         {"meta", {{"shape", {12, 1, 1}}, {"stride", {1, 1, 1}}, {"offset", 0}, {"dtype", "float32"}}}});
+  const Json scale_meta = {{"shape", {12, 1, 1}}, {"stride", {1, 1, 1}}, {"offset", 0}, {"dtype", "float32"}};
+  ir["state"].push_back({{"name", "p_scale"},
+                         {"kind", "parameter"},
+                         {"target", "scale"},
+                         {"persistent", false},
+                         {"meta", scale_meta}});
   Json mul = {{"name", "mul"}, {"op", "aten.mul.Tensor"}, {"args", {{{"node", "x"}}, {{"node", "p_scale"}}}},
               {"kwargs", Json::object()}, {"meta", meta_x}};
   Json relu0 = {{"name", "relu_0"}, {"op", "aten.relu.default"}, {"args", {{{"node", "mul"}}}},
                 {"kwargs", Json::object()}, {"meta", meta_x}};
-  Json out_meta = {{"shape", {16, 16, 16, 16}}, {"stride", {4096, 256, 16, 1}}, {"offset", 0}, {"dtype", "float32"}};
+  const Json out_meta = {
+      {"shape", {16, 16, 16, 16}}, {"stride", {4096, 256, 16, 1}}, {"offset", 0}, {"dtype", "float32"}};
   Json& conv = ir["nodes"][0];
   conv["args"][0] = {{"node", "relu_0"}};
   conv["args"][4] = {1, 1};
@@ -344,7 +350,7 @@ TEST(PlannerTest, RecurrentLayerStackIsOneTritonKernel) {
   // 48 hidden units, 16 a program: three programs per batch block share every step (one in the interpreter),
   // meeting at a counter per layer, direction and batch block, zeroed each call.
   EXPECT_EQ(Count(source, "egg_k0_lstm_step[(1, 1 if EGG_INTERPRET.value else 3)]("), 12U);
-  EXPECT_NE(source.find("torch.zeros((12,), device=x.device, dtype=torch.int32)"), std::string::npos) << source;
+  EXPECT_NE(source.find("torch.zeros((12,), device=x.device, dtype=torch.int32)"), std::string::npos);
   EXPECT_NE(source.find("while tl.atomic_add(sync, 0, sem=\"acquire\", scope=\"gpu\") < (s + 1) * programs:"),
             std::string::npos);
   EXPECT_NE(source.find("def _egg_tanh("), std::string::npos);

@@ -152,11 +152,13 @@ class RecurrentWriter {
     const int cell_buffer = lstm ? AddScratch(2 * spec_.batch * hidden) : 0;
     const TensorMeta& h0 = Layout(spec_.h0);
     const KernelDesign& design = kernel_.design;
-    // The time loop's grid: batch blocks x programs sharing the hidden units, at most kMaxResidentPrograms in all
-    // (the step barrier needs every program resident); one step counter per batch block, layer and direction.
+    // The time loop's grid: batch blocks x programs sharing the hidden units, at most kMaxResidentPrograms
+    // in all (the step barrier needs every program resident); a step counter per batch block, layer and
+    // direction.
     const int64_t batch_blocks = (spec_.batch + design.xblock - 1) / design.xblock;
-    const int64_t unit_programs = std::clamp<int64_t>((hidden + design.yblock - 1) / design.yblock, 1,
-                                                      std::max<int64_t>(1, kMaxResidentPrograms / batch_blocks));
+    const int64_t most_programs = std::max<int64_t>(1, kMaxResidentPrograms / batch_blocks);
+    const int64_t unit_blocks = (hidden + design.yblock - 1) / design.yblock;
+    const int64_t unit_programs = std::clamp<int64_t>(unit_blocks, 1, most_programs);
     const int sync = AddScratch(spec_.layers * directions * batch_blocks, DType::kInt32, /*zeroed=*/true);
     int layer_input = spec_.input;
     for (int64_t layer = 0; layer < spec_.layers; ++layer) {

@@ -47,7 +47,7 @@ TRANSPOSED_MAX_ELEMENTS = (16384, 65536)
 # Level 3's whole models are reduced with their written-out layer widths and batch (reduce_task's widths); AlexNet,
 # VGG, MobileNetV1 and the Swin transformers need one 224x224 image (their classifier or windows are built for it).
 MAX_ELEMENTS[3] = (4096, 16384, 65536, 3 * 224 * 224)
-# Level-3 tasks that import a module the test environment may lack (skipped without it).
+# Level-3 tasks that import a module beyond torch (scripts/setup.sh installs it; skipped on an EGG_PYTHON without).
 LEVEL3_NEEDS_MODULE = {48: "einops", 49: "einops"}
 BENCH_TIMEOUT_S = 3600
 
