@@ -425,6 +425,16 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
     return kernel.matmul && DirectConvolutionFits(*kernel.matmul) && design.xblock <= kMaxTile &&
            design.precision == "ieee";
   }
+  if (kernel.kind == KernelKind::kMatmul && design.algorithm == "gemv") {  // fp32 FMAs: no precision to pick
+    constexpr int64_t kMaxRows = 256;
+    constexpr int64_t kMaxStep = 4096;
+    const bool fits = kernel.matmul && MatVecFits(*kernel.matmul) && design.yblock == 1 &&
+                      design.xblock <= kMaxRows && IsPow2(design.rblock) && design.rblock >= 16 &&
+                      design.rblock <= kMaxStep && design.precision == "ieee";
+    const bool split_ok =
+        design.split == 0 || (design.split >= 2 && kernel.matmul->k >= design.split * design.rblock);
+    return fits && split_ok;
+  }
   const bool matmul = kernel.kind == KernelKind::kMatmul;
   if (matmul || kernel.kind == KernelKind::kRecurrent) {
     constexpr int64_t kMinDot = 16;  // tl.dot's smallest tile side
@@ -501,7 +511,9 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
         kernel.design = chosen->second;
       } else {
         kernel.design = DefaultDesign(kernel, design.seed);
-        if ((DotTiles(kernel) || kernel.kind == KernelKind::kRecurrent) && !design.precision.empty()) {
+        const bool products =
+            kernel.kind == KernelKind::kRecurrent || (DotTiles(kernel) && kernel.design.algorithm != "gemv");
+        if (products && !design.precision.empty()) {
           kernel.design.precision = design.precision;
         }
       }

@@ -99,9 +99,27 @@ std::vector<int64_t> Around(int64_t current, int64_t lo, int64_t hi) {
   return values;
 }
 
-// Matmul: split K into slices (half or twice the incumbent's, or the default factor), or one program per tile.
+// Matmul: split K into slices (half or twice the incumbent's, or the default factor), or one program per
+// tile; a mat-vec product between tl.dot tiles and the gemv rows (whose K slices split the same way).
 void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
   const KernelDesign& base = kernel.design;
+  if (base.algorithm == "gemv") {
+    list->AddKernel(kernel, DefaultDesign(kernel, 1), fmt::format("algorithm {} tiled", kernel.name),
+                    "the product in tl.dot tiles (the vector padded to a 16-wide N tile)");
+    for (int64_t split : {int64_t{0}, base.split / 2, std::max<int64_t>(2, base.split * 2)}) {
+      KernelDesign design = base;
+      design.split = split > 1 ? split : 0;
+      list->AddKernel(kernel, design, fmt::format("algorithm {} gemv split {}", kernel.name, design.split),
+                      design.split > 1
+                          ? fmt::format("K in {} slices, partials summed by a second kernel", design.split)
+                          : "one program per row block over the whole K");
+    }
+    return;
+  }
+  if (MatVecFits(*kernel.matmul)) {
+    list->AddKernel(kernel, DefaultDesign(kernel, 0), fmt::format("algorithm {} gemv", kernel.name),
+                    "rows of A times the vector, products summed after the K loop (no tl.dot padding)");
+  }
   if (base.algorithm == "direct") {  // back to the implicit GEMM of the exact seed
     const KernelDesign tiled = DefaultDesign(kernel, 1);
     list->AddKernel(kernel, tiled, fmt::format("algorithm {} tiled", kernel.name),
@@ -170,9 +188,20 @@ void AlgorithmMoves(const Graph& graph, const Candidate& incumbent, const std::v
 }
 
 // Matmul output tiles (BLOCK_M x BLOCK_N), the usual shapes of tuned Hopper GEMMs, smallest grid last.
+// A mat-vec kernel: rows per program (fewer rows, more programs streaming A).
 void MatmulMappingMoves(const KernelPlan& kernel, MoveList* list) {
   static const int64_t kTiles[][2] = {{128, 128}, {128, 64}, {64, 128}, {64, 64}, {128, 256}, {256, 128}, {32, 64}};
   const MatmulSpec& mm = *kernel.matmul;
+  if (kernel.design.algorithm == "gemv") {
+    for (int64_t rows : Around(kernel.design.xblock, 1, std::min<int64_t>(64, NextPowerOfTwo(mm.m)))) {
+      KernelDesign design = kernel.design;
+      design.xblock = rows;
+      list->AddKernel(kernel, design, fmt::format("rows per program {} {}", kernel.name, rows),
+                      fmt::format("{} rows of A per program ({} programs a K slice)", rows,
+                                  (mm.m + rows - 1) / rows * mm.batch));
+    }
+    return;
+  }
   for (const auto& tile : kTiles) {
     if (tile[0] > std::max<int64_t>(kMinBlock, NextPowerOfTwo(mm.m)) ||
         tile[1] > std::max<int64_t>(kMinBlock, NextPowerOfTwo(mm.n))) {
@@ -223,6 +252,9 @@ void MappingMoves(const Candidate& incumbent, const std::vector<size_t>& order, 
   }
 }
 
+// The longest K step of a mat-vec program (its products held elementwise: rows x step registers).
+constexpr int64_t kMaxMatVecStep = 2048;
+
 void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
@@ -237,7 +269,8 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
       }
     }
     if (DotTiles(kernel) || kernel.kind == KernelKind::kRecurrent) {
-      for (int64_t rblock : Around(base.rblock, kMinBlock, 128)) {
+      const int64_t most = base.algorithm == "gemv" ? kMaxMatVecStep : 128;
+      for (int64_t rblock : Around(base.rblock, kMinBlock, most)) {
         KernelDesign design = base;
         design.rblock = rblock;
         list->AddKernel(kernel, design, fmt::format("tile {} block_k {}", kernel.name, rblock),
@@ -380,7 +413,9 @@ bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
   if (DotTiles(kernel, design)) {
     const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
     const int64_t ring = design.num_stages * (design.xblock + design.yblock) * design.rblock * 4;
-    return design.xblock * design.yblock <= threads * kMaxAccumulatorPerThread && ring <= kMaxMatmulSharedBytes;
+    // a mat-vec program holds its rows' products elementwise: rows x K step
+    const int64_t accumulator = design.xblock * (design.algorithm == "gemv" ? design.rblock : design.yblock);
+    return accumulator <= threads * kMaxAccumulatorPerThread && ring <= kMaxMatmulSharedBytes;
   }
   if (kernel.kind == KernelKind::kRecurrent) {  // one accumulator tile per gate
     const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;

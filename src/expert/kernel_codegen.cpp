@@ -1431,6 +1431,7 @@ class KernelWriter {
     values.text["group_size"] = std::to_string(group_m * grid_n);
     values.text["precision"] = design.precision.empty() ? "ieee" : design.precision;
     values.flags["batched"] = mm.batched;
+    values.flags["gemv"] = design.algorithm == "gemv";
     values.text["loop"] = loop;
     values.flags["has_prologue"] = !prologue.empty();
     values.text["prologue"] = prologue;
@@ -1439,7 +1440,7 @@ class KernelWriter {
         {"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}, {"BLOCK_K", design.rblock}};
     const std::string grid = fmt::format("({}, {}", grid_m * grid_n, mm.batch);
     KernelSource source;
-    if (design.algorithm == "splitk") {
+    if (design.algorithm == "splitk" || (design.algorithm == "gemv" && design.split >= 2)) {
       // Split-K: programs (tile, batch, split) write partial products into a scratch buffer; a second kernel per
       // (tile, batch) sums them in order and runs the epilogue. For few output tiles over a deep K.
       int64_t chunk = (mm.k + design.split - 1) / design.split;

@@ -196,6 +196,9 @@ Plan MakePlan(const Graph& graph, const PlanOptions& options);
 // Whether a convolution is small per group (at most 4 output channels and 64 products per output, depthwise
 // ones included) so that the `direct` algorithm applies: one output element per lane, its products unrolled.
 bool DirectConvolutionFits(const MatmulSpec& mm);
+// A matrix-vector product (one output column, no convolution): the `gemv` algorithm applies (rows of A
+// times the vector, summed after the K loop; no tl.dot, whose narrowest N tile is 16).
+bool MatVecFits(const MatmulSpec& mm);
 
 // Split-K slices worth running for a matrix product in `design`'s tiles (1: none): enough to bring few output
 // tiles over a deep K near two waves of programs. Never for convolutions.

@@ -539,6 +539,10 @@ bool InnerReduction(const KernelPlan& kernel) {
 
 constexpr int64_t kConvMaxRows = 256;  // BLOCK_M of a convolution with a narrow N tile
 constexpr int64_t kRecurrentMinBlock = 16;  // tl.dot's smallest side
+// A mat-vec program: 16 rows x a K step of 512 products held elementwise (64 fp32 registers a thread at 4
+// warps), summed once after the K loop.
+constexpr int64_t kMatVecRows = 16;
+constexpr int64_t kMatVecStep = 512;
 constexpr int64_t kRecurrentMaxBatchBlock = 64;
 constexpr int64_t kRecurrentMaxHiddenBlock = 64;
 
@@ -577,6 +581,8 @@ bool DirectConvolutionFits(const MatmulSpec& mm) {
   }
   return mm.conv->in_channels / mm.conv->groups * Product(mm.conv->kernel) <= kMaxUnrolledProducts;
 }
+
+bool MatVecFits(const MatmulSpec& mm) { return !mm.conv && mm.n == 1; }
 
 int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design) {
   // Split K when the output tiles leave most of the GPU idle and K is deep enough that every slice still runs
@@ -621,6 +627,18 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
         design.algorithm = "direct";
         design.xblock = std::min(kPointwiseBlock, NextPowerOfTwo(std::max<int64_t>(mm.m * mm.n * mm.batch, 1)));
         design.precision = "ieee";
+        return design;
+      }
+      if (seed == 0 && MatVecFits(mm)) {  // seeds 1 and 2 keep tl.dot tiles to measure against
+        design.algorithm = "gemv";
+        design.xblock = std::min(kMatVecRows, NextPowerOfTwo(mm.m));
+        design.yblock = 1;
+        design.rblock = std::clamp<int64_t>(NextPowerOfTwo(mm.k), 16, kMatVecStep);
+        design.num_warps = 4;
+        design.num_stages = 3;
+        design.precision = "ieee";
+        const int64_t split = SplitKFactor(mm, design);
+        design.split = split > 1 ? split : 0;
         return design;
       }
       design.algorithm = "tiled";

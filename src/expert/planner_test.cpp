@@ -478,6 +478,41 @@ TEST(PlannerTest, SplitKOnlyForFewTilesOverADeepK) {
   EXPECT_EQ(SplitKFactor(batched, tile), 2);  // 128 tiles x 2
 }
 
+TEST(PlannerTest, MatVecProductsTakeTheGemvSeed) {
+  KernelPlan kernel;
+  kernel.kind = KernelKind::kMatmul;
+  kernel.name = "egg_k0_mm";
+  MatmulSpec mv;  // KernelBench 1_4: [2048 x 1048576] @ [1048576 x 1]
+  mv.m = 2048;
+  mv.n = 1;
+  mv.k = 1048576;
+  kernel.matmul = mv;
+  ASSERT_TRUE(MatVecFits(mv));
+  const KernelDesign gemv = DefaultDesign(kernel, 0);
+  EXPECT_EQ(gemv.algorithm, "gemv");
+  EXPECT_EQ(gemv.yblock, 1);
+  EXPECT_EQ(gemv.xblock, 16);
+  EXPECT_EQ(gemv.rblock, 512);
+  EXPECT_EQ(gemv.split, 2);  // 128 row blocks x 2 K slices: two waves of 132 SMs at most
+  EXPECT_TRUE(DesignFits(kernel, gemv));
+  EXPECT_EQ(DefaultDesign(kernel, 1).algorithm, "tiled");  // the tl.dot seed to measure against
+  KernelDesign tf32 = gemv;
+  tf32.precision = "tf32";  // FMA products: a precision choice would only duplicate the design
+  EXPECT_FALSE(DesignFits(kernel, tf32));
+  KernelDesign wide = gemv;
+  wide.yblock = 16;
+  EXPECT_FALSE(DesignFits(kernel, wide));
+  MatmulSpec matrix = mv;
+  matrix.n = 2;
+  EXPECT_FALSE(MatVecFits(matrix));
+  kernel.matmul = matrix;
+  EXPECT_FALSE(DesignFits(kernel, gemv));
+  EXPECT_NE(DefaultDesign(kernel, 0).algorithm, "gemv");
+  MatmulSpec conv = mv;
+  conv.conv = ConvShape{};
+  EXPECT_FALSE(MatVecFits(conv));  // a one-channel convolution is the direct kernel's
+}
+
 TEST(PlannerTest, DirectConvolutionOnlyForSmallGroups) {
   MatmulSpec depthwise;
   depthwise.conv = ConvShape{};

@@ -102,6 +102,13 @@ def compiled(tmp_path_factory):
                          json.dumps({"seed": 1, "kernels": {"egg_k1_bmm": {
                              "algorithm": "splitk", "split": 3, "xblock": 32, "yblock": 64, "rblock": 64,
                              "num_warps": 4, "num_stages": 2, "precision": "ieee"}}})],
+        **{f"mv{seed}": ["mat_vec.py", "--out", f"out/mv_s{seed}.py", "--json", "--seed", str(seed)]
+           for seed in range(2)},
+        # three K slices of 2048 over a K of 6000 (the last one shorter), 8 rows a program
+        "mv_split": ["mat_vec.py", "--out", "out/mv_split.py", "--json", "--design",
+                     json.dumps({"seed": 0, "kernels": {"egg_k0_mm": {
+                         "algorithm": "gemv", "split": 3, "xblock": 8, "yblock": 1, "rblock": 256,
+                         "num_warps": 4, "num_stages": 3, "precision": "ieee"}}})],
         **{name: [f"{task}.py", "--out", f"out/{name}.py", "--json"] for name, task in RECURRENT_TASKS.items()},
         "lstm_tf32": ["lstm_bidir_state.py", "--out", "out/lstm_tf32.py", "--json",
                       "--design", '{"seed": 0, "precision": "tf32"}'],
@@ -126,6 +133,20 @@ def test_compile_writes_a_model_new_with_its_design(compiled):
     report = json.loads(runs["seed0"].stdout)
     assert report["candidate"] == "out/softmax_s0.py"
     assert report["design"] == design, "the design printed is the one written into the file"
+
+
+def test_mat_vec_seed_is_gemv_without_tl_dot(compiled):
+    """Seed 0 of a matrix-vector product: rows times the vector in fp32 FMAs (no tl.dot, no precision choice);
+    seed 1 keeps tl.dot tiles; a split design adds the partial and combine kernels."""
+    egg, runs = compiled
+    seed0, seed1 = json.loads(runs["mv0"].stdout), json.loads(runs["mv1"].stdout)
+    assert [k["design"]["algorithm"] for k in seed0["kernels"]] == ["gemv"] * 3
+    assert all(k["design"]["yblock"] == 1 and k["design"]["precision"] == "ieee" for k in seed0["kernels"])
+    assert all(k["design"]["algorithm"] == "tiled" for k in seed1["kernels"])
+    source = (egg.workdir / "out" / "mv_s0.py").read_text()
+    assert "tl.dot(" not in source and source.count("acc += a * tl.trans(b)") == 3
+    split = (egg.workdir / "out" / "mv_split.py").read_text()
+    assert "def egg_k0_mm_partial(" in split and "egg_k0_mm_partial[(5, 1, 3)](" in split
 
 
 def test_cuda_graph_design_wraps_the_forward(compiled):
@@ -286,7 +307,7 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py", "convt1.py", "convt3.py",
                                        "dense_s1.py", "deepk_s0.py", "deepk_s1.py", "deepk_ragged.py", "small_s0.py",
                                        "small_s1.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
-                                       "unfold.py", "pad.py", "index.py"])
+                                       "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_s1.py", "mv_split.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -295,7 +316,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "deepk_s0.py": "deep_k_products.py", "deepk_s1.py": "deep_k_products.py",
             "deepk_ragged.py": "deep_k_products.py", "small_s0.py": "small_group_convs.py",
             "small_s1.py": "small_group_convs.py", "lstm_tf32.py": "lstm_bidir_state.py",
-            "lstm_graph.py": "lstm_bidir_state.py", "unfold.py": "unfold_patches.py", "pad.py": "pad_borders.py", "index.py": "index_lookup.py",
+            "lstm_graph.py": "lstm_bidir_state.py", "mv_s0.py": "mat_vec.py", "mv_s1.py": "mat_vec.py",
+            "mv_split.py": "mat_vec.py", "unfold.py": "unfold_patches.py", "pad.py": "pad_borders.py", "index.py": "index_lookup.py",
             **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
@@ -307,7 +329,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "convt1.py", "convt3.py", "dw_s0.py", "dw_s1.py", "dw_s2.py", "dense_s0.py",
                                        "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py",
                                        "small_s0.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
-                                       "unfold.py", "pad.py", "index.py"])
+                                       "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
