@@ -70,8 +70,7 @@ def wrap_graph_class(cls) -> None:
 
     def capture_end(self, *args, **kwargs):
         record = getattr(self, GRAPH_LAUNCHES, None)
-        if record is not None and any(r is record for r in _capturing):
-            _capturing[:] = [r for r in _capturing if r is not record]
+        _capturing[:] = [r for r in _capturing if r is not record]
         return original_end(self, *args, **kwargs)
 
     def replay(self, *args, **kwargs):

@@ -523,6 +523,7 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
         layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
       }
       sources.push_back(GenerateKernel(graph, kernel, plan.memory_before.at(k), layouts));
+      candidate.launches += sources.back().launches.size();
       if (DotTiles(kernel)) {  // the launch and the design record say the stages it can use
         kernel.design.num_stages = FittingStages(kernel.design, sources.back());
         candidate.design.kernels[kernel.name] = kernel.design;

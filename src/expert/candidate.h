@@ -45,6 +45,7 @@ struct Candidate {
   Plan plan;
   std::vector<KernelReport> kernels;
   std::vector<std::string> pytorch_ops;  // ops left to PyTorch
+  size_t launches = 0;                   // Triton launches per forward (a recurrent layer stack: two a layer)
   Json ReportJson() const;
 };
 

@@ -302,7 +302,7 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
 
 // Launches per forward from which stage2.memory first tries the whole forward as one CUDA graph: a launch
 // costs the host tens of microseconds in Python, so a forward of many small kernels is bound by them.
-constexpr int64_t kMinGraphLaunches = 4;
+constexpr size_t kMinGraphLaunches = 4;
 
 // Every (warps, stages) pair of the given ranges but the kernel's own, nearest first.
 void WarpStageMoves(const KernelPlan& kernel, const std::vector<int>& warp_options, int min_stages, int max_stages,
@@ -349,11 +349,7 @@ void MatmulMemoryMoves(const KernelPlan& kernel, MoveList* list) {
 }
 
 void MemoryMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
-  int64_t launches = 0;
-  for (const KernelPlan& kernel : incumbent.plan.kernels) {
-    const bool recurrent = kernel.kind == KernelKind::kRecurrent;
-    launches += recurrent ? 2 * kernel.recurrent->layers * kernel.recurrent->Directions() : 1;
-  }
+  const size_t launches = incumbent.launches;
   if (!incumbent.design.plan.cuda_graph && incumbent.pytorch_ops.empty() && launches >= kMinGraphLaunches) {
     CandidateDesign graphed = incumbent.design;
     graphed.plan.cuda_graph = true;
