@@ -11,6 +11,7 @@ import math
 import operator
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from egg_worker import gpulock, loader
 
@@ -246,9 +247,13 @@ def _tensor_attributes_as_buffers(model) -> None:
 
 
 def _exported(model, inputs: list):
-    with torch.no_grad():
-        exported = torch.export.export(model, tuple(inputs), strict=False)
-    return exported.run_decompositions(decomposition_table())
+    # scaled_dot_product_attention in its math form (the matrix products and softmax egg plans), whatever the
+    # device: on CUDA the default dispatch records one fused library op (_scaled_dot_product_efficient_attention
+    # for float32 on the H200) that no decomposition breaks up, which would leave the attention to PyTorch.
+    with sdpa_kernel([SDPBackend.MATH]):
+        with torch.no_grad():
+            exported = torch.export.export(model, tuple(inputs), strict=False)
+        return exported.run_decompositions(decomposition_table())
 
 
 def capture(model, inputs: list) -> dict:

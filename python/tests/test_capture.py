@@ -181,6 +181,23 @@ def test_softmax_is_captured_decomposed(worker):
     assert ir["returns"] == "tensor"
 
 
+def test_scaled_dot_product_attention_is_captured_in_its_math_form():
+    """Two products and a softmax, whatever backend the device would pick: on the H200 the default dispatch
+    records _scaled_dot_product_efficient_attention, one op no decomposition breaks up; on the CPU the flash
+    kernel's decomposition ends in a permute, clone and permute the math form does not have."""
+    from egg_worker import capture
+
+    class Attention(torch.nn.Module):
+        def forward(self, q, k, v):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+    exported = capture._exported(Attention(), [torch.rand(2, 2, 16, 8) for _ in range(3)])
+    targets = [str(node.target) for node in exported.graph.nodes if node.op == "call_function"]
+    assert not any("scaled_dot_product" in target for target in targets), targets
+    assert targets.count("aten.bmm.default") == 2 and "aten.amax.default" in targets, targets
+    assert "aten.clone.default" not in targets, targets
+
+
 RECURRENT_TASK = """
 import torch
 import torch.nn as nn

@@ -381,14 +381,15 @@ std::string SeedFamilyName(int seed) {
   switch (seed) {
     case 0:
       return "registers: fused kernels, a reduction row held in registers where it fits, streamed otherwise; "
-             "matmuls in 64x64 tiles with the tolerance's fastest products";
+             "matmuls with the tolerance's fastest products (tf32, or tf32x3 below 1e-3) in their fastest tiles";
     case 1:
       return "streaming: fused kernels, the other reduction algorithm (rows streamed in tiles where seed 0 "
-             "holds them, held where seed 0 streams); matmuls in 128x128 tiles of 8 warps with ieee products";
+             "holds them, held where seed 0 streams); matmuls with ieee FMA products in one program per output tile "
+             "(convolutions in 128x128 tiles of 8 warps)";
     default:
       return "one-pass: fused kernels with online statistics (running max with rescaled sums for softmax-like "
              "rows) and split reductions across programs for few long rows; matmuls in 128x64 tiles with a K step "
-             "of 64";
+             "of 64 (matrix products in their precision's other tile)";
   }
 }
 

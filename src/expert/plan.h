@@ -205,6 +205,9 @@ bool MatVecFits(const MatmulSpec& mm);
 int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design);
 
 // The default design of a kernel (first seed); `seed` picks an alternative algorithm family (0, 1, 2).
-KernelDesign DefaultDesign(const KernelPlan& kernel, int seed);
+// `precision` is the tl.dot input precision the candidate asks of its products ("" for ieee): a matrix
+// product's tile follows it (the tiles measured fastest for ieee FMA products, tf32 and tf32x3 tensor-core
+// products differ); kernels without tl.dot products ignore it, a recurrent time loop takes only tf32 from it.
+KernelDesign DefaultDesign(const KernelPlan& kernel, int seed, const std::string& precision = "");
 
 }  // namespace egg::expert

@@ -601,7 +601,7 @@ int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design) {
   return split;
 }
 
-KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
+KernelDesign DefaultDesign(const KernelPlan& kernel, int seed, const std::string& precision) {
   KernelDesign design;
   switch (kernel.kind) {
     case KernelKind::kPointwise:
@@ -618,11 +618,23 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
       return RowDesign(kernel, single && length <= kLargeTileElements ? "single" : "blocked");
     }
     case KernelKind::kMatmul: {
-      // Seeds: a 64x64 tile, a 128x128 tile with 8 warps, a 128x64 tile with a deeper K step. fp32 semantics:
-      // ieee products (tf32 fails tol 1e-4 on deep products; the precision search is still to come).
-      static const int64_t kTiles[3][5] = {{64, 64, 32, 4, 3}, {128, 128, 32, 8, 3}, {128, 64, 64, 4, 3}};
-      const int64_t* tile = kTiles[seed % 3];
+      // Seeds {BLOCK_M, BLOCK_N, BLOCK_K, warps, stages}, by the products asked for. Convolutions: a 64x64
+      // tile, a 128x128 tile with 8 warps, a 128x64 tile with a deeper K step. Matrix products take the tiles
+      // an fp32 GEMM sweep on the H200 measured fastest for each precision (bench/results/h200-matmul-sweep:
+      // 4096^3, 1024^3 and 1024x1024x8192): ieee FMA products in 64x64 tiles of 4 warps (128x128 of 8 warps
+      // was 1.8x slower at 1024^3); tf32x3 in 128x64 tiles of 4 warps with 4 stages (1.26x faster than the
+      // best ieee tile at 4096^3, 0.86x at 1024^3) or 32x64 ones (the best at 1024^3).
+      static const int64_t kConvTiles[3][5] = {{64, 64, 32, 4, 3}, {128, 128, 32, 8, 3}, {128, 64, 64, 4, 3}};
+      static const int64_t kTf32Tiles[3][5] = {{64, 64, 32, 4, 3}, {128, 128, 32, 8, 3}, {128, 64, 64, 4, 3}};
+      static const int64_t kTf32x3Tiles[3][5] = {{128, 64, 32, 4, 4}, {128, 64, 32, 4, 4}, {32, 64, 32, 4, 3}};
+      static const int64_t kIeeeTiles[3][5] = {{64, 64, 32, 4, 3}, {64, 64, 32, 4, 3}, {64, 128, 16, 4, 4}};
       const MatmulSpec& mm = *kernel.matmul;
+      const std::string products = precision.empty() ? "ieee" : precision;
+      const auto& tiles = mm.conv                   ? kConvTiles
+                          : products == "tf32"      ? kTf32Tiles
+                          : products == "tf32x3"    ? kTf32x3Tiles
+                                                    : kIeeeTiles;
+      const int64_t* tile = tiles[seed % 3];
       if (seed == 0 && DirectConvolutionFits(mm)) {  // seeds 1 and 2 keep the implicit GEMM to measure against
         design.algorithm = "direct";
         design.xblock = std::min(kPointwiseBlock, NextPowerOfTwo(std::max<int64_t>(mm.m * mm.n * mm.batch, 1)));
@@ -650,7 +662,7 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
       design.rblock = std::min(tile[2], std::max<int64_t>(16, NextPowerOfTwo(mm.k)));
       design.num_warps = static_cast<int>(tile[3]);
       design.num_stages = static_cast<int>(tile[4]);
-      design.precision = "ieee";
+      design.precision = products;
       if (seed != 1) {  // seed 1 keeps one program per output tile: the structural alternative
         const int64_t split = SplitKFactor(mm, design);
         design.algorithm = split > 1 ? "splitk" : "tiled";
@@ -668,7 +680,7 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
       design.yblock = kRecurrentMinBlock;  // hidden units per program: many programs share a step
       design.rblock =
           std::clamp<int64_t>(NextPowerOfTwo(rnn.hidden), kRecurrentMinBlock, kRecurrentMaxHiddenBlock);
-      design.precision = "ieee";
+      design.precision = precision == "tf32" ? "tf32" : "ieee";  // tf32x3 is unmeasured in the time loop
       return design;
     }
     case KernelKind::kReduction:
