@@ -8,6 +8,18 @@
 namespace egg::expert {
 namespace {
 
+// The terms of a mask expression joined by " & ".
+std::vector<std::string> MaskTerms(const std::string& mask) {
+  std::vector<std::string> terms;
+  size_t start = 0;
+  while (start < mask.size()) {
+    const size_t end = std::min(mask.find(" & ", start), mask.size());
+    terms.push_back(mask.substr(start, end - start));
+    start = end + 3;
+  }
+  return terms;
+}
+
 int64_t NormalizeDim(int64_t dim, size_t rank) {
   const auto r = static_cast<int64_t>(rank);
   return dim < 0 ? dim + std::max<int64_t>(r, 1) : dim;
@@ -447,7 +459,30 @@ Operand KernelEmitter::Load(int value, const std::vector<Index>& index) {
   if (mask.empty()) {
     return Bind(fmt::format("tl.load({} + ({}))", pointer, address.Code()), layout.dtype);
   }
-  return Bind(fmt::format("tl.load({} + ({}), {}, other={})", pointer, address.Code(), mask, other), layout.dtype);
+  Operand loaded =
+      Bind(fmt::format("tl.load({} + ({}), {}, other={})", pointer, address.Code(), mask, other), layout.dtype);
+  if (layout.dtype == DType::kFloat32) {
+    std::set<std::string>& terms = float_load_masks_[loaded.code];
+    for (const std::string& term : MaskTerms(mask)) {
+      terms.insert(term);
+      for (const auto& [expression, name] : masks_.combined) {  // a precomputed mask stands for its terms
+        if (name == term) {
+          for (const std::string& part : MaskTerms(expression)) {
+            terms.insert(part);
+          }
+        }
+      }
+    }
+  }
+  return loaded;
+}
+
+bool KernelEmitter::ZeroWhereMasked(const Operand& operand, const std::vector<std::string>& masks) const {
+  const auto found = float_load_masks_.find(operand.code);
+  if (operand.scalar || found == float_load_masks_.end()) {
+    return false;
+  }
+  return std::all_of(masks.begin(), masks.end(), [&](const std::string& mask) { return found->second.count(mask); });
 }
 
 Operand KernelEmitter::Pointwise(const Node& node, const Value& out, const std::vector<Index>& index) {

@@ -96,6 +96,10 @@ class KernelEmitter {
   // The load mask of `address`: the masks of the lane variables it uses, and the lane conditions unless
   // `conditions` is false (an address inside its tensor for every lane).
   std::string MaskFor(const Index& address, bool conditions = true) const;
+  // True when `operand` is a float32 load whose mask includes each of `masks`: its masked lanes already read
+  // 0.0, so a matmul takes it as it is (a tl.where between the load and tl.dot keeps Triton from pipelining
+  // the load into shared memory: 3.5 ms against 2.5 ms for a 4096^3 tf32x3 product on the H200).
+  bool ZeroWhereMasked(const Operand& operand, const std::vector<std::string>& masks) const;
 
  private:
   struct Scope {
@@ -131,6 +135,7 @@ class KernelEmitter {
   std::map<int, std::string> pointer_names_;
   std::vector<Helper> helpers_;
   std::set<int> loaded_;
+  std::map<std::string, std::set<std::string>> float_load_masks_;  // float32 load temp -> its mask's terms
   std::set<int> computed_;
   int64_t max_address_ = 0;
   int next_temp_ = 0;

@@ -1018,15 +1018,35 @@ class KernelWriter {
     auto operand_index = [&](const Index& row, const Index& column) {
       return mm.batched ? std::vector<Index>{b, row, column} : std::vector<Index>{row, column};
     };
+    // A product whose only reader is where(cond, product, other) with cond computed from indices alone
+    // (torch.triu / tril of a product: 1_14, 1_15) needs no K loop in a tile where cond holds nowhere.
+    std::string prologue;
+    if (kernel_.design.algorithm == "tiled") {
+      if (const auto masked = IndexMaskedReader(out)) {
+        const auto out_index = operand_index(m, n);
+        emitter_.OpenScope(1);
+        const Operand cond =
+            emitter_.Emit(masked->cond, BroadcastIndex(out_index, MetaOf(graph_, out).shape, MetaOf(graph_, masked->cond).shape));
+        const std::string taken = masked->product_when_true ? cond.code : "~(" + cond.code + ")";
+        emitter_.Line("# no K loop for a tile whose every product lane the where drops");
+        emitter_.Line(fmt::format("k_end = tl.where(tl.max(tl.where(omask & ({}), 1, 0)) > 0, {}, 0)", taken, mm.k));
+        prologue = Join(emitter_.CloseScope());
+        skip_dropped_tiles_ = true;
+      }
+    }
     emitter_.OpenScope(2);
     const Operand a = emitter_.Emit(mm.a, operand_index(m, ka));
     const Operand bt = emitter_.Emit(mm.b, operand_index(kb, n));
     if (a.scalar || bt.scalar) {
       throw NotFusable("a constant matrix operand");
     }
-    // Masked lanes must contribute zeros whatever the operand's producer computes there.
-    emitter_.Line(fmt::format("a = tl.where(mmask & kamask, ({}).to(tl.float32), 0.0)", a.code));
-    emitter_.Line(fmt::format("b = tl.where(kbmask & nmask, ({}).to(tl.float32), 0.0)", bt.code));
+    // Masked lanes must contribute zeros whatever the operand's producer computes there; a float32 load under
+    // those masks already reads zeros and goes to tl.dot as it is (so Triton pipelines it into shared memory).
+    const bool a_zero = emitter_.ZeroWhereMasked(a, {"mmask", "kamask"});
+    const bool b_zero = emitter_.ZeroWhereMasked(bt, {"kbmask", "nmask"});
+    emitter_.Line(a_zero ? "a = " + a.code : fmt::format("a = tl.where(mmask & kamask, ({}).to(tl.float32), 0.0)", a.code));
+    emitter_.Line(b_zero ? "b = " + bt.code
+                         : fmt::format("b = tl.where(kbmask & nmask, ({}).to(tl.float32), 0.0)", bt.code));
     const std::string loop = Join(emitter_.CloseScope());
     const Index flat = (b * mm.m + m) * mm.n + n;
     std::string result = "acc";
@@ -1044,7 +1064,54 @@ class KernelWriter {
     }
     emitter_.Line("product = " + result);
     const auto out_index = mm.batched ? std::vector<Index>{b, m, n} : std::vector<Index>{m, n};
-    return FinishMatmul(loop, out, out_index, flat);
+    return FinishMatmul(loop, out, out_index, flat, prologue);
+  }
+
+  struct IndexMask {
+    int cond = -1;                   // the where's condition value
+    bool product_when_true = true;  // where(cond, product, other), else where(cond, other, product)
+  };
+
+  // The where that is the only reader of matmul output `out`, when its condition is computed from indices alone
+  // (iota, comparisons, arithmetic on scalars): the lanes it drops can be known before the K loop.
+  std::optional<IndexMask> IndexMaskedReader(int out) const {
+    const Value& product = graph_.values.at(static_cast<size_t>(out));
+    for (const Arg& output : graph_.outputs) {
+      if (output.kind == Arg::Kind::kValue && output.value == out) {
+        return std::nullopt;
+      }
+    }
+    if (product.users.size() != 1) {
+      return std::nullopt;
+    }
+    const Node& where = graph_.nodes.at(static_cast<size_t>(product.users[0]));
+    if (where.op != "aten.where.self" || where.args.size() != 3 || where.args[0].kind != Arg::Kind::kValue) {
+      return std::nullopt;
+    }
+    const bool when_true = where.args[1].kind == Arg::Kind::kValue && where.args[1].value == out;
+    const bool when_false = where.args[2].kind == Arg::Kind::kValue && where.args[2].value == out;
+    const int cond = where.args[0].value;
+    const Value& where_value = graph_.values.at(static_cast<size_t>(where.value));
+    if (when_true == when_false || !where_value.meta || where_value.meta->shape != MetaOf(graph_, out).shape ||
+        !IndexOnly(cond)) {
+      return std::nullopt;
+    }
+    return IndexMask{cond, when_true};
+  }
+
+  // True when `value` is computed by pointwise and view ops from scalars and iotas alone (no tensor read).
+  bool IndexOnly(int value) const {
+    const Value& v = graph_.values.at(static_cast<size_t>(value));
+    if (v.kind != ValueKind::kNode) {
+      return !v.meta;
+    }
+    const Node& node = graph_.nodes.at(static_cast<size_t>(v.node));
+    const OpClass op_class = ClassifyOp(node.op);
+    if (op_class != OpClass::kPointwise && op_class != OpClass::kView) {
+      return false;
+    }
+    return std::all_of(node.args.begin(), node.args.end(),
+                       [&](const Arg& arg) { return arg.kind != Arg::Kind::kValue || IndexOnly(arg.value); });
   }
 
   // A convolution as an implicit GEMM (no im2col buffer): per group (the batch axis), rows m = (image, output
@@ -1423,6 +1490,7 @@ class KernelWriter {
     values.text["m"] = std::to_string(mm.m);
     values.text["n"] = std::to_string(mm.n);
     values.text["k"] = std::to_string(mm.k);
+    values.text["k_end"] = skip_dropped_tiles_ ? "k_end" : std::to_string(mm.k);
     values.text["batch"] = std::to_string(mm.batch);
     values.text["grid_n"] = std::to_string(grid_n);
     values.text["grid_m"] = std::to_string(grid_m);
@@ -1532,6 +1600,7 @@ class KernelWriter {
   const std::map<int, TensorMeta>& layouts_;
   KernelEmitter emitter_;
   bool wide_scratch_ = false;  // a scratch buffer past int32 offsets (split-K partials)
+  bool skip_dropped_tiles_ = false;  // the matmul prologue computes k_end: no K loop where a where drops the tile
 };
 
 }  // namespace

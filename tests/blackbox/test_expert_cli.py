@@ -109,6 +109,7 @@ def compiled(tmp_path_factory):
                      json.dumps({"seed": 0, "kernels": {"egg_k0_mm": {
                          "algorithm": "gemv", "split": 3, "xblock": 8, "yblock": 1, "rblock": 256,
                          "num_warps": 4, "num_stages": 3, "precision": "ieee"}}})],
+        "tri": ["triangular.py", "--out", "out/tri.py", "--json"],
         **{name: [f"{task}.py", "--out", f"out/{name}.py", "--json"] for name, task in RECURRENT_TASKS.items()},
         "lstm_tf32": ["lstm_bidir_state.py", "--out", "out/lstm_tf32.py", "--json",
                       "--design", '{"seed": 0, "precision": "tf32"}'],
@@ -133,6 +134,18 @@ def test_compile_writes_a_model_new_with_its_design(compiled):
     report = json.loads(runs["seed0"].stdout)
     assert report["candidate"] == "out/softmax_s0.py"
     assert report["design"] == design, "the design printed is the one written into the file"
+
+
+def test_triangular_part_of_a_product_skips_the_k_loop_of_dropped_tiles(compiled):
+    """torch.triu / tril of a product: the where is the product's only reader and its condition is index
+    arithmetic, so each tile computes it before the K loop and runs no K step where it keeps no lane."""
+    egg, runs = compiled
+    source = (egg.workdir / "out" / "tri.py").read_text()
+    assert source.count("k_end = tl.where(tl.max(tl.where(omask & (") == 3, source
+    assert source.count("for k0 in range(0, k_end, BLOCK_K):") == 3
+    assert source.count("for k0 in range(") == 5  # the product also returned whole, and the data-masked one
+    plain = (egg.workdir / "out" / "mv_s1.py").read_text()  # a product with no such reader keeps its K loop
+    assert "k_end" not in plain and "for k0 in range(0, 6000, BLOCK_K):" in plain
 
 
 def test_mat_vec_seed_is_gemv_without_tl_dot(compiled):
@@ -317,7 +330,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "deepk_ragged.py": "deep_k_products.py", "small_s0.py": "small_group_convs.py",
             "small_s1.py": "small_group_convs.py", "lstm_tf32.py": "lstm_bidir_state.py",
             "lstm_graph.py": "lstm_bidir_state.py", "mv_s0.py": "mat_vec.py", "mv_s1.py": "mat_vec.py",
-            "mv_split.py": "mat_vec.py", "unfold.py": "unfold_patches.py", "pad.py": "pad_borders.py", "index.py": "index_lookup.py",
+            "mv_split.py": "mat_vec.py", "tri.py": "triangular.py", "unfold.py": "unfold_patches.py", "pad.py": "pad_borders.py", "index.py": "index_lookup.py",
             **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
@@ -329,7 +342,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "convt1.py", "convt3.py", "dw_s0.py", "dw_s1.py", "dw_s2.py", "dense_s0.py",
                                        "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py",
                                        "small_s0.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
-                                       "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py"])
+                                       "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py",
+                                       "tri.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
