@@ -555,6 +555,10 @@ std::vector<DesignMove> RepairMoves(const Candidate& failing, const std::string&
       if (design.rblock > 0) {
         design.rblock = std::max<int64_t>(design.rblock / 2, kMinBlock);
       }
+      if (design.algorithm == "flash") {  // fewer keys a step: smaller scores, K and V tiles
+        design.xblock = std::max<int64_t>(design.xblock, kMinBlock);
+        design.yblock = std::max<int64_t>(design.yblock / 2, kMinBlock);
+      }
       design.num_stages = 1;
     }
     list.Add(smaller, "halve tiles", "out of resources: smaller tiles and no load pipelining");
