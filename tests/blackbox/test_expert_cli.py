@@ -111,6 +111,7 @@ def compiled(tmp_path_factory):
                          "num_warps": 4, "num_stages": 3, "precision": "ieee"}}})],
         **{f"att{seed}": ["attention.py", "--out", f"out/att_s{seed}.py", "--json", "--seed", str(seed)]
            for seed in range(2)},
+        "att_masked": ["attention_masked_rows.py", "--out", "out/att_masked.py", "--json"],
         # tf32 products, 128 query rows x 32 keys in 8 warps for the first, 32 x 16 for MinGPT's
         "att_tiles": ["attention.py", "--out", "out/att_tiles.py", "--json", "--design", json.dumps(
             {"seed": 0, "precision": "tf32", "kernels": {
@@ -177,6 +178,37 @@ def test_attention_seed_is_one_flash_kernel(compiled):
     assert "attention" not in kinds and kinds.count("reduction") == 3 and kinds.count("matmul") == 6
     tiles = design_line((egg.workdir / "out" / "att_tiles.py").read_text())["kernels"]
     assert tiles["egg_k0_bmm_1"]["xblock"] == 128 and tiles["egg_k4_bmm_5"]["yblock"] == 16
+
+
+MASKED_ROWS_CHECK = '''
+import importlib.util, sys, torch
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+task, candidate = load(sys.argv[1], "task"), load(sys.argv[2], "candidate")
+reference, model = task.Model().eval(), candidate.ModelNew().eval()
+inputs = task.get_inputs()
+with torch.no_grad():
+    expected, got = reference(*inputs), model(*inputs)
+assert torch.isnan(expected[0][:, :, 5]).all() and (expected[1][:, :, 5] == 0).all()
+for want, have in zip(expected, got):
+    torch.testing.assert_close(have, want, equal_nan=True, atol=1e-5, rtol=1e-5)
+print("same")
+'''
+
+
+def test_attention_fully_masked_rows_match_pytorch(compiled):
+    """A query row with every key masked: nan under a plain softmax, 0 under SDPA's _safe_softmax, in the flash
+    kernels as in PyTorch (compared here: the harness does not compare nan outputs)."""
+    egg, runs = compiled
+    assert [k["kind"] for k in json.loads(runs["att_masked"].stdout)["kernels"]][:2] == ["attention"] * 2
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "python")}
+    proc = subprocess.run([sys.executable, "-c", MASKED_ROWS_CHECK, str(EXPERT_TASKS / "attention_masked_rows.py"),
+                           str(egg.workdir / "out" / "att_masked.py")], capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert proc.returncode == 0 and "same" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_cuda_graph_design_wraps_the_forward(compiled):
@@ -363,7 +395,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py",
                                        "small_s0.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py", "att_s0.py",
-                                       "att_tiles.py"])
+                                       "att_tiles.py", "att_masked.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
