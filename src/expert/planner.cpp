@@ -685,9 +685,12 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed) {
       const int64_t rows = seed == 2 ? 2 * kAttentionRows : kAttentionRows;
       design.algorithm = "flash";
       design.xblock = std::clamp<int64_t>(NextPowerOfTwo(at.lq), kRecurrentMinBlock, rows);
-      design.yblock = std::clamp<int64_t>(NextPowerOfTwo(at.lk), kRecurrentMinBlock, kAttentionKeys);
+      // a head dim over 128 (K and V tiles of 256 columns): half the keys a step, no second stage in flight
+      const bool wide = std::max(at.d, at.dv) > 2 * kAttentionKeys;
+      design.yblock = std::clamp<int64_t>(NextPowerOfTwo(at.lk), kRecurrentMinBlock,
+                                          wide ? kAttentionKeys / 2 : kAttentionKeys);
       design.num_warps = seed == 2 ? 8 : 4;
-      design.num_stages = 2;
+      design.num_stages = wide ? 1 : 2;
       design.precision = "tf32x3";  // never ieee: a flash loop of FMA products is register-bound
       return design;
     }

@@ -555,6 +555,10 @@ TEST(PlannerTest, AttentionIsOneFlashKernel) {
   ieee.precision = "ieee";
   EXPECT_FALSE(DesignFits(*flash, ieee));
   EXPECT_EQ(plan.unfused_attention, 0);
+  KernelPlan wide = *flash;
+  wide.attention->d = 256;  // K and V tiles of 256 columns: fewer keys a step, one stage
+  EXPECT_EQ(DefaultDesign(wide, 0).yblock, 32);
+  EXPECT_EQ(DefaultDesign(wide, 0).num_stages, 1);
 
   // MinGPT (3_43, reduced): the scale on the scores, masked_fill(bias == 0, -inf), plain softmax
   const Plan gpt = MakePlan(Fixture("level3_43_MinGPTCausalAttention"), {});
