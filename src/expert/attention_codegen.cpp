@@ -116,6 +116,16 @@ int SafeSoftmaxGuard(const Graph& graph, const Node* where, int x, std::set<int>
   return ValueArg(where, 2);
 }
 
+bool IsNegativeInfinity(const Graph& graph, const Arg& arg) {
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  if (arg.IsNumber()) {
+    return arg.AsDouble() == kNegInf;
+  }
+  const Node* fill = arg.kind == Arg::Kind::kValue ? graph.Producer(arg.value) : nullptr;
+  return fill != nullptr && fill->op == "aten.scalar_tensor.default" && !fill->args.empty() &&
+         fill->args[0].IsNumber() && fill->args[0].AsDouble() == kNegInf;
+}
+
 // The nodes of X's elementwise cone that depend on a bmm (S, set in *scores; a second bmm fails the match).
 class ScoreCone {
  public:
@@ -214,6 +224,17 @@ std::optional<AttentionSpec> ParseAttention(const Graph& graph, const Node& node
     return std::nullopt;
   }
   spec.scores = cone.Scores();
+  // masked_fill(mask, -inf) on the scores, the mask computed without them: masked key blocks can be skipped
+  if (const Node* where = ProducerOp(graph, spec.x, "aten.where.self"); where != nullptr && where->args.size() == 3) {
+    const Node* condition = where->args[0].kind == Arg::Kind::kValue ? graph.Producer(where->args[0].value) : nullptr;
+    const bool independent = condition == nullptr || cone.Cone().count(NodeIndex(graph, condition)) == 0;
+    for (size_t branch : {size_t{1}, size_t{2}}) {
+      if (independent && where->args[0].kind == Arg::Kind::kValue && IsNegativeInfinity(graph, where->args[branch])) {
+        spec.mask = where->args[0].value;
+        spec.masked_when = branch == 1;
+      }
+    }
+  }
   nodes.insert(cone.Cone().begin(), cone.Cone().end());
   nodes.insert(spec.scores);
   const Node& scores = graph.nodes.at(static_cast<size_t>(spec.scores));
@@ -291,15 +312,36 @@ KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kerne
   emitter.Line(fmt::format("q = tl.where(mmask & dqmask, ({}).to(tl.float32), 0.0)", q.code));
   const std::string prologue = Join(emitter.CloseScope());
   emitter.OpenScope(2);
+  const Index scores_flat = (b * at.lq + m) * at.lk + n;
+  const auto x_index = Delinearize(scores_flat, ValueAt(graph, at.x).meta->shape);
+  if (at.mask >= 0) {  // a key block masked for every query row of the program contributes nothing
+    const Operand mask = emitter.Emit(at.mask, BroadcastIndex(x_index, ValueAt(graph, at.x).meta->shape,
+                                                              ValueAt(graph, at.mask).meta->shape));
+    emitter.Line(fmt::format("live = tl.max(tl.where(smask & (({}) {} 0), 1, 0))", mask.code,
+                             at.masked_when ? "==" : "!="));
+    emitter.Line("if live > 0:");
+    emitter.OpenScope(3);
+  }
   const Operand kt = emitter.Emit(at.kt, {b, dk, n});
   emitter.Line(fmt::format("kt = tl.where(dkmask & nmask, ({}).to(tl.float32), 0.0)", kt.code));
   emitter.Line(fmt::format("s = tl.dot(q, kt, input_precision=\"{}\")", precision));
-  const Index scores_flat = (b * at.lq + m) * at.lk + n;
   emitter.DefineRow(at.s_value, Operand{"s", DType::kFloat32, false}, scores_flat);
-  const Operand x = emitter.Emit(at.x, Delinearize(scores_flat, ValueAt(graph, at.x).meta->shape));
+  const Operand x = emitter.Emit(at.x, x_index);
   emitter.Line(fmt::format("x = tl.where(nmask, ({}).to(tl.float32), float(\"-inf\"))", x.code));
   const Operand v = emitter.Emit(at.v, {b, nv, dv});
   emitter.Line(fmt::format("v = tl.where(nvmask & dvmask, ({}).to(tl.float32), 0.0)", v.code));
+  for (const char* line : {"m_new = tl.maximum(m_i, tl.max(x, 1))",
+                           "# a row with no finite score yet subtracts 0: its exponentials are 0, not exp(-inf + inf)",
+                           "m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)", "alpha = tl.exp(m_i - m_safe)",
+                           "p = tl.exp(x - m_safe[:, None])", "l_i = l_i * alpha + tl.sum(p, 1)"}) {
+    emitter.Line(line);
+  }
+  emitter.Line(fmt::format("acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=\"{}\")", precision));
+  emitter.Line("m_i = m_new");
+  if (at.mask >= 0) {
+    const std::vector<std::string> live = emitter.CloseScope();
+    emitter.Append(live);
+  }
   const std::string loop = Join(emitter.CloseScope());
   if (q.scalar || kt.scalar || v.scalar) {
     throw NotFusable("a constant attention operand");

@@ -130,6 +130,10 @@ struct AttentionSpec {
   int s_value = -1;  // S's value
   int x = -1;        // the softmax's input X, [.., lq, lk]
   bool safe = false;
+  // X = where(mask, -inf, .) (masked_when true) or where(mask, ., -inf) with the mask independent of S: a key
+  // block whose tile is masked everywhere contributes nothing and is skipped at run time (-1: no such mask)
+  int mask = -1;
+  bool masked_when = true;
   int64_t batch = 1, lq = 0, lk = 0, d = 0, dv = 0;
   std::set<int> absorbed;
 };

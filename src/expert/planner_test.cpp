@@ -565,6 +565,9 @@ TEST(PlannerTest, AttentionIsOneFlashKernel) {
   const KernelPlan* causal = AttentionKernel(gpt);
   ASSERT_NE(causal, nullptr);
   EXPECT_FALSE(causal->attention->safe);
+  EXPECT_GE(causal->attention->mask, 0);  // masked_fill(bias == 0, -inf): masked key blocks are skipped
+  EXPECT_TRUE(causal->attention->masked_when);
+  EXPECT_EQ(at.mask, -1);
   EXPECT_EQ(causal->attention->d, 16);
   EXPECT_FALSE(HasKind(gpt, KernelKind::kReduction));
 }
