@@ -427,6 +427,14 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
     return kernel.matmul && DirectConvolutionFits(*kernel.matmul) && design.xblock <= kMaxTile &&
            design.precision == "ieee";
   }
+  if (kernel.kind == KernelKind::kAttention) {  // tl.dot tiles of query rows x keys, never ieee products
+    constexpr int64_t kMinDot = 16;
+    constexpr int64_t kMaxAttentionTile = 128;
+    const bool tiles = design.xblock >= kMinDot && design.xblock <= kMaxAttentionTile && IsPow2(design.yblock) &&
+                       design.yblock >= kMinDot && design.yblock <= kMaxAttentionTile;
+    return kernel.attention && design.algorithm == "flash" && tiles &&
+           (design.precision == "tf32" || design.precision == "tf32x3");
+  }
   if (kernel.kind == KernelKind::kMatmul && design.algorithm == "gemv") {  // fp32 FMAs: no precision to pick
     constexpr int64_t kMaxRows = 256;
     constexpr int64_t kMaxStep = 4096;
@@ -513,6 +521,9 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
         kernel.design = chosen->second;
       } else {
         kernel.design = DefaultDesign(kernel, design.seed, design.precision);
+        if (kernel.kind == KernelKind::kAttention) {  // ieee maps to tf32x3: float32 accuracy, tensor cores
+          kernel.design.precision = design.precision == "tf32" ? "tf32" : "tf32x3";
+        }
       }
       candidate.design.kernels[kernel.name] = kernel.design;
       std::map<int, TensorMeta> layouts;
@@ -542,6 +553,8 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
   candidate.pytorch_ops = plan.extern_ops;
   // An op left to PyTorch may synchronize with the host or draw random numbers: no graph around it.
   candidate.design.plan.cuda_graph = design.plan.cuda_graph && plan.extern_ops.empty();
+  // recorded only where it kept an attention pattern unfused
+  candidate.design.plan.fuse_attention = design.plan.fuse_attention || plan.unfused_attention == 0;
   ForwardWriter forward(graph, plan);
   std::string constants;
   try {

@@ -155,6 +155,15 @@ void AlgorithmMoves(const Graph& graph, const Candidate& incumbent, const std::v
   (void)graph;
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
+    if (kernel.kind == KernelKind::kAttention) {  // back to the products and the softmax in kernels of their own
+      CandidateDesign unfused = incumbent.design;
+      unfused.kernels.erase(kernel.name);
+      unfused.plan.fuse_attention = false;
+      list->Add(unfused, fmt::format("algorithm {} unfused", kernel.name),
+                "attention unfused: the scores stored by a bmm kernel, the softmax's max and sum by a reduction "
+                "kernel, P recomputed in the second product's prologue");
+      continue;
+    }
     if (kernel.kind == KernelKind::kMatmul) {
       MatmulAlgorithmMoves(kernel, list);
       continue;
@@ -174,6 +183,13 @@ void AlgorithmMoves(const Graph& graph, const Candidate& incumbent, const std::v
     }
   }
   const PlanOptions& plan = incumbent.design.plan;
+  if (incumbent.plan.unfused_attention > 0) {
+    CandidateDesign flash = incumbent.design;
+    flash.plan.fuse_attention = true;
+    list->Add(flash, "algorithm attention flash",
+              "attention as one flash kernel: scores, online softmax and the product with V per query block, "
+              "nothing stored in between");
+  }
   CandidateDesign unfused = incumbent.design;
   unfused.kernels.clear();
   unfused.plan.fuse_epilogues = !plan.fuse_epilogues;
@@ -228,9 +244,28 @@ void RecurrentMappingMoves(const KernelPlan& kernel, MoveList* list) {
   }
 }
 
+// Flash attention: query rows per program (`rows`, stage2.mapping) or keys per loop step (stage2.tiling), 32-128.
+void AttentionBlockMoves(const KernelPlan& kernel, bool rows, MoveList* list) {
+  const AttentionSpec& at = *kernel.attention;
+  const int64_t current = rows ? kernel.design.xblock : kernel.design.yblock;
+  const int64_t most = std::clamp<int64_t>(NextPowerOfTwo(rows ? at.lq : at.lk), kMinBlock, 128);
+  for (int64_t block : Around(current, std::min<int64_t>(32, most), most)) {
+    KernelDesign design = kernel.design;
+    (rows ? design.xblock : design.yblock) = block;
+    list->AddKernel(kernel, design, fmt::format("{} {} {}", rows ? "rows per program" : "keys per step", kernel.name, block),
+                    rows ? fmt::format("{} query rows per program ({} programs)", block,
+                                       (at.lq + block - 1) / block * at.batch)
+                         : fmt::format("{} keys per loop step (scores tile {}x{})", block, kernel.design.xblock, block));
+  }
+}
+
 void MappingMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
+    if (kernel.kind == KernelKind::kAttention) {
+      AttentionBlockMoves(kernel, /*rows=*/true, list);
+      continue;
+    }
     if (DotTiles(kernel)) {
       MatmulMappingMoves(kernel, list);
       continue;
@@ -259,6 +294,10 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
     KernelDesign base = kernel.design;
+    if (kernel.kind == KernelKind::kAttention) {
+      AttentionBlockMoves(kernel, /*rows=*/false, list);
+      continue;
+    }
     if (kernel.kind == KernelKind::kRecurrent) {
       const int64_t hidden = std::max(kMinBlock, NextPowerOfTwo(kernel.recurrent->hidden));
       for (int64_t yblock : Around(base.yblock, kMinBlock, std::min<int64_t>(hidden, 128))) {
@@ -364,6 +403,10 @@ void MemoryMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
   }
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
+    if (kernel.kind == KernelKind::kAttention) {  // the precision follows the tolerance: tf32 or tf32x3
+      WarpStageMoves(kernel, {4, 8}, 1, 3, list);
+      continue;
+    }
     if (DotTiles(kernel) || kernel.kind == KernelKind::kRecurrent) {
       MatmulMemoryMoves(kernel, list);
       continue;
@@ -398,6 +441,7 @@ DesignMove SeedDesign(int index, double tol) {
   move.design.seed = index;
   const std::string precision = index == 1 ? "ieee" : MatmulPrecisionFor(tol);
   move.design.precision = precision == "ieee" ? "" : precision;
+  move.design.plan.fuse_attention = index != 1;  // seed 1: attention unfused, measured against seed 0's flash
   move.move = fmt::format("seed {}", index);
   move.description = SeedFamilyName(index);
   return move;
@@ -413,6 +457,14 @@ bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
     // a mat-vec program holds its rows' products elementwise: rows x K step
     const int64_t accumulator = design.xblock * (design.algorithm == "gemv" ? design.rblock : design.yblock);
     return accumulator <= threads * kMaxAccumulatorPerThread && ring <= kMaxMatmulSharedBytes;
+  }
+  if (kernel.kind == KernelKind::kAttention) {  // the scores and output tiles in registers, K and V tiles staged
+    const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
+    const int64_t d = std::max(kMinBlock, NextPowerOfTwo(kernel.attention->d));
+    const int64_t dv = std::max(kMinBlock, NextPowerOfTwo(kernel.attention->dv));
+    const int64_t shared = (design.xblock * d + design.num_stages * design.yblock * (d + dv)) * 4;
+    return design.xblock * (design.yblock + dv) <= threads * kMaxAccumulatorPerThread &&
+           shared <= kMaxMatmulSharedBytes;
   }
   if (kernel.kind == KernelKind::kRecurrent) {  // one accumulator tile per gate
     const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
@@ -503,6 +555,10 @@ std::vector<DesignMove> RepairMoves(const Candidate& failing, const std::string&
       }
       if (design.rblock > 0) {
         design.rblock = std::max<int64_t>(design.rblock / 2, kMinBlock);
+      }
+      if (design.algorithm == "flash") {  // fewer keys a step: smaller scores, K and V tiles
+        design.xblock = std::max<int64_t>(design.xblock, kMinBlock);
+        design.yblock = std::max<int64_t>(design.yblock / 2, kMinBlock);
       }
       design.num_stages = 1;
     }

@@ -99,6 +99,7 @@ class KernelWriter {
       case KernelKind::kMatmul:
         return WriteMatmul();
       case KernelKind::kRecurrent:
+      case KernelKind::kAttention:
         break;
     }
     throw NotFusable("unknown kernel kind");
@@ -1697,6 +1698,9 @@ KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const 
                             const std::map<int, TensorMeta>& layouts) {
   if (kernel.kind == KernelKind::kRecurrent) {
     return GenerateRecurrentKernel(graph, kernel, memory, layouts);
+  }
+  if (kernel.kind == KernelKind::kAttention) {
+    return GenerateAttentionKernel(graph, kernel, memory, layouts);
   }
   const bool rows = kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
   const MaskSet masks = DotTiles(kernel) ? MaskSet::Tiles() : (rows ? MaskSet::Rows() : MaskSet::Flat());

@@ -16,7 +16,7 @@
 
 namespace egg::expert {
 
-enum class KernelKind { kPointwise, kReduction, kPool, kScan, kMatmul, kRecurrent };
+enum class KernelKind { kPointwise, kReduction, kPool, kScan, kMatmul, kRecurrent, kAttention };
 std::string KernelKindName(KernelKind kind);
 
 // A reduction node, parsed: what it combines, over which dimensions of which input.
@@ -117,10 +117,35 @@ struct RecurrentSpec {
 };
 std::optional<RecurrentSpec> ParseRecurrent(const Graph& graph, const Node& node);
 
+// Attention as one flash-style kernel: out = bmm(P, V) with P = softmax over the last axis of X, X an elementwise
+// function of S = bmm(Q, K^T) (a scale, a where(mask, -inf, .) of a broadcast mask tensor: whatever the graph
+// computes, read through the emitter), with SDPA's _safe_softmax guard (0 for a row of -inf) when `safe`.
+// `absorbed`: the nodes the kernel computes (S, the softmax, the guard); none is read outside the pattern.
+struct AttentionSpec {
+  int node = -1;     // bmm(P, V)
+  int scores = -1;   // the S = bmm(Q, K^T) node
+  int q = -1;        // S's operands: Q [batch, lq, d], K^T [batch, d, lk]
+  int kt = -1;
+  int v = -1;        // [batch, lk, dv]
+  int s_value = -1;  // S's value
+  int x = -1;        // the softmax's input X, [.., lq, lk]
+  bool safe = false;
+  // X = where(mask, -inf, .) (masked_when true) or where(mask, ., -inf) with the mask independent of S: a key
+  // block whose tile is masked everywhere contributes nothing and is skipped at run time (-1: no such mask)
+  int mask = -1;
+  bool masked_when = true;
+  int64_t batch = 1, lq = 0, lk = 0, d = 0, dv = 0;
+  std::set<int> absorbed;
+};
+// The attention pattern ending at `node` (a bmm), or nullopt: fp32, head dims at most 256, S and P read by
+// nothing else.
+std::optional<AttentionSpec> ParseAttention(const Graph& graph, const Node& node);
+
 // The algorithm and launch shape of one kernel: the design record's entry for it.
 struct KernelDesign {
   // pointwise: flat | reduction: persistent, looped, online, split | pool: direct | scan: single, blocked |
-  // matmul: tiled, splitk, direct (small-group convolutions) | recurrent: sequential (xblock batch rows per
+  // matmul: tiled, splitk, direct (small-group convolutions) | attention: flash (xblock BLOCK_M query rows,
+  // yblock BLOCK_N keys per step) | recurrent: sequential (xblock batch rows per
   // program, yblock hidden units per step tile, rblock the K step of h @ W_hh^T)
   std::string algorithm;
   int64_t xblock = 0;
@@ -152,6 +177,7 @@ struct KernelPlan {
   std::optional<ScanSpec> scan;
   std::optional<MatmulSpec> matmul;
   std::optional<RecurrentSpec> recurrent;
+  std::optional<AttentionSpec> attention;
   KernelDesign design;
   std::vector<std::string> reasons;
   bool splittable = false;        // its reductions can be split across programs (no elementwise roots)
@@ -171,6 +197,9 @@ struct PlanOptions {
   // The forward captured once in a CUDA graph over static copies of its inputs, then replayed (one launch for
   // every kernel): stage2.memory's launch-overhead move, for plans with no op left to PyTorch.
   bool cuda_graph = false;
+  // Attention patterns (ParseAttention) as one flash kernel each; false keeps the products and the softmax in
+  // kernels of their own (seed 1, the unfused path measured against it). Recorded only when false.
+  bool fuse_attention = true;
   Json ToJson() const;
   static PlanOptions FromJson(const Json& json);
 };
@@ -189,6 +218,7 @@ struct Plan {
   std::vector<std::map<int, TensorMeta>> memory_before;  // per kernel: what it may read, with layouts
   std::vector<std::string> notes;      // planner decisions worth reporting
   std::vector<std::string> extern_ops; // ops left to PyTorch
+  int unfused_attention = 0;           // attention patterns found but planned unfused (fuse_attention false)
 };
 
 Plan MakePlan(const Graph& graph, const PlanOptions& options);

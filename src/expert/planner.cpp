@@ -81,6 +81,8 @@ std::string KernelKindName(KernelKind kind) {
       return "matmul";
     case KernelKind::kRecurrent:
       return "recurrent";
+    case KernelKind::kAttention:
+      return "attention";
   }
   return "pointwise";
 }
@@ -498,6 +500,9 @@ Json PlanOptions::ToJson() const {
   if (cuda_graph) {
     json["cuda_graph"] = true;
   }
+  if (!fuse_attention) {
+    json["fuse_attention"] = false;
+  }
   return json;
 }
 
@@ -506,6 +511,7 @@ PlanOptions PlanOptions::FromJson(const Json& json) {
   options.fuse_reductions = json.value("fuse_reductions", true);
   options.fuse_epilogues = json.value("fuse_epilogues", true);
   options.cuda_graph = json.value("cuda_graph", false);
+  options.fuse_attention = json.value("fuse_attention", true);
   return options;
 }
 
@@ -545,6 +551,9 @@ constexpr int64_t kMatVecRows = 16;
 constexpr int64_t kMatVecStep = 512;
 constexpr int64_t kRecurrentMaxBatchBlock = 64;
 constexpr int64_t kRecurrentMaxHiddenBlock = 64;
+// Flash attention: 64 query rows x 64 keys a step, 4 warps, 2 stages (seed 2: 128 rows, 8 warps).
+constexpr int64_t kAttentionRows = 64;
+constexpr int64_t kAttentionKeys = 64;
 
 KernelDesign RowDesign(const KernelPlan& kernel, const std::string& algorithm) {
   const int64_t rows = NextPowerOfTwo(std::max<int64_t>(kernel.rows, 1));
@@ -683,6 +692,20 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed, const std::string
       design.precision = precision == "tf32" ? "tf32" : "ieee";  // tf32x3 is unmeasured in the time loop
       return design;
     }
+    case KernelKind::kAttention: {
+      const AttentionSpec& at = *kernel.attention;
+      const int64_t rows = seed == 2 ? 2 * kAttentionRows : kAttentionRows;
+      design.algorithm = "flash";
+      design.xblock = std::clamp<int64_t>(NextPowerOfTwo(at.lq), kRecurrentMinBlock, rows);
+      // a head dim over 128 (K and V tiles of 256 columns): half the keys a step, no second stage in flight
+      const bool wide = std::max(at.d, at.dv) > 2 * kAttentionKeys;
+      design.yblock = std::clamp<int64_t>(NextPowerOfTwo(at.lk), kRecurrentMinBlock,
+                                          wide ? kAttentionKeys / 2 : kAttentionKeys);
+      design.num_warps = seed == 2 ? 8 : 4;
+      design.num_stages = wide ? 1 : 2;
+      design.precision = "tf32x3";  // never ieee: a flash loop of FMA products is register-bound
+      return design;
+    }
     case KernelKind::kReduction:
       break;
   }
@@ -715,14 +738,15 @@ namespace {
 
 class Planner {
  public:
-  Planner(const Graph& graph, const PlanOptions& options, std::set<int> forced_extern)
-      : graph_(graph), forced_extern_(std::move(forced_extern)) {
+  Planner(const Graph& graph, const PlanOptions& options, std::set<int> forced_extern, std::set<int> unfused)
+      : graph_(graph), forced_extern_(std::move(forced_extern)), unfused_(std::move(unfused)) {
     plan_.options = options;
   }
 
   // False (with *failed_node set) when a root cannot be put in any kernel: the caller forces it to PyTorch.
   bool Run(int* failed_node) {
     Classify();
+    FindAttention();
     for (int value = 0; value < static_cast<int>(graph_.values.size()); ++value) {
       const Value& v = ValueAt(graph_, value);
       if ((v.kind == ValueKind::kInput || v.kind == ValueKind::kState) && v.meta) {
@@ -752,6 +776,7 @@ class Planner {
   }
 
   Plan Take() { return std::move(plan_); }
+  bool IsAttention(int node) const { return attentions_.count(node) != 0; }
 
  private:
   void Classify() {
@@ -802,6 +827,42 @@ class Planner {
     }
   }
 
+  // Attention patterns become one flash kernel each, anchored at bmm(P, V): the scores' product and the
+  // softmax's reductions are no longer kernels of their own.
+  void FindAttention() {
+    std::vector<int> products;
+    for (const auto& [index, mm] : matmuls_) {
+      products.push_back(index);
+    }
+    std::set<int> taken;
+    for (int index : products) {
+      const Node& node = graph_.nodes.at(static_cast<size_t>(index));
+      auto spec = ParseAttention(graph_, node);
+      if (!spec || matmuls_.count(spec->scores) == 0 || taken.count(index) != 0) {
+        continue;
+      }
+      bool clear = true;
+      for (int absorbed : spec->absorbed) {
+        clear = clear && externs_.count(absorbed) == 0 && taken.count(absorbed) == 0;
+      }
+      if (!clear) {
+        continue;
+      }
+      if (!plan_.options.fuse_attention || unfused_.count(index) != 0) {
+        plan_.unfused_attention += plan_.options.fuse_attention ? 0 : 1;
+        continue;
+      }
+      for (int absorbed : spec->absorbed) {
+        matmuls_.erase(absorbed);
+        reductions_.erase(absorbed);
+        taken.insert(absorbed);
+      }
+      matmuls_.erase(index);
+      taken.insert(index);
+      attentions_[index] = *spec;
+    }
+  }
+
   bool IsZeroCopyView(const Node& node) const {
     static const std::set<std::string> kCopies = {"aten.flip.default", "aten.clone.default",
                                                   "aten.contiguous.default", "aten.lift_fresh_copy.default",
@@ -821,7 +882,7 @@ class Planner {
     const Node& node = graph_.nodes.at(static_cast<size_t>(v.node));
     const int index = v.node;
     if (externs_.count(index) != 0 || reductions_.count(index) != 0 || scans_.count(index) != 0 ||
-        matmuls_.count(index) != 0 || recurrents_.count(index) != 0) {
+        matmuls_.count(index) != 0 || recurrents_.count(index) != 0 || attentions_.count(index) != 0) {
       return;
     }
     if (node.op == "getitem") {
@@ -850,7 +911,8 @@ class Planner {
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       const Node& node = graph_.nodes[n];
       const auto index = static_cast<int>(n);
-      if (reductions_.count(index) != 0 || scans_.count(index) != 0 || matmuls_.count(index) != 0) {
+      if (reductions_.count(index) != 0 || scans_.count(index) != 0 || matmuls_.count(index) != 0 ||
+          attentions_.count(index) != 0) {
         roots_.insert(node.value);
       } else if (pools_.count(index) != 0) {
         roots_.insert(node.value);
@@ -988,6 +1050,18 @@ class Planner {
       kernel.roots.push_back(node.value);
       kernel.reasons.push_back(fmt::format("{} {}: {}x[{}x{}] @ [{}x{}]", node.op, node.name, mm.batch, mm.m, mm.k,
                                            mm.k, mm.n));
+    } else if (attentions_.count(index) != 0) {
+      const AttentionSpec& at = attentions_.at(index);
+      kernel.kind = KernelKind::kAttention;
+      kernel.shape = ValueAt(graph_, node.value).meta->shape;
+      kernel.rows = Product(kernel.shape);
+      kernel.attention = at;
+      kernel.roots.push_back(node.value);
+      kernel.reasons.push_back(fmt::format(
+          "attention {}: {} x softmax([{}x{}] @ [{}x{}]{}) @ [{}x{}] in one flash loop (scores {} and the softmax "
+          "never stored)",
+          node.name, at.batch, at.lq, at.d, at.d, at.lk, at.safe ? ", safe" : "", at.lk, at.dv,
+          graph_.nodes.at(static_cast<size_t>(at.scores)).name));
     } else if (recurrents_.count(index) != 0) {
       const RecurrentSpec& rnn = recurrents_.at(index);
       kernel.kind = KernelKind::kRecurrent;
@@ -1027,8 +1101,8 @@ class Planner {
   // The kernel `kernel` extended by the root of `node`, or nullopt when the domains cannot be shared.
   std::optional<KernelPlan> Extend(const KernelPlan& kernel, const Node& node) const {
     const auto index = static_cast<int>(&node - graph_.nodes.data());
-    if (kernel.kind == KernelKind::kRecurrent || recurrents_.count(index) != 0) {
-      return std::nullopt;  // a time loop takes no epilogue and joins no kernel
+    if (kernel.kind == KernelKind::kRecurrent || recurrents_.count(index) != 0 || attentions_.count(index) != 0) {
+      return std::nullopt;  // a time loop takes no epilogue and joins no kernel; attention starts its own
     }
     KernelPlan extended = kernel;
     if (reductions_.count(index) != 0) {
@@ -1063,7 +1137,9 @@ class Planner {
     if (!full && !row) {
       return std::nullopt;
     }
-    if ((kernel.kind == KernelKind::kPool || kernel.kind == KernelKind::kMatmul) && !full) {
+    if ((kernel.kind == KernelKind::kPool || kernel.kind == KernelKind::kMatmul ||
+         kernel.kind == KernelKind::kAttention) &&
+        !full) {
       return std::nullopt;
     }
     if (full && kernel.kind == KernelKind::kReduction && kernel.rows < kSplitRowLimit &&
@@ -1267,6 +1343,7 @@ class Planner {
 
   const Graph& graph_;
   std::set<int> forced_extern_;
+  std::set<int> unfused_;  // attention anchors whose flash kernel did not generate: planned unfused
   Plan plan_;
   std::map<int, OpClass> classes_;
   std::map<int, ReductionSpec> reductions_;
@@ -1274,6 +1351,7 @@ class Planner {
   std::map<int, ScanSpec> scans_;
   std::map<int, MatmulSpec> matmuls_;
   std::map<int, RecurrentSpec> recurrents_;
+  std::map<int, AttentionSpec> attentions_;
   std::set<int> externs_;
   std::set<int> roots_;
   std::set<int> torch_views_;
@@ -1286,17 +1364,22 @@ class Planner {
 
 Plan MakePlan(const Graph& graph, const PlanOptions& options) {
   std::set<int> forced;
-  for (size_t attempt = 0; attempt <= graph.nodes.size(); ++attempt) {
-    Planner planner(graph, options, forced);
+  std::set<int> unfused;
+  for (size_t attempt = 0; attempt <= 2 * graph.nodes.size(); ++attempt) {
+    Planner planner(graph, options, forced, unfused);
     int failed = -1;
     if (planner.Run(&failed)) {
       Plan plan = planner.Take();
+      for (int node : unfused) {
+        plan.notes.push_back("attention " + graph.nodes.at(static_cast<size_t>(node)).name +
+                             " planned unfused: its flash kernel does not generate");
+      }
       for (int node : forced) {
         plan.notes.push_back(graph.nodes.at(static_cast<size_t>(node)).name + " runs in PyTorch");
       }
       return plan;
     }
-    forced.insert(failed);
+    (planner.IsAttention(failed) ? unfused : forced).insert(failed);
   }
   throw std::logic_error("planner did not converge");
 }

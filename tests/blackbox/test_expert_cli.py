@@ -110,6 +110,16 @@ def compiled(tmp_path_factory):
                          "algorithm": "gemv", "split": 3, "xblock": 8, "yblock": 1, "rblock": 256,
                          "num_warps": 4, "num_stages": 3, "precision": "ieee"}}})],
         "tri": ["triangular.py", "--out", "out/tri.py", "--json"],
+        **{f"att{seed}": ["attention.py", "--out", f"out/att_s{seed}.py", "--json", "--seed", str(seed)]
+           for seed in range(2)},
+        "att_masked": ["attention_masked_rows.py", "--out", "out/att_masked.py", "--json"],
+        # tf32 products, 128 query rows x 32 keys in 8 warps for the first, 32 x 16 for MinGPT's
+        "att_tiles": ["attention.py", "--out", "out/att_tiles.py", "--json", "--design", json.dumps(
+            {"seed": 0, "precision": "tf32", "kernels": {
+                "egg_k0_bmm_1": {"algorithm": "flash", "xblock": 128, "yblock": 32, "num_warps": 8,
+                                 "num_stages": 3, "precision": "tf32"},
+                "egg_k4_bmm_5": {"algorithm": "flash", "xblock": 32, "yblock": 16, "num_warps": 4,
+                                 "num_stages": 1, "precision": "tf32"}}})],
         **{name: [f"{task}.py", "--out", f"out/{name}.py", "--json"] for name, task in RECURRENT_TASKS.items()},
         "lstm_tf32": ["lstm_bidir_state.py", "--out", "out/lstm_tf32.py", "--json",
                       "--design", '{"seed": 0, "precision": "tf32"}'],
@@ -160,6 +170,60 @@ def test_mat_vec_seed_is_gemv_without_tl_dot(compiled):
     assert "tl.dot(" not in source and source.count("acc += a * tl.trans(b)") == 3
     split = (egg.workdir / "out" / "mv_split.py").read_text()
     assert "def egg_k0_mm_partial(" in split and "egg_k0_mm_partial[(5, 1, 3)](" in split
+
+
+def test_attention_seed_is_one_flash_kernel(compiled):
+    """Seed 0 of SDPA (plain and is_causal) and MinGPT's masked attention: one flash kernel each (scores, online
+    softmax and the product with V; no amax reduction kernel), tf32x3 products below tol 1e-3; seed 1 keeps the
+    products and the softmax apart and records plan.fuse_attention false."""
+    egg, runs = compiled
+    seed0, seed1 = json.loads(runs["att0"].stdout), json.loads(runs["att1"].stdout)
+    flash = [k for k in seed0["kernels"] if k["kind"] == "attention"]
+    assert [k["design"]["algorithm"] for k in flash] == ["flash"] * 3
+    assert all(k["design"]["precision"] == "tf32x3" for k in flash)
+    assert not any(k["kind"] in ("reduction", "matmul") for k in seed0["kernels"])
+    assert "fuse_attention" not in seed0["design"]["plan"]
+    source = (egg.workdir / "out" / "att_s0.py").read_text()
+    assert "amax" not in "".join(code_lines(source)).replace("bmm", "")
+    assert source.count("online softmax") == 3 and source.count("a fully masked row gives 0") == 2
+    # MinGPT's masked_fill: a key block masked for all the program's rows is skipped (SDPA's masks are added)
+    assert source.count("if live > 0:") == 1
+    assert seed1["design"]["plan"]["fuse_attention"] is False
+    kinds = [k["kind"] for k in seed1["kernels"]]
+    assert "attention" not in kinds and kinds.count("reduction") == 3 and kinds.count("matmul") == 6
+    tiles = design_line((egg.workdir / "out" / "att_tiles.py").read_text())["kernels"]
+    assert tiles["egg_k0_bmm_1"]["xblock"] == 128 and tiles["egg_k4_bmm_5"]["yblock"] == 16
+
+
+MASKED_ROWS_CHECK = '''
+import importlib.util, sys, torch
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+task, candidate = load(sys.argv[1], "task"), load(sys.argv[2], "candidate")
+reference, model = task.Model().eval(), candidate.ModelNew().eval()
+inputs = task.get_inputs()
+with torch.no_grad():
+    expected, got = reference(*inputs), model(*inputs)
+assert torch.isnan(expected[0][:, :, 5]).all() and (expected[1][:, :, 5] == 0).all()
+for want, have in zip(expected, got):
+    torch.testing.assert_close(have, want, equal_nan=True, atol=1e-5, rtol=1e-5)
+print("same")
+'''
+
+
+def test_attention_fully_masked_rows_match_pytorch(compiled):
+    """A query row with every key masked: nan under a plain softmax, 0 under SDPA's _safe_softmax, in the flash
+    kernels as in PyTorch (compared here: the harness does not compare nan outputs)."""
+    egg, runs = compiled
+    assert [k["kind"] for k in json.loads(runs["att_masked"].stdout)["kernels"]][:2] == ["attention"] * 2
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "python")}
+    proc = subprocess.run([sys.executable, "-c", MASKED_ROWS_CHECK, str(EXPERT_TASKS / "attention_masked_rows.py"),
+                           str(egg.workdir / "out" / "att_masked.py")], capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert proc.returncode == 0 and "same" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_cuda_graph_design_wraps_the_forward(compiled):
@@ -320,7 +384,8 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py", "convt1.py", "convt3.py",
                                        "dense_s1.py", "deepk_s0.py", "deepk_s1.py", "deepk_ragged.py", "small_s0.py",
                                        "small_s1.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
-                                       "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_s1.py", "mv_split.py"])
+                                       "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_s1.py", "mv_split.py",
+                                       "att_s0.py", "att_s1.py", "att_tiles.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -330,7 +395,9 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "deepk_ragged.py": "deep_k_products.py", "small_s0.py": "small_group_convs.py",
             "small_s1.py": "small_group_convs.py", "lstm_tf32.py": "lstm_bidir_state.py",
             "lstm_graph.py": "lstm_bidir_state.py", "mv_s0.py": "mat_vec.py", "mv_s1.py": "mat_vec.py",
-            "mv_split.py": "mat_vec.py", "tri.py": "triangular.py", "unfold.py": "unfold_patches.py", "pad.py": "pad_borders.py", "index.py": "index_lookup.py",
+            "mv_split.py": "mat_vec.py", "tri.py": "triangular.py", "att_s0.py": "attention.py",
+            "att_s1.py": "attention.py", "att_tiles.py": "attention.py", "unfold.py": "unfold_patches.py",
+            "pad.py": "pad_borders.py", "index.py": "index_lookup.py",
             **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
@@ -342,8 +409,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "convt1.py", "convt3.py", "dw_s0.py", "dw_s1.py", "dw_s2.py", "dense_s0.py",
                                        "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py",
                                        "small_s0.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
-                                       "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py",
-                                       "tri.py"])
+                                       "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py", "tri.py",
+                                       "att_s0.py", "att_tiles.py", "att_masked.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""

@@ -1,0 +1,410 @@
+// Attention as one flash-style Triton kernel (templates/triton/attention.py.mustache): the pattern
+// out = bmm(softmax(X(bmm(Q, K^T))), V) found in the captured graph (ParseAttention), then per (query block,
+// batch) program the Q tile loaded once and a loop over key blocks: scores by tl.dot, X computed from them by
+// the emitter (scales, masks: whatever the graph does), online softmax, acc += tl.dot(p, v).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+
+#include "expert/kernel_codegen.h"
+#include "expert/plan.h"
+#include "expert/templates.h"
+
+namespace egg::expert {
+namespace {
+
+constexpr int64_t kMinDot = 16;         // tl.dot's smallest tile side
+constexpr int64_t kMaxHeadDim = 256;    // the Q, K and V tiles of a program stay in registers
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+const Value& ValueAt(const Graph& graph, int value) { return graph.values.at(static_cast<size_t>(value)); }
+
+std::string Join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& line : lines) {
+    out += (out.empty() ? "" : "\n") + line;
+  }
+  return out;
+}
+
+int NodeIndex(const Graph& graph, const Node* node) { return static_cast<int>(node - graph.nodes.data()); }
+
+// The value of positional argument `index` of `node`, or -1.
+int ValueArg(const Node* node, size_t index) {
+  if (node == nullptr || node->args.size() <= index || node->args[index].kind != Arg::Kind::kValue) {
+    return -1;
+  }
+  return node->args[index].value;
+}
+
+const Node* ProducerOp(const Graph& graph, int value, const std::string& op) {
+  const Node* node = value >= 0 ? graph.Producer(value) : nullptr;
+  return node != nullptr && node->op == op ? node : nullptr;
+}
+
+// The value under reshapes that keep its elements in row-major order (view, reshape, clone, alias, an expand
+// that broadcasts nothing); the nodes passed are added to `chain`.
+int UnderFlatViews(const Graph& graph, int value, std::set<int>* chain) {
+  static const std::set<std::string> kFlat = {"aten.view.default",  "aten._unsafe_view.default",
+                                              "aten.reshape.default", "aten.clone.default",
+                                              "aten.alias.default", "aten.expand.default",
+                                              "aten.contiguous.default"};
+  while (true) {
+    const Node* node = graph.Producer(value);
+    if (node == nullptr || kFlat.count(node->op) == 0) {
+      return value;
+    }
+    const int source = ViewSource(*node);
+    const auto& meta = ValueAt(graph, value).meta;
+    const auto& source_meta = ValueAt(graph, source).meta;
+    if (!meta || !source_meta || meta->Numel() != source_meta->Numel()) {
+      return value;
+    }
+    chain->insert(NodeIndex(graph, node));
+    value = source;
+  }
+}
+
+// Whether a reduction `node` over the last of `rank` dimensions keeps that dimension (amax, sum, any).
+bool LastDimKept(const Node* node, size_t rank) {
+  if (node == nullptr || node->args.size() < 3) {
+    return false;
+  }
+  const auto dims = node->args[1].AsInts();
+  const bool keep = node->args[2].kind == Arg::Kind::kBool && node->args[2].b;
+  const auto last = static_cast<int64_t>(rank) - 1;
+  return keep && dims && dims->size() == 1 && (dims->front() == -1 || dims->front() == last);
+}
+
+bool IsFloat32(const Graph& graph, int value) {
+  const auto& meta = ValueAt(graph, value).meta;
+  return meta && meta->dtype == DType::kFloat32;
+}
+
+bool IsZero(const Graph& graph, const Arg& arg) {
+  if (arg.IsNumber()) {
+    return arg.AsDouble() == 0.0;
+  }
+  const Node* fill = arg.kind == Arg::Kind::kValue ? graph.Producer(arg.value) : nullptr;
+  return fill != nullptr && ((fill->op == "aten.full_like.default" && fill->args.size() >= 2 &&
+                              fill->args[1].IsNumber() && fill->args[1].AsDouble() == 0.0) ||
+                             fill->op == "aten.zeros_like.default");
+}
+
+// SDPA's _safe_softmax guard: where(logical_not(any(logical_not(x == -inf), -1)), 0, p). The value p, or -1.
+int SafeSoftmaxGuard(const Graph& graph, const Node* where, int x, std::set<int>* nodes) {
+  if (where == nullptr || where->op != "aten.where.self" || where->args.size() != 3 || !IsZero(graph, where->args[1])) {
+    return -1;
+  }
+  const Node* outer_not = ProducerOp(graph, ValueArg(where, 0), "aten.logical_not.default");
+  const Node* any = ProducerOp(graph, ValueArg(outer_not, 0), "aten.any.dim");
+  const Node* inner_not = ProducerOp(graph, ValueArg(any, 0), "aten.logical_not.default");
+  const Node* eq = ProducerOp(graph, ValueArg(inner_not, 0), "aten.eq.Scalar");
+  const auto rank = ValueAt(graph, x).meta->shape.size();
+  if (eq == nullptr || ValueArg(eq, 0) != x || eq->args.size() != 2 || !eq->args[1].IsNumber() ||
+      eq->args[1].AsDouble() != -std::numeric_limits<double>::infinity() || !LastDimKept(any, rank)) {
+    return -1;
+  }
+  for (const Node* node : {where, outer_not, any, inner_not, eq}) {
+    nodes->insert(NodeIndex(graph, node));
+  }
+  if (const Node* fill = where->args[1].kind == Arg::Kind::kValue ? graph.Producer(where->args[1].value) : nullptr) {
+    nodes->insert(NodeIndex(graph, fill));
+  }
+  return ValueArg(where, 2);
+}
+
+bool IsNegativeInfinity(const Graph& graph, const Arg& arg) {
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  if (arg.IsNumber()) {
+    return arg.AsDouble() == kNegInf;
+  }
+  const Node* fill = arg.kind == Arg::Kind::kValue ? graph.Producer(arg.value) : nullptr;
+  return fill != nullptr && fill->op == "aten.scalar_tensor.default" && !fill->args.empty() &&
+         fill->args[0].IsNumber() && fill->args[0].AsDouble() == kNegInf;
+}
+
+// The nodes of X's elementwise cone that depend on a bmm (S, set in *scores; a second bmm fails the match).
+class ScoreCone {
+ public:
+  explicit ScoreCone(const Graph& graph) : graph_(graph) {}
+
+  bool Reaches(int value) {
+    const Node* node = graph_.Producer(value);
+    if (node == nullptr || failed_) {
+      return false;
+    }
+    const int index = NodeIndex(graph_, node);
+    if (const auto found = memo_.find(index); found != memo_.end()) {
+      return found->second;
+    }
+    bool reaches = false;
+    if (node->op == "aten.bmm.default") {
+      failed_ = scores_ >= 0 && scores_ != index;
+      scores_ = index;
+      reaches = !failed_;
+    } else if (ClassifyOp(node->op) == OpClass::kPointwise || ClassifyOp(node->op) == OpClass::kView) {
+      for (const Arg& arg : node->args) {
+        if (arg.kind == Arg::Kind::kValue && ValueAt(graph_, arg.value).meta) {
+          reaches = Reaches(arg.value) || reaches;
+        }
+      }
+      if (reaches) {
+        cone_.insert(index);
+      }
+    }
+    memo_[index] = reaches;
+    return reaches;
+  }
+
+  int Scores() const { return failed_ ? -1 : scores_; }
+  const std::set<int>& Cone() const { return cone_; }
+
+ private:
+  const Graph& graph_;
+  std::map<int, bool> memo_;
+  std::set<int> cone_;
+  int scores_ = -1;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+std::optional<AttentionSpec> ParseAttention(const Graph& graph, const Node& node) {
+  if (node.op != "aten.bmm.default") {
+    return std::nullopt;
+  }
+  const auto pv = ParseMatmul(graph, node);
+  if (!pv || pv->conv || pv->bias >= 0 || pv->alpha != 1.0) {
+    return std::nullopt;
+  }
+  AttentionSpec spec;
+  spec.node = NodeIndex(graph, &node);
+  spec.v = pv->b;
+  spec.batch = pv->batch;
+  spec.lq = pv->m;
+  spec.lk = pv->k;
+  spec.dv = pv->n;
+  std::set<int> nodes;
+  const int p = UnderFlatViews(graph, pv->a, &nodes);
+  const Node* top = graph.Producer(p);
+  int div_value = p;
+  // the softmax: div(exp(sub(x, amax(x))), sum(exp(...))), over x's last axis
+  const Node* div = ProducerOp(graph, div_value, "aten.div.Tensor");
+  if (div == nullptr && top != nullptr && top->op == "aten.where.self") {
+    div = ProducerOp(graph, ValueArg(top, 2), "aten.div.Tensor");
+  }
+  const Node* exp = ProducerOp(graph, ValueArg(div, 0), "aten.exp.default");
+  const Node* sum = ProducerOp(graph, ValueArg(div, 1), "aten.sum.dim_IntList");
+  const Node* sub = ProducerOp(graph, ValueArg(exp, 0), "aten.sub.Tensor");
+  const Node* amax = ProducerOp(graph, ValueArg(sub, 1), "aten.amax.default");
+  if (sum == nullptr || amax == nullptr || sub->Kwarg("alpha") != nullptr || ValueArg(sum, 0) != exp->value) {
+    return std::nullopt;
+  }
+  spec.x = ValueArg(sub, 0);
+  const auto& x_meta = ValueAt(graph, spec.x).meta;
+  if (!x_meta || x_meta->shape.size() < 2 || ValueArg(amax, 0) != spec.x || x_meta->shape.back() != spec.lk ||
+      x_meta->Numel() != spec.batch * spec.lq * spec.lk || !LastDimKept(amax, x_meta->shape.size()) ||
+      !LastDimKept(sum, x_meta->shape.size())) {
+    return std::nullopt;
+  }
+  if (div->value != p) {
+    spec.safe = true;
+    if (SafeSoftmaxGuard(graph, top, spec.x, &nodes) != div->value) {
+      return std::nullopt;
+    }
+  }
+  for (const Node* softmax : {div, exp, sum, sub, amax}) {
+    nodes.insert(NodeIndex(graph, softmax));
+  }
+  ScoreCone cone(graph);
+  if (!cone.Reaches(spec.x) || cone.Scores() < 0) {
+    return std::nullopt;
+  }
+  spec.scores = cone.Scores();
+  // masked_fill(mask, -inf) on the scores, the mask computed without them: masked key blocks can be skipped
+  if (const Node* where = ProducerOp(graph, spec.x, "aten.where.self"); where != nullptr && where->args.size() == 3) {
+    const Node* condition = where->args[0].kind == Arg::Kind::kValue ? graph.Producer(where->args[0].value) : nullptr;
+    const bool independent = condition == nullptr || cone.Cone().count(NodeIndex(graph, condition)) == 0;
+    for (size_t branch : {size_t{1}, size_t{2}}) {
+      if (independent && where->args[0].kind == Arg::Kind::kValue && IsNegativeInfinity(graph, where->args[branch])) {
+        spec.mask = where->args[0].value;
+        spec.masked_when = branch == 1;
+      }
+    }
+  }
+  nodes.insert(cone.Cone().begin(), cone.Cone().end());
+  nodes.insert(spec.scores);
+  const Node& scores = graph.nodes.at(static_cast<size_t>(spec.scores));
+  const auto qk = ParseMatmul(graph, scores);
+  if (!qk || qk->conv || qk->bias >= 0 || qk->alpha != 1.0 || qk->batch != spec.batch || qk->m != spec.lq ||
+      qk->n != spec.lk) {
+    return std::nullopt;
+  }
+  spec.q = qk->a;
+  spec.kt = qk->b;
+  spec.d = qk->k;
+  spec.s_value = scores.value;
+  spec.absorbed = nodes;
+  if (spec.d > kMaxHeadDim || spec.dv > kMaxHeadDim) {
+    return std::nullopt;
+  }
+  for (int value : {spec.q, spec.kt, spec.v, spec.s_value, spec.x, node.value}) {
+    if (!IsFloat32(graph, value)) {
+      return std::nullopt;
+    }
+  }
+  // S, X and P are read by nothing else (they are never in memory); V does not depend on them.
+  std::set<int> absorbed_values;
+  for (int index : nodes) {
+    absorbed_values.insert(graph.nodes.at(static_cast<size_t>(index)).value);
+    for (int user : ValueAt(graph, graph.nodes.at(static_cast<size_t>(index)).value).users) {
+      if (user != spec.node && nodes.count(user) == 0) {
+        return std::nullopt;
+      }
+    }
+  }
+  std::set<int> v_chain;
+  if (absorbed_values.count(UnderFlatViews(graph, spec.v, &v_chain)) != 0) {
+    return std::nullopt;
+  }
+  for (const Arg& output : graph.outputs) {
+    if (output.kind == Arg::Kind::kValue && absorbed_values.count(output.value) != 0) {
+      return std::nullopt;
+    }
+  }
+  for (const auto& [target, arg] : graph.mutations) {
+    if (arg.kind == Arg::Kind::kValue && absorbed_values.count(arg.value) != 0) {
+      return std::nullopt;
+    }
+  }
+  return spec;
+}
+
+KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kernel,
+                                     const std::map<int, TensorMeta>& memory,
+                                     const std::map<int, TensorMeta>& layouts) {
+  const AttentionSpec& at = *kernel.attention;
+  const KernelDesign& design = kernel.design;
+  MaskSet masks{{{"mindex", "mmask"},
+                 {"nindex", "nmask"},
+                 {"nvindex", "nvmask"},
+                 {"dqindex", "dqmask"},
+                 {"dkindex", "dkmask"},
+                 {"dvindex", "dvmask"}},
+                {{"mmask & nmask", "smask"}, {"mmask & dvmask", "omask"}},
+                "smask"};
+  masks.max_concat_pieces = kMaxConcatPiecesInTiles;
+  KernelEmitter emitter(graph, memory, masks);
+  const Index b = Index::Var("bindex", at.batch);
+  const Index m = Index::Var("mindex", at.lq);
+  const Index n = Index::Var("nindex", at.lk);
+  const Index nv = Index::Var("nvindex", at.lk);
+  const Index dq = Index::Var("dqindex", at.d);
+  const Index dk = Index::Var("dkindex", at.d);
+  const Index dv = Index::Var("dvindex", at.dv);
+  // flash products are never ieee: tf32x3 keeps float32 accuracy on the tensor cores
+  const std::string precision = design.precision == "tf32" ? "tf32" : "tf32x3";
+  emitter.OpenScope(1);
+  const Operand q = emitter.Emit(at.q, {b, m, dq});
+  emitter.Line(fmt::format("q = tl.where(mmask & dqmask, ({}).to(tl.float32), 0.0)", q.code));
+  const std::string prologue = Join(emitter.CloseScope());
+  emitter.OpenScope(2);
+  const Index scores_flat = (b * at.lq + m) * at.lk + n;
+  const auto x_index = Delinearize(scores_flat, ValueAt(graph, at.x).meta->shape);
+  if (at.mask >= 0) {  // a key block masked for every query row of the program contributes nothing
+    const Operand mask = emitter.Emit(at.mask, BroadcastIndex(x_index, ValueAt(graph, at.x).meta->shape,
+                                                              ValueAt(graph, at.mask).meta->shape));
+    emitter.Line(fmt::format("live = tl.max(tl.where(smask & (({}) {} 0), 1, 0))", mask.code,
+                             at.masked_when ? "==" : "!="));
+    emitter.Line("if live > 0:");
+    emitter.OpenScope(3);
+  }
+  const Operand kt = emitter.Emit(at.kt, {b, dk, n});
+  emitter.Line(fmt::format("kt = tl.where(dkmask & nmask, ({}).to(tl.float32), 0.0)", kt.code));
+  emitter.Line(fmt::format("s = tl.dot(q, kt, input_precision=\"{}\")", precision));
+  emitter.DefineRow(at.s_value, Operand{"s", DType::kFloat32, false}, scores_flat);
+  const Operand x = emitter.Emit(at.x, x_index);
+  emitter.Line(fmt::format("x = tl.where(nmask, ({}).to(tl.float32), float(\"-inf\"))", x.code));
+  const Operand v = emitter.Emit(at.v, {b, nv, dv});
+  emitter.Line(fmt::format("v = tl.where(nvmask & dvmask, ({}).to(tl.float32), 0.0)", v.code));
+  for (const char* line : {"m_new = tl.maximum(m_i, tl.max(x, 1))",
+                           "# a row with no finite score yet subtracts 0: its exponentials are 0, not exp(-inf + inf)",
+                           "m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)", "alpha = tl.exp(m_i - m_safe)",
+                           "p = tl.exp(x - m_safe[:, None])", "l_i = l_i * alpha + tl.sum(p, 1)"}) {
+    emitter.Line(line);
+  }
+  emitter.Line(fmt::format("acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=\"{}\")", precision));
+  emitter.Line("m_i = m_new");
+  if (at.mask >= 0) {
+    const std::vector<std::string> live = emitter.CloseScope();
+    emitter.Append(live);
+  }
+  const std::string loop = Join(emitter.CloseScope());
+  if (q.scalar || kt.scalar || v.scalar) {
+    throw NotFusable("a constant attention operand");
+  }
+  const int out = graph.nodes.at(static_cast<size_t>(at.node)).value;
+  const Index out_flat = (b * at.lq + m) * at.dv + dv;
+  const Operand result{"out", DType::kFloat32, false};
+  emitter.DefineRow(out, result, out_flat);
+  for (int root : kernel.roots) {
+    const bool stored = std::find(kernel.stores.begin(), kernel.stores.end(), root) != kernel.stores.end();
+    if (root == out) {
+      if (stored) {
+        emitter.Store(out, {b, m, dv}, result, layouts.at(out), "omask");
+      }
+      continue;
+    }
+    const auto index = Delinearize(out_flat, ValueAt(graph, root).meta->shape);  // an elementwise epilogue
+    const Operand value = emitter.Emit(root, index);
+    if (stored) {
+      emitter.Store(root, index, value, layouts.at(root), "omask");
+    }
+  }
+  templates::Values values;
+  values.text["name"] = kernel.name;
+  std::string params;
+  for (size_t i = 0; i < emitter.PointerValues().size(); ++i) {
+    params += "ptr" + std::to_string(i) + ", ";
+  }
+  values.text["params"] = params;
+  std::string summary;
+  for (int root : kernel.roots) {
+    summary += (summary.empty() ? "" : ", ") + ValueAt(graph, root).name;
+  }
+  values.text["summary"] = summary;
+  values.text["batch"] = std::to_string(at.batch);
+  values.text["lq"] = std::to_string(at.lq);
+  values.text["lk"] = std::to_string(at.lk);
+  values.text["d"] = std::to_string(at.d);
+  values.text["dv"] = std::to_string(at.dv);
+  values.text["block_d"] = std::to_string(std::max(kMinDot, NextPowerOfTwo(at.d)));
+  values.text["block_dv"] = std::to_string(std::max(kMinDot, NextPowerOfTwo(at.dv)));
+  values.text["precision"] = precision;
+  values.flags["safe"] = at.safe;
+  values.text["prologue"] = prologue;
+  values.text["loop"] = loop;
+  values.text["body"] = Join(emitter.CloseScope());
+  KernelSource source;
+  source.name = kernel.name;
+  source.int64_indexing = emitter.MaxAddress() > kInt32Max;
+  values.flags["int64"] = source.int64_indexing;
+  source.code = templates::Render("triton/attention.py.mustache", values);
+  const int64_t grid_m = (at.lq + design.xblock - 1) / design.xblock;
+  source.launches.push_back({kernel.name,
+                             emitter.PointerValues(),
+                             fmt::format("({}, {})", grid_m, at.batch),
+                             {{"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}},
+                             {}});
+  source.helpers = emitter.Helpers();
+  source.loaded = emitter.Loaded();
+  source.computed = emitter.Computed();
+  source.computed.insert(at.absorbed.begin(), at.absorbed.end());
+  source.computed.insert(at.node);
+  return source;
+}
+
+}  // namespace egg::expert
