@@ -39,6 +39,10 @@ int ValueArg(const Node* node, size_t index) {
   return node->args[index].value;
 }
 
+const Node* ArgProducer(const Graph& graph, const Arg& arg) {
+  return arg.kind == Arg::Kind::kValue ? graph.Producer(arg.value) : nullptr;
+}
+
 const Node* ProducerOp(const Graph& graph, int value, const std::string& op) {
   const Node* node = value >= 0 ? graph.Producer(value) : nullptr;
   return node != nullptr && node->op == op ? node : nullptr;
@@ -87,7 +91,7 @@ bool IsZero(const Graph& graph, const Arg& arg) {
   if (arg.IsNumber()) {
     return arg.AsDouble() == 0.0;
   }
-  const Node* fill = arg.kind == Arg::Kind::kValue ? graph.Producer(arg.value) : nullptr;
+  const Node* fill = ArgProducer(graph, arg);
   return fill != nullptr && ((fill->op == "aten.full_like.default" && fill->args.size() >= 2 &&
                               fill->args[1].IsNumber() && fill->args[1].AsDouble() == 0.0) ||
                              fill->op == "aten.zeros_like.default");
@@ -95,7 +99,8 @@ bool IsZero(const Graph& graph, const Arg& arg) {
 
 // SDPA's _safe_softmax guard: where(logical_not(any(logical_not(x == -inf), -1)), 0, p). The value p, or -1.
 int SafeSoftmaxGuard(const Graph& graph, const Node* where, int x, std::set<int>* nodes) {
-  if (where == nullptr || where->op != "aten.where.self" || where->args.size() != 3 || !IsZero(graph, where->args[1])) {
+  if (where == nullptr || where->op != "aten.where.self" || where->args.size() != 3 ||
+      !IsZero(graph, where->args[1])) {
     return -1;
   }
   const Node* outer_not = ProducerOp(graph, ValueArg(where, 0), "aten.logical_not.default");
@@ -110,7 +115,7 @@ int SafeSoftmaxGuard(const Graph& graph, const Node* where, int x, std::set<int>
   for (const Node* node : {where, outer_not, any, inner_not, eq}) {
     nodes->insert(NodeIndex(graph, node));
   }
-  if (const Node* fill = where->args[1].kind == Arg::Kind::kValue ? graph.Producer(where->args[1].value) : nullptr) {
+  if (const Node* fill = ArgProducer(graph, where->args[1])) {
     nodes->insert(NodeIndex(graph, fill));
   }
   return ValueArg(where, 2);
@@ -121,7 +126,7 @@ bool IsNegativeInfinity(const Graph& graph, const Arg& arg) {
   if (arg.IsNumber()) {
     return arg.AsDouble() == kNegInf;
   }
-  const Node* fill = arg.kind == Arg::Kind::kValue ? graph.Producer(arg.value) : nullptr;
+  const Node* fill = ArgProducer(graph, arg);
   return fill != nullptr && fill->op == "aten.scalar_tensor.default" && !fill->args.empty() &&
          fill->args[0].IsNumber() && fill->args[0].AsDouble() == kNegInf;
 }
@@ -225,11 +230,12 @@ std::optional<AttentionSpec> ParseAttention(const Graph& graph, const Node& node
   }
   spec.scores = cone.Scores();
   // masked_fill(mask, -inf) on the scores, the mask computed without them: masked key blocks can be skipped
-  if (const Node* where = ProducerOp(graph, spec.x, "aten.where.self"); where != nullptr && where->args.size() == 3) {
-    const Node* condition = where->args[0].kind == Arg::Kind::kValue ? graph.Producer(where->args[0].value) : nullptr;
+  const Node* where = ProducerOp(graph, spec.x, "aten.where.self");
+  if (where != nullptr && where->args.size() == 3 && where->args[0].kind == Arg::Kind::kValue) {
+    const Node* condition = ArgProducer(graph, where->args[0]);
     const bool independent = condition == nullptr || cone.Cone().count(NodeIndex(graph, condition)) == 0;
     for (size_t branch : {size_t{1}, size_t{2}}) {
-      if (independent && where->args[0].kind == Arg::Kind::kValue && IsNegativeInfinity(graph, where->args[branch])) {
+      if (independent && IsNegativeInfinity(graph, where->args[branch])) {
         spec.mask = where->args[0].value;
         spec.masked_when = branch == 1;
       }
@@ -331,9 +337,10 @@ KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kerne
   const Operand v = emitter.Emit(at.v, {b, nv, dv});
   emitter.Line(fmt::format("v = tl.where(nvmask & dvmask, ({}).to(tl.float32), 0.0)", v.code));
   for (const char* line : {"m_new = tl.maximum(m_i, tl.max(x, 1))",
-                           "# a row with no finite score yet subtracts 0: its exponentials are 0, not exp(-inf + inf)",
-                           "m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)", "alpha = tl.exp(m_i - m_safe)",
-                           "p = tl.exp(x - m_safe[:, None])", "l_i = l_i * alpha + tl.sum(p, 1)"}) {
+                           "# a row with no finite score yet subtracts 0: its exponentials are 0, not nan",
+                           "m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)",
+                           "alpha = tl.exp(m_i - m_safe)", "p = tl.exp(x - m_safe[:, None])",
+                           "l_i = l_i * alpha + tl.sum(p, 1)"}) {
     emitter.Line(line);
   }
   emitter.Line(fmt::format("acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=\"{}\")", precision));

@@ -430,8 +430,8 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
   if (kernel.kind == KernelKind::kAttention) {  // tl.dot tiles of query rows x keys, never ieee products
     constexpr int64_t kMinDot = 16;
     constexpr int64_t kMaxAttentionTile = 128;
-    const bool tiles = design.xblock >= kMinDot && design.xblock <= kMaxAttentionTile && IsPow2(design.yblock) &&
-                       design.yblock >= kMinDot && design.yblock <= kMaxAttentionTile;
+    const auto fits = [&](int64_t side) { return IsPow2(side) && side >= kMinDot && side <= kMaxAttentionTile; };
+    const bool tiles = fits(design.xblock) && fits(design.yblock);
     return kernel.attention && design.algorithm == "flash" && tiles &&
            (design.precision == "tf32" || design.precision == "tf32x3");
   }

@@ -155,13 +155,13 @@ void AlgorithmMoves(const Graph& graph, const Candidate& incumbent, const std::v
   (void)graph;
   for (size_t k : order) {
     const KernelPlan& kernel = incumbent.plan.kernels[k];
-    if (kernel.kind == KernelKind::kAttention) {  // back to the products and the softmax in kernels of their own
+    if (kernel.kind == KernelKind::kAttention) {  // back to the products and the softmax in kernels apart
       CandidateDesign unfused = incumbent.design;
       unfused.kernels.erase(kernel.name);
       unfused.plan.fuse_attention = false;
       list->Add(unfused, fmt::format("algorithm {} unfused", kernel.name),
-                "attention unfused: the scores stored by a bmm kernel, the softmax's max and sum by a reduction "
-                "kernel, P recomputed in the second product's prologue");
+                "attention unfused: the scores stored by a bmm kernel, the softmax's max and sum by a "
+                "reduction kernel, P recomputed in the second product's prologue");
       continue;
     }
     if (kernel.kind == KernelKind::kMatmul) {
@@ -244,7 +244,8 @@ void RecurrentMappingMoves(const KernelPlan& kernel, MoveList* list) {
   }
 }
 
-// Flash attention: query rows per program (`rows`, stage2.mapping) or keys per loop step (stage2.tiling), 32-128.
+// Flash attention: query rows per program (`rows`, stage2.mapping) or keys per loop step (stage2.tiling),
+// 32 to 128.
 void AttentionBlockMoves(const KernelPlan& kernel, bool rows, MoveList* list) {
   const AttentionSpec& at = *kernel.attention;
   const int64_t current = rows ? kernel.design.xblock : kernel.design.yblock;
@@ -252,10 +253,13 @@ void AttentionBlockMoves(const KernelPlan& kernel, bool rows, MoveList* list) {
   for (int64_t block : Around(current, std::min<int64_t>(32, most), most)) {
     KernelDesign design = kernel.design;
     (rows ? design.xblock : design.yblock) = block;
-    list->AddKernel(kernel, design, fmt::format("{} {} {}", rows ? "rows per program" : "keys per step", kernel.name, block),
+    const std::string move =
+        fmt::format("{} {} {}", rows ? "rows per program" : "keys per step", kernel.name, block);
+    list->AddKernel(kernel, design, move,
                     rows ? fmt::format("{} query rows per program ({} programs)", block,
                                        (at.lq + block - 1) / block * at.batch)
-                         : fmt::format("{} keys per loop step (scores tile {}x{})", block, kernel.design.xblock, block));
+                         : fmt::format("{} keys per loop step (scores tile {}x{})", block, design.xblock,
+                                       block));
   }
 }
 
@@ -458,7 +462,7 @@ bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
     const int64_t accumulator = design.xblock * (design.algorithm == "gemv" ? design.rblock : design.yblock);
     return accumulator <= threads * kMaxAccumulatorPerThread && ring <= kMaxMatmulSharedBytes;
   }
-  if (kernel.kind == KernelKind::kAttention) {  // the scores and output tiles in registers, K and V tiles staged
+  if (kernel.kind == KernelKind::kAttention) {  // scores and output tiles in registers, K and V tiles staged
     const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
     const int64_t d = std::max(kMinBlock, NextPowerOfTwo(kernel.attention->d));
     const int64_t dv = std::max(kMinBlock, NextPowerOfTwo(kernel.attention->dv));

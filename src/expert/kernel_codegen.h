@@ -65,7 +65,8 @@ KernelSource GenerateRecurrentKernel(const Graph& graph, const KernelPlan& kerne
 // An attention kernel (kind kAttention): the flash loop over key blocks with an online softmax
 // (attention_codegen.cpp).
 KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kernel,
-                                     const std::map<int, TensorMeta>& memory, const std::map<int, TensorMeta>& layouts);
+                                     const std::map<int, TensorMeta>& memory,
+                                     const std::map<int, TensorMeta>& layouts);
 
 // Pairs (index of a max, index of a sum) among a kernel's reductions where the sum is of exp(u - max(u)) over the
 // same rows: online softmax computes both in one pass.

@@ -117,9 +117,10 @@ struct RecurrentSpec {
 };
 std::optional<RecurrentSpec> ParseRecurrent(const Graph& graph, const Node& node);
 
-// Attention as one flash-style kernel: out = bmm(P, V) with P = softmax over the last axis of X, X an elementwise
-// function of S = bmm(Q, K^T) (a scale, a where(mask, -inf, .) of a broadcast mask tensor: whatever the graph
-// computes, read through the emitter), with SDPA's _safe_softmax guard (0 for a row of -inf) when `safe`.
+// Attention as one flash-style kernel: out = bmm(P, V) with P = softmax over the last axis of X, X an
+// elementwise function of S = bmm(Q, K^T) (a scale, a where(mask, -inf, .) of a broadcast mask tensor:
+// whatever the graph computes, read through the emitter), with SDPA's _safe_softmax guard (0 for a row of -inf)
+// when `safe`.
 // `absorbed`: the nodes the kernel computes (S, the softmax, the guard); none is read outside the pattern.
 struct AttentionSpec {
   int node = -1;     // bmm(P, V)

@@ -1058,8 +1058,8 @@ class Planner {
       kernel.attention = at;
       kernel.roots.push_back(node.value);
       kernel.reasons.push_back(fmt::format(
-          "attention {}: {} x softmax([{}x{}] @ [{}x{}]{}) @ [{}x{}] in one flash loop (scores {} and the softmax "
-          "never stored)",
+          "attention {}: {} x softmax([{}x{}] @ [{}x{}]{}) @ [{}x{}] in one flash loop (scores {} and the "
+          "softmax never stored)",
           node.name, at.batch, at.lq, at.d, at.d, at.lk, at.safe ? ", safe" : "", at.lk, at.dv,
           graph_.nodes.at(static_cast<size_t>(at.scores)).name));
     } else if (recurrents_.count(index) != 0) {
@@ -1101,7 +1101,8 @@ class Planner {
   // The kernel `kernel` extended by the root of `node`, or nullopt when the domains cannot be shared.
   std::optional<KernelPlan> Extend(const KernelPlan& kernel, const Node& node) const {
     const auto index = static_cast<int>(&node - graph_.nodes.data());
-    if (kernel.kind == KernelKind::kRecurrent || recurrents_.count(index) != 0 || attentions_.count(index) != 0) {
+    if (kernel.kind == KernelKind::kRecurrent || recurrents_.count(index) != 0 ||
+        attentions_.count(index) != 0) {
       return std::nullopt;  // a time loop takes no epilogue and joins no kernel; attention starts its own
     }
     KernelPlan extended = kernel;

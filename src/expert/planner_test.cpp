@@ -529,11 +529,12 @@ bool HasKind(const Plan& plan, KernelKind kind) {
 }
 
 const Node& NodeNamed(const Graph& graph, const std::string& name) {
-  return *std::find_if(graph.nodes.begin(), graph.nodes.end(), [&](const Node& node) { return node.name == name; });
+  return *std::find_if(graph.nodes.begin(), graph.nodes.end(),
+                       [&](const Node& node) { return node.name == name; });
 }
 
 TEST(PlannerTest, AttentionIsOneFlashKernel) {
-  // SDPA (KernelBench 1_97, reduced: 2 x 2 heads x 64 x 32): the scale split onto Q and K, _safe_softmax's guard
+  // SDPA (1_97 reduced: 2 x 2 heads x 64 x 32): the scale split onto Q and K, _safe_softmax's guard
   const Graph sdpa = Fixture("level1_97_ScaledDotProductAttention");
   const Plan plan = MakePlan(sdpa, {});
   const KernelPlan* flash = AttentionKernel(plan);
@@ -592,7 +593,8 @@ TEST(PlannerTest, AttentionUnfusedOnRequestOrWhenItsScoresAreRead) {
   ASSERT_TRUE(seed0.source.has_value()) << seed0.problem;
   EXPECT_EQ(Count(*seed0.source, "tl.dot("), 2U);
   EXPECT_EQ(Count(*seed0.source, "input_precision=\"tf32\""), 2U);  // the tolerance's products
-  const Candidate softmax = GenerateCandidate(Fixture("level1_23_Softmax"), "", "softmax", SeedDesign(1, 1e-4).design);
+  const Candidate softmax =
+      GenerateCandidate(Fixture("level1_23_Softmax"), "", "softmax", SeedDesign(1, 1e-4).design);
   EXPECT_TRUE(softmax.design.plan.fuse_attention);  // no attention: nothing recorded
 
   // the scores are also a graph output: they must be stored, no flash kernel

@@ -173,9 +173,9 @@ def test_mat_vec_seed_is_gemv_without_tl_dot(compiled):
 
 
 def test_attention_seed_is_one_flash_kernel(compiled):
-    """Seed 0 of SDPA (plain and is_causal) and MinGPT's masked attention: one flash kernel each (scores, online
-    softmax and the product with V; no amax reduction kernel), tf32x3 products below tol 1e-3; seed 1 keeps the
-    products and the softmax apart and records plan.fuse_attention false."""
+    """Seed 0 of SDPA (plain and is_causal) and MinGPT's masked attention: one flash kernel each (scores,
+    online softmax and the product with V; no amax reduction kernel), tf32x3 products below tol 1e-3; seed 1
+    keeps the products and the softmax apart and records plan.fuse_attention false."""
     egg, runs = compiled
     seed0, seed1 = json.loads(runs["att0"].stdout), json.loads(runs["att1"].stdout)
     flash = [k for k in seed0["kernels"] if k["kind"] == "attention"]
@@ -215,14 +215,14 @@ print("same")
 
 
 def test_attention_fully_masked_rows_match_pytorch(compiled):
-    """A query row with every key masked: nan under a plain softmax, 0 under SDPA's _safe_softmax, in the flash
-    kernels as in PyTorch (compared here: the harness does not compare nan outputs)."""
+    """A query row with every key masked: nan under a plain softmax, 0 under SDPA's _safe_softmax, in the
+    flash kernels as in PyTorch (compared here: the harness does not compare nan outputs)."""
     egg, runs = compiled
     assert [k["kind"] for k in json.loads(runs["att_masked"].stdout)["kernels"]][:2] == ["attention"] * 2
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "python")}
-    proc = subprocess.run([sys.executable, "-c", MASKED_ROWS_CHECK, str(EXPERT_TASKS / "attention_masked_rows.py"),
-                           str(egg.workdir / "out" / "att_masked.py")], capture_output=True, text=True, timeout=300,
-                          env=env)
+    command = [sys.executable, "-c", MASKED_ROWS_CHECK, str(EXPERT_TASKS / "attention_masked_rows.py"),
+               str(egg.workdir / "out" / "att_masked.py")]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0 and "same" in proc.stdout, proc.stdout + proc.stderr
 
 
@@ -384,8 +384,8 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
 @pytest.mark.parametrize("candidate", ["softmax_s0.py", "conv.py", "dw_s0.py", "convt.py", "convt1.py", "convt3.py",
                                        "dense_s1.py", "deepk_s0.py", "deepk_s1.py", "deepk_ragged.py", "small_s0.py",
                                        "small_s1.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
-                                       "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_s1.py", "mv_split.py",
-                                       "att_s0.py", "att_s1.py", "att_tiles.py"])
+                                       "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_s1.py",
+                                       "mv_split.py", "att_s0.py", "att_s1.py", "att_tiles.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
