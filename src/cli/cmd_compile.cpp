@@ -33,7 +33,7 @@ int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
   }
   expert::CandidateDesign design;
   design.seed = args.seed;
-  design.plan.fuse_attention = args.seed != 1;  // seed 1: attention unfused, measured against seed 0's flash
+  design.plan.fuse_attention = expert::SeedFusesAttention(args.seed);
   if (!args.design_json.empty()) {
     try {
       design = expert::CandidateDesign::FromJson(Json::parse(args.design_json));

@@ -21,14 +21,6 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 const Value& ValueAt(const Graph& graph, int value) { return graph.values.at(static_cast<size_t>(value)); }
 
-std::string Join(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& line : lines) {
-    out += (out.empty() ? "" : "\n") + line;
-  }
-  return out;
-}
-
 int NodeIndex(const Graph& graph, const Node* node) { return static_cast<int>(node - graph.nodes.data()); }
 
 // The value of positional argument `index` of `node`, or -1.

@@ -16,17 +16,6 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kCombineTile = 4096;
 constexpr int64_t kMatmulGroupRows = 8;  // matmul tile rows that sweep N together (L2 reuse of B)
 
-std::string Join(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& line : lines) {
-    out += line + "\n";
-  }
-  if (!out.empty()) {
-    out.pop_back();
-  }
-  return out;
-}
-
 const Value& ValueAt(const Graph& graph, int value) { return graph.values.at(static_cast<size_t>(value)); }
 const TensorMeta& MetaOf(const Graph& graph, int value) {
   const Value& v = ValueAt(graph, value);
@@ -1609,6 +1598,17 @@ class KernelWriter {
 };
 
 }  // namespace
+
+std::string Join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& line : lines) {
+    out += line + "\n";
+  }
+  if (!out.empty()) {
+    out.pop_back();
+  }
+  return out;
+}
 
 namespace {
 

@@ -62,6 +62,9 @@ KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const 
 KernelSource GenerateRecurrentKernel(const Graph& graph, const KernelPlan& kernel,
                                      const std::map<int, TensorMeta>& memory, const std::map<int, TensorMeta>& layouts);
 
+// Lines joined by newlines (no trailing one): the code a template slot takes.
+std::string Join(const std::vector<std::string>& lines);
+
 // An attention kernel (kind kAttention): the flash loop over key blocks with an online softmax
 // (attention_codegen.cpp).
 KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kernel,
