@@ -1,8 +1,10 @@
 // `egg compile TASK.py`: the expert backend's compiler alone: capture, plan, generate one candidate file for a
 // seed design (no search, no evaluation). Exit 0 when a candidate was written, 1 when none could be made.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -58,6 +60,18 @@ int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
   if (!candidate.source) {
     fmt::print(stderr, "egg: {}\n", candidate.problem);
     return kExitCandidateFailed;
+  }
+  // A design that names a kernel the plan does not have is not applied to anything: say so, with the names
+  // the plan has (a stale name from an older plan would otherwise silently leave the seed's design in place).
+  std::vector<std::string> planned;
+  for (const expert::KernelPlan& kernel : candidate.plan.kernels) {
+    planned.push_back(kernel.name);
+  }
+  for (const auto& [kernel_name, kernel_design] : design.kernels) {
+    if (std::find(planned.begin(), planned.end(), kernel_name) == planned.end()) {
+      fmt::print(stderr, "egg compile: warning: --design names kernel {}, which the plan does not have ({})\n",
+                 kernel_name, fmt::join(planned, ", "));
+    }
   }
   const std::string out =
       args.out.empty() ? "egg-out/" + std::filesystem::path(task_path).stem().string() + "_expert.py" : args.out;

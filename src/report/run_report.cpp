@@ -112,6 +112,17 @@ std::string TrajectoryMarkdown(const Json& report) {
           candidate.value("parent_id", "").empty() ? "" : " of " + candidate.value("parent_id", ""),
           candidate.value("status", ""), Ms(candidate.value("median_ms", Json())));
     }
+    // Designs screened together (built in parallel, timed briefly): what each measured, including those never
+    // evaluated in full because another screened faster.
+    for (const Json& screen : report.value("screened", Json::array())) {
+      if (screen.value("stage", "") != stage.value("stage", "")) {
+        continue;
+      }
+      const std::string reason = screen.value("reason", "");
+      out += fmt::format("- screened {} [{}] round {}: {} {}{}\n", screen.value("id", ""), screen.value("move", ""),
+                         screen.value("round", 0) + 1, screen.value("status", ""), Ms(screen.value("median_ms", Json())),
+                         reason.empty() ? "" : " (" + reason.substr(0, 160) + ")");
+    }
     for (const Json& decision : stage.value("decisions", Json::array())) {
       out += fmt::format("- {} {} [{}]: {}\n", decision.value("accepted", false) ? "ACCEPTED" : "rejected",
                          decision.value("candidate_id", ""), decision.value("move", ""),

@@ -126,6 +126,9 @@ def compiled(tmp_path_factory):
         # stage2.memory's CUDA-graph move (the interpreter runs the forward as it is, the graph needs a GPU)
         "lstm_graph": ["lstm_bidir_state.py", "--out", "out/lstm_graph.py", "--json",
                        "--design", '{"seed": 0, "plan": {"cuda_graph": true}}'],
+        # a design naming a kernel the plan does not have (a stale name): written, with a warning
+        "stale": ["softmax_8x32.py", "--out", "out/softmax_stale.py", "--design", json.dumps(
+            {"seed": 0, "kernels": {"egg_k7_gone": {"algorithm": "flat", "xblock": 64}}})],
     }
     runs = {name: egg.run("compile", *args, "--device", "cpu") for name, args in commands.items()}
     for name, proc in runs.items():
@@ -331,6 +334,14 @@ def test_seed_one_is_a_different_reduction_algorithm(compiled):
     assert algorithms[0] != algorithms[1], algorithms
 
 
+def test_a_design_naming_a_kernel_the_plan_lacks_is_warned_about(compiled):
+    egg, runs = compiled
+    warning = "warning: --design names kernel egg_k7_gone, which the plan does not have ("
+    assert warning in runs["stale"].stderr and "wrote out/softmax_stale.py" in runs["stale"].stdout
+    # every other design of the fixture names kernels the plan has (a stale one would be silently unused)
+    assert [name for name, proc in runs.items() if "warning: --design" in proc.stderr] == ["stale"]
+
+
 def test_design_record_is_generated(compiled):
     egg, runs = compiled
     assert "wrote out/softmax_d2.py" in runs["design2"].stdout
@@ -483,6 +494,11 @@ def test_optimize_report_stages_on_the_cpu(optimized):
     evaluated = report["stages"][0]["candidates"]
     assert [candidate["move"] for candidate in evaluated] == ["seed 0"], "only the kept seed is fully evaluated"
     assert report["final_candidate_id"] == evaluated[0]["id"] == screened[0]["id"]
+    # the trajectory lists every screened seed under its stage, not only the one evaluated in full
+    trajectory = (optimized["egg"].workdir / "out" / "trajectory.md").read_text()
+    seeds_section = trajectory.split("## stage1.seeds")[1].split("## stage1.algorithm")[0]
+    for entry in screened:
+        assert f"- screened {entry['id']} [{entry['move']}] round 1: ok" in seeds_section, seeds_section
     for stage in report["stages"][1:]:
         assert "measured tuning skipped" in stage["stopped_because"], stage["stopped_because"]
         assert "GPU" in stage["stopped_because"]
