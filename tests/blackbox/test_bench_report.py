@@ -120,3 +120,20 @@ def test_kb_tables_give_the_recurrent_and_level3_run():
     readme = (folder / "README.md").read_text()
     for line in lines:
         assert line in readme, line
+
+
+def test_kb_tables_give_the_tol_1e4_searches_of_level2_and_the_gemm_family():
+    """The committed tol-1e-4 searches of 30 level-2 tasks and of the level-1 GEMM family: the summary rows the
+    README states, every task correct."""
+    folder = ROOT / "bench" / "results" / "h200-expert-tol1e-4"
+    readme = (folder / "README.md").read_text()
+    expected = {"l2": "| 2 | 30 | 30 (100%) | 0.90 | 0.90 | 1.50x | 1.35x | 1.75x | 1.40x |",
+                "l1-gemm": "| GEMM (1-4, 6-18) | 17 | 17 | 1.27x | 1.31x | 1 |"}
+    for name, summary in expected.items():
+        proc = subprocess.run(["python3", str(ROOT / "bench" / "kb_tables.py"), str(folder / name / "results.json")],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert summary in lines and summary in readme, (name, lines[:8])
+        rows = [line for line in lines if line.startswith(("| 1 | ", "| 2 | ")) and "_" in line]
+        assert rows and all("| ok |" in row for row in rows), rows
