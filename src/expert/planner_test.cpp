@@ -664,7 +664,8 @@ TEST(PlannerTest, DirectConvolutionOnlyForSmallGroups) {
 }
 
 TEST(PlannerTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTaps) {
-  const Graph graph = Fixture("level2_1_Conv2D_ReLU_BiasAdd");  // conv 12->16, 3x3 on 16x12x16x16, relu, + bias
+  // conv 12->16, 3x3 on 16x12x16x16, relu, + bias
+  const Graph graph = Fixture("level2_1_Conv2D_ReLU_BiasAdd");
   const Candidate tiled = GenerateCandidate(graph, "", "conv", SeedDesign(1, 1e-4).design);
   ASSERT_TRUE(tiled.source) << tiled.problem;
   const KernelPlan& kernel = tiled.plan.kernels.at(0);
