@@ -100,7 +100,8 @@ std::vector<int64_t> Around(int64_t current, int64_t lo, int64_t hi) {
 }
 
 // Matmul: split K into slices (half or twice the incumbent's, or the default factor), or one program per
-// tile; a mat-vec product between tl.dot tiles and the gemv rows (whose K slices split the same way).
+// tile; a mat-vec product between tl.dot tiles and the gemv rows (whose K slices split the same way); a
+// convolution between the NCHW gather and the channels-last GEMM in the same tiles (and the direct form).
 void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
   const KernelDesign& base = kernel.design;
   if (base.algorithm == "gemv") {
