@@ -461,7 +461,10 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
     }
     const bool splitk = design.algorithm == "splitk" && design.split >= 2 && kernel.matmul && !kernel.matmul->conv &&
                         kernel.matmul->k >= design.split * design.rblock;
-    return (design.algorithm == "tiled" || splitk) && precisions.count(design.precision) != 0;
+    const bool nhwc = design.algorithm == "nhwc" && kernel.matmul &&
+                      ChannelsLastConvolutionFits(*kernel.matmul) &&
+                      design.rblock <= ChannelsLastMaxStep(*kernel.matmul);
+    return (design.algorithm == "tiled" || splitk || nhwc) && precisions.count(design.precision) != 0;
   }
   if (kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan) {
     if (!IsPow2(design.rblock) || design.xblock * design.rblock > kMaxTile) {

@@ -100,7 +100,8 @@ std::vector<int64_t> Around(int64_t current, int64_t lo, int64_t hi) {
 }
 
 // Matmul: split K into slices (half or twice the incumbent's, or the default factor), or one program per
-// tile; a mat-vec product between tl.dot tiles and the gemv rows (whose K slices split the same way).
+// tile; a mat-vec product between tl.dot tiles and the gemv rows (whose K slices split the same way); a
+// convolution between the NCHW gather and the channels-last GEMM in the same tiles (and the direct form).
 void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
   const KernelDesign& base = kernel.design;
   if (base.algorithm == "gemv") {
@@ -126,10 +127,25 @@ void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
                     "the convolution as an implicit GEMM on the tensor cores");
     return;
   }
+  if (base.algorithm == "nhwc") {  // back to the gather from the NCHW input, same tiles
+    KernelDesign tiled = base;
+    tiled.algorithm = "tiled";
+    list->AddKernel(kernel, tiled, fmt::format("algorithm {} tiled", kernel.name),
+                    "implicit GEMM gathering the NCHW input, K ordered by channel then tap");
+    return;
+  }
   if (DirectConvolutionFits(*kernel.matmul)) {
     const KernelDesign direct = DefaultDesign(kernel, 0);
     list->AddKernel(kernel, direct, fmt::format("algorithm {} direct", kernel.name),
                     "one output element per lane, the group's few products unrolled (no tl.dot padding)");
+  }
+  if (base.algorithm == "tiled" && ChannelsLastConvolutionFits(*kernel.matmul)) {
+    // same tiles, the K step at most the group's channels (it no longer spans taps)
+    KernelDesign nhwc = base;
+    nhwc.algorithm = "nhwc";
+    nhwc.rblock = std::min(base.rblock, ChannelsLastMaxStep(*kernel.matmul));
+    list->AddKernel(kernel, nhwc, fmt::format("algorithm {} nhwc", kernel.name),
+                    "channels-last implicit GEMM, input repacked once, K ordered by tap then channel");
   }
   std::vector<int64_t> splits;
   if (base.algorithm == "splitk") {

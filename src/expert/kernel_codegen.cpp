@@ -103,12 +103,22 @@ class KernelWriter {
     }
   }
 
-  std::string Params() {
+  // The pointer parameters of a jitted function whose body `emitter` wrote: ptr0, ptr1, ...
+  static std::string PointerParams(const KernelEmitter& emitter) {
     std::string params;
-    for (size_t i = 0; i < emitter_.PointerValues().size(); ++i) {
+    for (size_t i = 0; i < emitter.PointerValues().size(); ++i) {
       params += "ptr" + std::to_string(i) + ", ";
     }
     return params;
+  }
+
+  // Lines at `depth` levels of four spaces, joined: a template slot's code.
+  static std::string Indented(const std::vector<std::string>& lines, int depth) {
+    std::string code;
+    for (const std::string& line : lines) {
+      code += (code.empty() ? "" : "\n") + std::string(static_cast<size_t>(4 * depth), ' ') + line;
+    }
+    return code;
   }
 
   // `function`: the jitted function's name when it is not the kernel's (the first of two launches).
@@ -119,7 +129,7 @@ class KernelWriter {
     source.int64_indexing =
         emitter_.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max || wide_scratch_;
     values.text["name"] = function.empty() ? kernel_.name : function;
-    values.text["params"] = Params();
+    values.text["params"] = PointerParams(emitter_);
     values.text["summary"] = Summary(graph_, kernel_);
     values.flags["int64"] = source.int64_indexing;
     source.code = templates::Render(template_name, values);
@@ -471,11 +481,7 @@ class KernelWriter {
     values.text["summary"] = Summary(graph_, kernel_);
     values.text["body"] = Join(partial.CloseScope());
     values.flags["int64"] = partial.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max;
-    std::string params;
-    for (size_t i = 0; i < partial.PointerValues().size(); ++i) {
-      params += "ptr" + std::to_string(i) + ", ";
-    }
-    values.text["params"] = params;
+    values.text["params"] = PointerParams(partial);
     source.code = templates::Render("triton/reduction.py.mustache", values);
     source.launches.push_back({kernel_.name + "_partial", partial.PointerValues(),
                                fmt::format("(triton.cdiv({}, {}), {})", kernel_.rows, design.xblock, splits),
@@ -562,11 +568,7 @@ class KernelWriter {
     final_values.text["splits"] = std::to_string(splits);
     final_values.text["summary"] = Summary(graph_, kernel_);
     final_values.text["body"] = Join(combine.CloseScope());
-    std::string combine_params;
-    for (size_t i = 0; i < combine.PointerValues().size(); ++i) {
-      combine_params += "ptr" + std::to_string(i) + ", ";
-    }
-    final_values.text["params"] = combine_params;
+    final_values.text["params"] = PointerParams(combine);
     final_values.flags["int64"] = false;
     source.code += "\n\n" + templates::Render("triton/combine.py.mustache", final_values);
     source.launches.push_back({kernel_.name, combine.PointerValues(),
@@ -1192,6 +1194,9 @@ class KernelWriter {
     if (kernel_.design.algorithm == "direct") {
       return WriteDirectConvolution();
     }
+    if (kernel_.design.algorithm == "nhwc") {
+      return WriteChannelsLastConvolution();
+    }
     const Index g = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
     const Index m = Index::Var("mindex", mm.m);
     const Index n = Index::Var("nindex", mm.n);
@@ -1219,6 +1224,119 @@ class KernelWriter {
     tiles.out = {row[0], g * mm.n + n};
     tiles.out.insert(tiles.out.end(), row.begin() + 1, row.end());
     return FinishConvolution(tiles, g * mm.n + n);
+  }
+
+  // A convolution as a channels-last implicit GEMM. A first launch copies the input, computed through the
+  // emitter at its NCHW index (so a fused producer still runs there, once per element), into a scratch buffer
+  // laid out [images, *in_size, in_channels]. The GEMM then orders K as (kernel tap, channel of the group):
+  // per tap, each row's input position and validity are [BLOCK_M, 1] vectors computed once, and the A tile of
+  // BLOCK_K channels is one load contiguous along K at the row's base, not a gather delinearized per K step.
+  // The weight is read in place at [group's output channel, channel, tap]: it is small next to the input,
+  // stays in L2 for every row tile, and a copy of it would cost a launch of its own for each forward.
+  KernelSource WriteChannelsLastConvolution() {
+    const MatmulSpec& mm = *kernel_.matmul;
+    const ConvShape& conv = *mm.conv;
+    const int64_t in_per_group = conv.in_channels / conv.groups;
+    const int64_t taps = Product(conv.kernel);
+    const int64_t positions = conv.images * Product(conv.in_size);
+    const int scratch = ScratchId(0);
+    const Index g = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
+    const Index n = Index::Var("nindex", mm.n);
+    std::vector<int64_t> rows_shape = {conv.images};
+    rows_shape.insert(rows_shape.end(), conv.out_size.begin(), conv.out_size.end());
+    const auto row = Delinearize(Index::Var("mindex", mm.m), rows_shape);
+    std::vector<std::string> prologue;
+    const auto rows = NamedRows(row, prologue);
+    // per tap: its offsets, the rows' input positions, their validity and their base in the NHWC copy
+    std::vector<std::string> tap_lines;
+    const auto offsets = Delinearize(Index::Var("tap", taps), conv.kernel);
+    Index base = rows[0];
+    std::string valid;
+    std::vector<Index> weight = {g * mm.n + n, Index::Var("kbindex", in_per_group)};
+    for (size_t s = 0; s < conv.kernel.size(); ++s) {
+      const Index offset = Named("ktap" + std::to_string(s), offsets[s], tap_lines);
+      const Index position =
+          Named("pos" + std::to_string(s),
+                rows[s + 1] * conv.stride[s] - Index(conv.padding[s]) + offset * conv.dilation[s], tap_lines);
+      RequireInside(position, conv.in_size[s], valid);
+      base = base * conv.in_size[s] + position;
+      weight.push_back(offset);
+    }
+    tap_lines.push_back("tvalid = mmask" + (valid.empty() ? "" : " & " + valid));
+    tap_lines.push_back("tbase = " + (base * conv.in_channels + g * in_per_group).Code());
+    emitter_.OpenScope(3);
+    emitter_.Line(fmt::format("a = tl.load({} + (tbase + kaindex), tvalid & kamask, other=0.0)",
+                              emitter_.PointerName(scratch)));
+    const Operand bt = emitter_.Emit(mm.b, weight);
+    if (bt.scalar) {
+      throw NotFusable("a constant convolution operand");
+    }
+    emitter_.Line(emitter_.ZeroWhereMasked(bt, {"kbmask", "nmask"})
+                      ? "b = " + bt.code
+                      : fmt::format("b = tl.where(kbmask & nmask, ({}).to(tl.float32), 0.0)", bt.code));
+    const std::string loop = Join(emitter_.CloseScope());
+    std::string result = "acc";
+    if (mm.bias >= 0) {
+      result += " + (" + emitter_.Emit(mm.bias, {g * mm.n + n}).code + ").to(tl.float32)";
+    }
+    emitter_.Line("product = " + result);
+    std::vector<Index> out_index = {row[0], g * mm.n + n};
+    out_index.insert(out_index.end(), row.begin() + 1, row.end());
+    constexpr int64_t kUnrolledTaps = 9;  // a 3x3 window unrolled; a 7x7x7 one stays a loop
+    templates::Values values;
+    values.flags["channels_last"] = true;
+    values.text["tap_range"] =
+        fmt::format("{}({})", taps <= kUnrolledTaps ? "tl.static_range" : "range", taps);
+    values.text["tap_lines"] = Indented(tap_lines, 2);
+    values.text["channels"] = std::to_string(in_per_group);
+    wide_scratch_ = positions * conv.in_channels > kInt32Max;
+    const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
+    KernelSource source = FinishMatmul(loop, out, out_index, Linearize(out_index, MetaOf(graph_, out).shape),
+                                       Indented(prologue, 1), std::move(values));
+    source.a_tile_loads = 1;  // the NHWC tile (its mask is the tap's row validity, not mmask by name)
+    // The repack: a [BLOCK_P, BLOCK_C] tile of (image, position) x channel, so that the NCHW read runs along
+    // positions and the NHWC write along channels, both contiguous.
+    KernelEmitter repack(
+        graph_, memory_,
+        MaskSet{{{"pindex", "pmask"}, {"cindex", "cmask"}}, {{"pmask & cmask", "mask"}}, "mask"});
+    std::vector<int64_t> image_shape = {conv.images};
+    image_shape.insert(image_shape.end(), conv.in_size.begin(), conv.in_size.end());
+    const auto at = Delinearize(Index::Var("pindex", positions), image_shape);
+    std::vector<Index> input = {at[0], Index::Var("cindex", conv.in_channels)};
+    input.insert(input.end(), at.begin() + 1, at.end());
+    repack.OpenScope(1);
+    const Operand a = repack.Emit(mm.a, input);
+    if (a.scalar) {
+      throw NotFusable("a constant convolution operand");
+    }
+    repack.Line(fmt::format("tl.store({} + (pindex * {} + cindex), ({}).to(tl.float32), mask)",
+                            repack.PointerName(scratch), conv.in_channels, a.code));
+    constexpr int64_t kRepackChannels = 32;
+    constexpr int64_t kRepackTile = 2048;
+    const int64_t block_c = std::min(kRepackChannels, NextPowerOfTwo(conv.in_channels));
+    const int64_t block_p = std::min(kRepackTile / block_c, NextPowerOfTwo(positions));
+    templates::Values repack_values;
+    const std::string function = kernel_.name + "_nhwc";
+    repack_values.text["name"] = function;
+    repack_values.text["positions"] = std::to_string(positions);
+    repack_values.text["channels"] = std::to_string(conv.in_channels);
+    repack_values.text["summary"] = Summary(graph_, kernel_);
+    repack_values.text["params"] = PointerParams(repack);
+    repack_values.text["body"] = Join(repack.CloseScope());
+    repack_values.flags["int64"] = repack.MaxAddress() > kInt32Max || wide_scratch_;
+    source.code = templates::Render("triton/repack.py.mustache", repack_values) + "\n\n" + source.code;
+    source.launches.insert(source.launches.begin(),
+                           {function,
+                            repack.PointerValues(),
+                            fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))", positions, block_p,
+                                        conv.in_channels, block_c),
+                            {{"BLOCK_P", block_p}, {"BLOCK_C", block_c}},
+                            {}});
+    source.scratch.push_back({positions * conv.in_channels, DType::kFloat32});
+    source.loaded.insert(repack.Loaded().begin(), repack.Loaded().end());
+    source.computed.insert(repack.Computed().begin(), repack.Computed().end());
+    source.int64_indexing = source.int64_indexing || repack_values.flags["int64"];
+    return source;
   }
 
   struct ConvTiles {
@@ -1451,11 +1569,8 @@ class KernelWriter {
       result += " + (" + bias.code + ").to(tl.float32)";
     }
     emitter_.Line("product = " + result);
-    std::string prologue;
-    for (const std::string& line : tiles.prologue) {
-      prologue += (prologue.empty() ? "    " : "\n    ") + line;
-    }
-    return FinishMatmul(loop, out, tiles.out, Linearize(tiles.out, MetaOf(graph_, out).shape), prologue);
+    return FinishMatmul(loop, out, tiles.out, Linearize(tiles.out, MetaOf(graph_, out).shape),
+                        Indented(tiles.prologue, 1));
   }
 
   // `value` at `index`, its loads masked by `valid` (named `name` in the code) where that is not empty.
@@ -1470,8 +1585,10 @@ class KernelWriter {
     return operand;
   }
 
+  // `values`: what a variant's template sections take besides the common ones (the channels-last loop's).
   KernelSource FinishMatmul(const std::string& loop, int out, const std::vector<Index>& out_index,
-                            const Index& flat, const std::string& prologue = "") {
+                            const Index& flat, const std::string& prologue = "",
+                            templates::Values values = {}) {
     const MatmulSpec& mm = *kernel_.matmul;
     const KernelDesign& design = kernel_.design;
     const Operand product{"product", DType::kFloat32, false};
@@ -1480,7 +1597,6 @@ class KernelWriter {
     WriteEpilogues(flat, out);
     const int64_t grid_n = (mm.n + design.yblock - 1) / design.yblock;
     const int64_t grid_m = (mm.m + design.xblock - 1) / design.xblock;
-    templates::Values values;
     values.text["m"] = std::to_string(mm.m);
     values.text["n"] = std::to_string(mm.n);
     values.text["k"] = std::to_string(mm.k);

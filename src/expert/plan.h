@@ -145,9 +145,10 @@ std::optional<AttentionSpec> ParseAttention(const Graph& graph, const Node& node
 // The algorithm and launch shape of one kernel: the design record's entry for it.
 struct KernelDesign {
   // pointwise: flat | reduction: persistent, looped, online, split | pool: direct | scan: single, blocked |
-  // matmul: tiled, splitk, direct (small-group convolutions) | attention: flash (xblock BLOCK_M query rows,
-  // yblock BLOCK_N keys per step) | recurrent: sequential (xblock batch rows per
-  // program, yblock hidden units per step tile, rblock the K step of h @ W_hh^T)
+  // matmul: tiled, splitk, direct (small-group convolutions), nhwc (convolutions: channels-last implicit
+  // GEMM) | attention: flash (xblock BLOCK_M query rows, yblock BLOCK_N keys per step) | recurrent:
+  // sequential (xblock batch rows per program, yblock hidden units per step tile, rblock the K step of h @
+  // W_hh^T)
   std::string algorithm;
   int64_t xblock = 0;
   int64_t rblock = 0;
@@ -230,6 +231,12 @@ bool DirectConvolutionFits(const MatmulSpec& mm);
 // A matrix-vector product (one output column, no convolution): the `gemv` algorithm applies (rows of A
 // times the vector, summed after the K loop; no tl.dot, whose narrowest N tile is 16).
 bool MatVecFits(const MatmulSpec& mm);
+// A convolution the `nhwc` algorithm computes: any non-transposed one (its input repacked channels-last by a
+// first launch, K ordered by kernel tap, then channel of the group).
+bool ChannelsLastConvolutionFits(const MatmulSpec& mm);
+// The widest useful K step of the `nhwc` algorithm: the group's input channels (a power of two, tl.dot's 16
+// at least); a wider one only adds masked lanes.
+int64_t ChannelsLastMaxStep(const MatmulSpec& mm);
 
 // Split-K slices worth running for a matrix product in `design`'s tiles (1: none): enough to bring few output
 // tiles over a deep K near two waves of programs. Never for convolutions.

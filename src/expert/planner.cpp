@@ -593,6 +593,13 @@ bool DirectConvolutionFits(const MatmulSpec& mm) {
 
 bool MatVecFits(const MatmulSpec& mm) { return !mm.conv && mm.n == 1; }
 
+bool ChannelsLastConvolutionFits(const MatmulSpec& mm) { return mm.conv && !mm.conv->transposed; }
+
+int64_t ChannelsLastMaxStep(const MatmulSpec& mm) {
+  constexpr int64_t kMinDot = 16;  // tl.dot's smallest K tile
+  return mm.conv ? std::max(kMinDot, NextPowerOfTwo(mm.conv->in_channels / mm.conv->groups)) : kMinDot;
+}
+
 int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design) {
   // Split K when the output tiles leave most of the GPU idle and K is deep enough that every slice still runs
   // several K steps: a power of two of slices bringing the programs near two waves of an H200's 132 SMs.

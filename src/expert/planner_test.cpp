@@ -663,5 +663,50 @@ TEST(PlannerTest, DirectConvolutionOnlyForSmallGroups) {
   EXPECT_FALSE(DesignFits(kernel, tf32));
 }
 
+TEST(PlannerTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTaps) {
+  // conv 12->16, 3x3 on 16x12x16x16, relu, + bias
+  const Graph graph = Fixture("level2_1_Conv2D_ReLU_BiasAdd");
+  const Candidate tiled = GenerateCandidate(graph, "", "conv", SeedDesign(1, 1e-4).design);
+  ASSERT_TRUE(tiled.source) << tiled.problem;
+  const KernelPlan& kernel = tiled.plan.kernels.at(0);
+  ASSERT_EQ(kernel.design.algorithm, "tiled");
+  const std::string name = kernel.name;
+  const auto moves = StageMoves(graph, "stage1.algorithm", tiled, "", 8);
+  const auto nhwc_move = std::find_if(moves.begin(), moves.end(), [&](const DesignMove& move) {
+    return move.move == "algorithm " + name + " nhwc";
+  });
+  ASSERT_NE(nhwc_move, moves.end());
+  const KernelDesign& design = nhwc_move->design.kernels.at(name);
+  EXPECT_EQ(design.algorithm, "nhwc");
+  EXPECT_EQ(design.rblock, 16);  // a K step spans the 12 channels of one tap, not (channel, tap) pairs
+  EXPECT_EQ(design.xblock, kernel.design.xblock);
+  EXPECT_EQ(design.precision, kernel.design.precision);
+  const Candidate nhwc = GenerateCandidate(graph, "", "conv", nhwc_move->design);
+  ASSERT_TRUE(nhwc.source) << nhwc.problem;
+  const std::string& source = *nhwc.source;
+  EXPECT_EQ(nhwc.launches, 2U);  // the repack, then the GEMM
+  EXPECT_NE(source.find(name + "_nhwc[(triton.cdiv(4096, 128), triton.cdiv(12, 16))]("), std::string::npos)
+      << source;
+  EXPECT_NE(source.find(name + "_scratch0 = torch.empty((49152,)"), std::string::npos);  // 16 x 16 x 16 x 12
+  EXPECT_NE(source.find("channels-last implicit GEMM"), std::string::npos);
+  EXPECT_NE(source.find("tl.store(ptr1 + (pindex * 12 + cindex)"), std::string::npos);
+  EXPECT_NE(source.find("for tap in tl.static_range(9):"), std::string::npos);
+  EXPECT_NE(source.find("for k0 in range(0, 12, BLOCK_K):"), std::string::npos);
+  EXPECT_NE(source.find("tl.load(ptr0 + (tbase + kaindex), tvalid & kamask, other=0.0)"), std::string::npos);
+  EXPECT_EQ(Count(source, "tl.dot("), 1U);
+  EXPECT_EQ(Count(source, "tl.store("), 2U);  // the NHWC copy and the output with its fused epilogue
+  // and back: the NCHW gather in the same tiles
+  const auto back = StageMoves(graph, "stage1.algorithm", nhwc, "", 8);
+  EXPECT_TRUE(std::any_of(back.begin(), back.end(), [&](const DesignMove& move) {
+    return move.move == "algorithm " + name + " tiled" && move.design.kernels.at(name).algorithm == "tiled";
+  }));
+  KernelDesign wide = design;
+  wide.rblock = 32;  // wider than the group's channels: masked lanes only
+  EXPECT_FALSE(DesignFits(nhwc.plan.kernels.at(0), wide));
+  KernelPlan transposed = nhwc.plan.kernels.at(0);
+  transposed.matmul->conv->transposed = true;
+  EXPECT_FALSE(DesignFits(transposed, design));
+}
+
 }  // namespace
 }  // namespace egg::expert

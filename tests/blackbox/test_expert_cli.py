@@ -110,6 +110,19 @@ def compiled(tmp_path_factory):
                          "algorithm": "gemv", "split": 3, "xblock": 8, "yblock": 1, "rblock": 256,
                          "num_warps": 4, "num_stages": 3, "precision": "ieee"}}})],
         "tri": ["triangular.py", "--out", "out/tri.py", "--json"],
+        # channels-last implicit GEMMs: 1-D, 2-D (tf32x3 products) and 3-D (18 taps), and DenseNet's convolutions
+        # over a normalized concatenation (computed by the repack launch)
+        "nhwc": ["nhwc_convs.py", "--out", "out/nhwc.py", "--json", "--design", json.dumps({"seed": 1, "kernels": {
+            "egg_k0_convolution": {"algorithm": "nhwc", "xblock": 32, "yblock": 16, "rblock": 16, "num_warps": 4,
+                                   "num_stages": 2, "precision": "ieee"},
+            "egg_k1_convolution_1": {"algorithm": "nhwc", "xblock": 64, "yblock": 16, "rblock": 16,
+                                     "num_warps": 4, "num_stages": 3, "precision": "tf32x3"},
+            "egg_k2_convolution_2": {"algorithm": "nhwc", "xblock": 64, "yblock": 16, "rblock": 16,
+                                     "num_warps": 4, "num_stages": 2, "precision": "ieee"}}})],
+        "dense_nhwc": ["dense_cat_conv.py", "--out", "out/dense_nhwc.py", "--json", "--design", json.dumps(
+            {"seed": 1, "kernels": {name: {"algorithm": "nhwc", "xblock": 128, "yblock": 64, "rblock": 16,
+                                           "num_warps": 8, "num_stages": 2, "precision": "ieee"}
+                                    for name in ("egg_k0_convolution", "egg_k2_convolution_1")}})],
         **{f"att{seed}": ["attention.py", "--out", f"out/att_s{seed}.py", "--json", "--seed", str(seed)]
            for seed in range(2)},
         "att_masked": ["attention_masked_rows.py", "--out", "out/att_masked.py", "--json"],
@@ -286,6 +299,32 @@ def test_compile_computes_small_group_convolutions_directly_at_seed_0(compiled):
     assert sum("tl.static_range(2)" in line for line in direct) >= 2  # input channels per group, the 2-wide taps
 
 
+def test_nhwc_design_repacks_the_input_then_loops_over_taps(compiled):
+    """The design record's nhwc algorithm: per convolution a repack launch into a channels-last scratch buffer
+    (the fused input producer computed there), then the GEMM looping over kernel taps (unrolled up to 3x3, a
+    loop over the 3-D kernel's 18) and the channels of the group, the bias and the consumers fused after it."""
+    egg, runs = compiled
+    report = json.loads(runs["nhwc"].stdout)
+    assert report["pytorch_ops"] == []
+    assert [(k["name"], k["design"]["algorithm"]) for k in report["kernels"]] == [
+        ("egg_k0_convolution", "nhwc"), ("egg_k1_convolution_1", "nhwc"), ("egg_k2_convolution_2", "nhwc")]
+    ops = {k["name"]: k["ops"] for k in report["kernels"]}
+    assert "aten.relu.default" in ops["egg_k0_convolution"]  # relu(x) read by the repack
+    assert "aten.relu.default" in ops["egg_k1_convolution_1"]  # relu after the bias
+    assert "aten.mul.Tensor" in ops["egg_k2_convolution_2"]
+    lines = code_lines((egg.workdir / "out" / "nhwc.py").read_text())
+    launches = [line.strip().split("[")[0] for line in lines if "](" in line and "egg_k" in line]
+    assert launches == ["egg_k0_convolution_nhwc", "egg_k0_convolution", "egg_k1_convolution_1_nhwc",
+                        "egg_k1_convolution_1", "egg_k2_convolution_2_nhwc", "egg_k2_convolution_2"], launches
+    assert sum("_scratch0 = torch.empty(" in line for line in lines) == 3
+    assert [line.strip() for line in lines if line.strip().startswith("for tap in")] == [
+        "for tap in tl.static_range(3):", "for tap in tl.static_range(9):", "for tap in range(18):"]
+    assert sum("tl.load(ptr0 + (tbase + kaindex), tvalid & kamask, other=0.0)" in line for line in lines) == 3
+    assert sum('input_precision="tf32x3"' in line for line in lines) == 1
+    dense = json.loads(runs["dense_nhwc"].stdout)
+    assert [k["design"]["algorithm"] for k in dense["kernels"] if k["kind"] == "matmul"] == ["nhwc", "nhwc"]
+
+
 def test_split_k_candidate_launches_partials_then_their_sum(compiled):
     egg, _ = compiled
     lines = code_lines((egg.workdir / "out" / "deepk_ragged.py").read_text())
@@ -396,7 +435,8 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
                                        "dense_s1.py", "deepk_s0.py", "deepk_s1.py", "deepk_ragged.py", "small_s0.py",
                                        "small_s1.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_s1.py",
-                                       "mv_split.py", "att_s0.py", "att_s1.py", "att_tiles.py"])
+                                       "mv_split.py", "att_s0.py", "att_s1.py", "att_tiles.py", "nhwc.py",
+                                       "dense_nhwc.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -408,7 +448,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "lstm_graph.py": "lstm_bidir_state.py", "mv_s0.py": "mat_vec.py", "mv_s1.py": "mat_vec.py",
             "mv_split.py": "mat_vec.py", "tri.py": "triangular.py", "att_s0.py": "attention.py",
             "att_s1.py": "attention.py", "att_tiles.py": "attention.py", "unfold.py": "unfold_patches.py",
-            "pad.py": "pad_borders.py", "index.py": "index_lookup.py",
+            "pad.py": "pad_borders.py", "index.py": "index_lookup.py", "nhwc.py": "nhwc_convs.py",
+            "dense_nhwc.py": "dense_cat_conv.py",
             **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
@@ -421,7 +462,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py",
                                        "small_s0.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py", "tri.py",
-                                       "att_s0.py", "att_tiles.py", "att_masked.py"])
+                                       "att_s0.py", "att_tiles.py", "att_masked.py", "nhwc.py", "dense_nhwc.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
