@@ -22,7 +22,7 @@ def products(model_new: pathlib.Path) -> str:
     for line in model_new.read_text().splitlines():
         if line.startswith(DESIGN_MARKER):
             kernels = json.loads(line[len(DESIGN_MARKER):]).get("kernels", {})
-            found = sorted({k["precision"] for k in kernels.values() if k.get("algorithm") in ("tiled", "splitk", "sequential", "flash")})
+            found = sorted({k["precision"] for k in kernels.values() if k.get("algorithm") in ("tiled", "splitk", "sequential", "flash", "nhwc", "aligned")})
             return "+".join(found) or "-"
     return "-"
 

@@ -127,6 +127,19 @@ void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
                     "the convolution as an implicit GEMM on the tensor cores");
     return;
   }
+  if (base.algorithm == "aligned") {  // back to the operands read in place, same tiles
+    KernelDesign tiled = base;
+    tiled.algorithm = "tiled";
+    list->AddKernel(kernel, tiled, fmt::format("algorithm {} tiled", kernel.name),
+                    "the operands read in place (no aligned copies)");
+    return;
+  }
+  if (base.algorithm == "tiled" && AlignedCopyFits(*kernel.matmul)) {
+    KernelDesign aligned = base;
+    aligned.algorithm = "aligned";
+    list->AddKernel(kernel, aligned, fmt::format("algorithm {} aligned", kernel.name),
+                    "A and B copied first into rows of a 16-byte-aligned stride, so the tile loads vectorize");
+  }
   if (base.algorithm == "nhwc") {  // back to the gather from the NCHW input, same tiles
     KernelDesign tiled = base;
     tiled.algorithm = "tiled";

@@ -1013,7 +1013,8 @@ class KernelWriter {
     // A product whose only reader is where(cond, product, other) with cond computed from indices alone
     // (torch.triu / tril of a product: 1_14, 1_15) needs no K loop in a tile where cond holds nowhere.
     std::string prologue;
-    if (kernel_.design.algorithm == "tiled") {
+    const bool aligned = kernel_.design.algorithm == "aligned";
+    if (kernel_.design.algorithm == "tiled" || aligned) {
       if (const auto masked = IndexMaskedReader(out)) {
         const auto out_index = operand_index(m, n);
         emitter_.OpenScope(1);
@@ -1027,8 +1028,16 @@ class KernelWriter {
       }
     }
     emitter_.OpenScope(2);
-    const Operand a = emitter_.Emit(mm.a, operand_index(m, ka));
-    const Operand bt = emitter_.Emit(mm.b, operand_index(kb, n));
+    const int64_t a_stride = AlignedStride(mm.k);
+    const int64_t b_stride = AlignedStride(mm.n);
+    if (aligned) {  // both operands from their aligned copies (scratch 0 and 1, written by the first launches)
+      emitter_.Line(fmt::format("a = tl.load({} + ({}), mmask & kamask, other=0.0)",
+                                emitter_.PointerName(ScratchId(0)), ((b * mm.m + m) * a_stride + ka).Code()));
+      emitter_.Line(fmt::format("b = tl.load({} + ({}), kbmask & nmask, other=0.0)",
+                                emitter_.PointerName(ScratchId(1)), ((b * mm.k + kb) * b_stride + n).Code()));
+    }
+    const Operand a = aligned ? Operand{"a", DType::kFloat32, false} : emitter_.Emit(mm.a, operand_index(m, ka));
+    const Operand bt = aligned ? Operand{"b", DType::kFloat32, false} : emitter_.Emit(mm.b, operand_index(kb, n));
     if (a.scalar || bt.scalar) {
       throw NotFusable("a constant matrix operand");
     }
@@ -1037,12 +1046,14 @@ class KernelWriter {
     // pipelines both into shared memory: 4096^3 at tol 1e-4 went from 3.28 to 2.47 ms on the H200. With one
     // operand computed in registers, the other is selected too: a loaded V beside a computed P in 1_97's second
     // product measured 18.9 ms against 15.5 ms with both selected (bench/results/h200-expert-tol1e-4).
-    const bool loaded = emitter_.ZeroWhereMasked(a, {"mmask", "kamask"}) &&
-                        emitter_.ZeroWhereMasked(bt, {"kbmask", "nmask"});
-    emitter_.Line(loaded ? "a = " + a.code
-                         : fmt::format("a = tl.where(mmask & kamask, ({}).to(tl.float32), 0.0)", a.code));
-    emitter_.Line(loaded ? "b = " + bt.code
-                         : fmt::format("b = tl.where(kbmask & nmask, ({}).to(tl.float32), 0.0)", bt.code));
+    const bool loaded = aligned || (emitter_.ZeroWhereMasked(a, {"mmask", "kamask"}) &&
+                                    emitter_.ZeroWhereMasked(bt, {"kbmask", "nmask"}));
+    if (!aligned) {
+      emitter_.Line(loaded ? "a = " + a.code
+                           : fmt::format("a = tl.where(mmask & kamask, ({}).to(tl.float32), 0.0)", a.code));
+      emitter_.Line(loaded ? "b = " + bt.code
+                           : fmt::format("b = tl.where(kbmask & nmask, ({}).to(tl.float32), 0.0)", bt.code));
+    }
     const std::string loop = Join(emitter_.CloseScope());
     const Index flat = (b * mm.m + m) * mm.n + n;
     std::string result = "acc";
@@ -1060,7 +1071,36 @@ class KernelWriter {
     }
     emitter_.Line("product = " + result);
     const auto out_index = mm.batched ? std::vector<Index>{b, m, n} : std::vector<Index>{m, n};
-    return FinishMatmul(loop, out, out_index, flat, prologue);
+    if (aligned) {
+      wide_scratch_ = mm.batch * mm.m * a_stride > kInt32Max || mm.batch * mm.k * b_stride > kInt32Max;
+    }
+    KernelSource source = FinishMatmul(loop, out, out_index, flat, prologue);
+    if (aligned) {
+      // The copies, A as [batch * m, k] and B as [batch * k, n] rows at the aligned strides: read through the
+      // emitter, so a transposed view or a computed operand is copied in the product's own orientation.
+      auto rows_of = [&](int64_t rows) {
+        return mm.batched ? Delinearize(Index::Var("pindex", mm.batch * rows), {mm.batch, rows})
+                          : std::vector<Index>{Index::Var("pindex", rows)};
+      };
+      std::vector<Index> a_index = rows_of(mm.m);
+      a_index.push_back(Index::Var("cindex", mm.k));
+      std::vector<Index> b_index = rows_of(mm.k);
+      b_index.push_back(Index::Var("cindex", mm.n));
+      source.scratch.push_back({mm.batch * mm.m * a_stride, DType::kFloat32});
+      source.scratch.push_back({mm.batch * mm.k * b_stride, DType::kFloat32});
+      PrependRepack(source, mm.b, b_index, mm.batch * mm.k, mm.n, b_stride, ScratchId(1), "_aligned_b",
+                    "B copied into rows of a 16-byte-aligned stride");
+      PrependRepack(source, mm.a, a_index, mm.batch * mm.m, mm.k, a_stride, ScratchId(0), "_aligned_a",
+                    "A copied into rows of a 16-byte-aligned stride");
+    }
+    return source;
+  }
+
+  // The row stride of an operand's aligned copy: `columns` rounded up to 32 floats, so that every row starts on
+  // a 128-byte line and the tile loads vectorize.
+  static int64_t AlignedStride(int64_t columns) {
+    constexpr int64_t kAlignFloats = 32;
+    return (columns + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   }
 
   struct IndexMask {
@@ -1294,49 +1334,58 @@ class KernelWriter {
     KernelSource source = FinishMatmul(loop, out, out_index, Linearize(out_index, MetaOf(graph_, out).shape),
                                        Indented(prologue, 1), std::move(values));
     source.a_tile_loads = 1;  // the NHWC tile (its mask is the tap's row validity, not mmask by name)
-    // The repack: a [BLOCK_P, BLOCK_C] tile of (image, position) x channel, so that the NCHW read runs along
-    // positions and the NHWC write along channels, both contiguous.
-    KernelEmitter repack(
-        graph_, memory_,
-        MaskSet{{{"pindex", "pmask"}, {"cindex", "cmask"}}, {{"pmask & cmask", "mask"}}, "mask"});
     std::vector<int64_t> image_shape = {conv.images};
     image_shape.insert(image_shape.end(), conv.in_size.begin(), conv.in_size.end());
     const auto at = Delinearize(Index::Var("pindex", positions), image_shape);
     std::vector<Index> input = {at[0], Index::Var("cindex", conv.in_channels)};
     input.insert(input.end(), at.begin() + 1, at.end());
+    source.scratch.push_back({positions * conv.in_channels, DType::kFloat32});
+    // (image, position) x channel tiles: the NCHW read runs along positions, the NHWC write along channels
+    PrependRepack(source, mm.a, input, positions, conv.in_channels, conv.in_channels, scratch, "_nhwc",
+                  "channels-last repack of a convolution input, read along positions, written along channels");
+    return source;
+  }
+
+  // A first launch `<kernel>SUFFIX` that copies `value`, computed through an emitter of its own at `index` (over
+  // the lane variables pindex < rows and cindex < columns), into scratch buffer `scratch` as rows of `stride`
+  // elements: [BLOCK_P, BLOCK_C] tiles, so that a read running along either variable and the write (along
+  // columns) both stay contiguous. A fused producer of `value` runs here, once per element.
+  void PrependRepack(KernelSource& source, int value, const std::vector<Index>& index, int64_t rows, int64_t columns,
+                     int64_t stride, int scratch, const std::string& suffix, const std::string& what) {
+    KernelEmitter repack(
+        graph_, memory_,
+        MaskSet{{{"pindex", "pmask"}, {"cindex", "cmask"}}, {{"pmask & cmask", "mask"}}, "mask"});
     repack.OpenScope(1);
-    const Operand a = repack.Emit(mm.a, input);
-    if (a.scalar) {
-      throw NotFusable("a constant convolution operand");
+    const Operand copied = repack.Emit(value, index);
+    if (copied.scalar) {
+      throw NotFusable("a constant matrix operand");
     }
     repack.Line(fmt::format("tl.store({} + (pindex * {} + cindex), ({}).to(tl.float32), mask)",
-                            repack.PointerName(scratch), conv.in_channels, a.code));
-    constexpr int64_t kRepackChannels = 32;
+                            repack.PointerName(scratch), stride, copied.code));
+    constexpr int64_t kRepackColumns = 32;
     constexpr int64_t kRepackTile = 2048;
-    const int64_t block_c = std::min(kRepackChannels, NextPowerOfTwo(conv.in_channels));
-    const int64_t block_p = std::min(kRepackTile / block_c, NextPowerOfTwo(positions));
-    templates::Values repack_values;
-    const std::string function = kernel_.name + "_nhwc";
-    repack_values.text["name"] = function;
-    repack_values.text["positions"] = std::to_string(positions);
-    repack_values.text["channels"] = std::to_string(conv.in_channels);
-    repack_values.text["summary"] = Summary(graph_, kernel_);
-    repack_values.text["params"] = PointerParams(repack);
-    repack_values.text["body"] = Join(repack.CloseScope());
-    repack_values.flags["int64"] = repack.MaxAddress() > kInt32Max || wide_scratch_;
-    source.code = templates::Render("triton/repack.py.mustache", repack_values) + "\n\n" + source.code;
+    const int64_t block_c = std::min(kRepackColumns, NextPowerOfTwo(columns));
+    const int64_t block_p = std::min(kRepackTile / block_c, NextPowerOfTwo(rows));
+    templates::Values values;
+    const std::string function = kernel_.name + suffix;
+    values.text["name"] = function;
+    values.text["what"] = what;
+    values.text["rows"] = std::to_string(rows);
+    values.text["columns"] = std::to_string(columns);
+    values.text["summary"] = Summary(graph_, kernel_);
+    values.text["params"] = PointerParams(repack);
+    values.text["body"] = Join(repack.CloseScope());
+    values.flags["int64"] = repack.MaxAddress() > kInt32Max || wide_scratch_;
+    source.code = templates::Render("triton/repack.py.mustache", values) + "\n\n" + source.code;
     source.launches.insert(source.launches.begin(),
                            {function,
                             repack.PointerValues(),
-                            fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))", positions, block_p,
-                                        conv.in_channels, block_c),
+                            fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))", rows, block_p, columns, block_c),
                             {{"BLOCK_P", block_p}, {"BLOCK_C", block_c}},
                             {}});
-    source.scratch.push_back({positions * conv.in_channels, DType::kFloat32});
     source.loaded.insert(repack.Loaded().begin(), repack.Loaded().end());
     source.computed.insert(repack.Computed().begin(), repack.Computed().end());
-    source.int64_indexing = source.int64_indexing || repack_values.flags["int64"];
-    return source;
+    source.int64_indexing = source.int64_indexing || values.flags["int64"];
   }
 
   struct ConvTiles {

@@ -600,6 +600,11 @@ int64_t ChannelsLastMaxStep(const MatmulSpec& mm) {
   return mm.conv ? std::max(kMinDot, NextPowerOfTwo(mm.conv->in_channels / mm.conv->groups)) : kMinDot;
 }
 
+bool AlignedCopyFits(const MatmulSpec& mm) {
+  constexpr int64_t kFloatsPer16Bytes = 4;
+  return !mm.conv && mm.n > 1 && (mm.k % kFloatsPer16Bytes != 0 || mm.n % kFloatsPer16Bytes != 0);
+}
+
 int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design) {
   // Split K when the output tiles leave most of the GPU idle and K is deep enough that every slice still runs
   // several K steps: a power of two of slices bringing the programs near two waves of an H200's 132 SMs.
@@ -683,6 +688,12 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed, const std::string
         const int64_t split = SplitKFactor(mm, design);
         design.algorithm = split > 1 ? "splitk" : "tiled";
         design.split = split > 1 ? split : 0;
+        // Misaligned operand rows and enough work that two copies of the operands (one read and one write of
+        // each) cost little beside the product: seed 0 copies them aligned; seed 1 keeps them in place.
+        constexpr int64_t kAlignedCopyMinWork = int64_t{1} << 30;  // multiply-adds
+        if (seed == 0 && split == 1 && AlignedCopyFits(mm) && mm.batch * mm.m * mm.n * mm.k >= kAlignedCopyMinWork) {
+          design.algorithm = "aligned";
+        }
       }
       return design;
     }

@@ -479,15 +479,22 @@ TEST(PlannerTest, SplitKOnlyForFewTilesOverADeepK) {
   EXPECT_EQ(SplitKFactor(batched, tile), 2);  // 128 tiles x 2
 }
 
-TEST(PlannerTest, MatVecProductsTakeTheGemvSeed) {
+// A matrix-product kernel over [m x k] @ [k x n], no graph behind it: what DefaultDesign and DesignFits read.
+KernelPlan ProductKernel(int64_t m, int64_t n, int64_t k) {
   KernelPlan kernel;
   kernel.kind = KernelKind::kMatmul;
   kernel.name = "egg_k0_mm";
-  MatmulSpec mv;  // KernelBench 1_4: [2048 x 1048576] @ [1048576 x 1]
-  mv.m = 2048;
-  mv.n = 1;
-  mv.k = 1048576;
-  kernel.matmul = mv;
+  MatmulSpec product;
+  product.m = m;
+  product.n = n;
+  product.k = k;
+  kernel.matmul = product;
+  return kernel;
+}
+
+TEST(PlannerTest, MatVecProductsTakeTheGemvSeed) {
+  KernelPlan kernel = ProductKernel(2048, 1, 1048576);  // KernelBench 1_4: [2048 x 1048576] @ [1048576 x 1]
+  const MatmulSpec mv = *kernel.matmul;
   ASSERT_TRUE(MatVecFits(mv));
   const KernelDesign gemv = DefaultDesign(kernel, 0);
   EXPECT_EQ(gemv.algorithm, "gemv");
@@ -512,6 +519,32 @@ TEST(PlannerTest, MatVecProductsTakeTheGemvSeed) {
   MatmulSpec conv = mv;
   conv.conv = ConvShape{};
   EXPECT_FALSE(MatVecFits(conv));  // a one-channel convolution is the direct kernel's
+}
+
+TEST(PlannerTest, MisalignedOperandRowsTakeTheAlignedSeed) {
+  KernelPlan kernel = ProductKernel(8205, 5921, 2949);  // KernelBench 1_8: [8205 x 2949] @ [2949 x 5921]
+  const MatmulSpec irregular = *kernel.matmul;
+  ASSERT_TRUE(AlignedCopyFits(irregular));
+  const KernelDesign seed0 = DefaultDesign(kernel, 0, "tf32x3");
+  EXPECT_EQ(seed0.algorithm, "aligned");
+  EXPECT_TRUE(DesignFits(kernel, seed0));
+  EXPECT_EQ(DefaultDesign(kernel, 1, "ieee").algorithm, "tiled");  // operands in place, to measure against
+  MatmulSpec square = irregular;
+  square.n = 5920;
+  square.k = 2948;
+  EXPECT_FALSE(AlignedCopyFits(square));  // rows of multiples of 4 floats start 16-byte aligned already
+  kernel.matmul = square;
+  EXPECT_FALSE(DesignFits(kernel, seed0));
+  MatmulSpec small = irregular;
+  small.m = small.n = small.k = 257;  // misaligned, but two operand copies would cost as much as the product
+  kernel.matmul = small;
+  EXPECT_EQ(DefaultDesign(kernel, 0, "tf32x3").algorithm, "tiled");
+  MatmulSpec mv = irregular;
+  mv.n = 1;
+  EXPECT_FALSE(AlignedCopyFits(mv));
+  MatmulSpec conv = irregular;
+  conv.conv = ConvShape{};
+  EXPECT_FALSE(AlignedCopyFits(conv));
 }
 
 const KernelPlan* AttentionKernel(const Plan& plan) {

@@ -139,6 +139,13 @@ def compiled(tmp_path_factory):
         # stage2.memory's CUDA-graph move (the interpreter runs the forward as it is, the graph needs a GPU)
         "lstm_graph": ["lstm_bidir_state.py", "--out", "out/lstm_graph.py", "--json",
                        "--design", '{"seed": 0, "plan": {"cuda_graph": true}}'],
+        # both products over aligned copies of their operands (29- and 41-float rows; a computed transposed view)
+        "aligned": ["irregular_products.py", "--out", "out/aligned.py", "--json", "--design", json.dumps(
+            {"seed": 1, "kernels": {
+                "egg_k0_mm": {"algorithm": "aligned", "xblock": 32, "yblock": 32, "rblock": 16, "num_warps": 4,
+                              "num_stages": 2, "precision": "ieee"},
+                "egg_k1_bmm": {"algorithm": "aligned", "xblock": 16, "yblock": 16, "rblock": 16, "num_warps": 4,
+                               "num_stages": 2, "precision": "tf32x3"}}})],
         # a design naming a kernel the plan does not have (a stale name): written, with a warning
         "stale": ["softmax_8x32.py", "--out", "out/softmax_stale.py", "--design", json.dumps(
             {"seed": 0, "kernels": {"egg_k7_gone": {"algorithm": "flat", "xblock": 64}}})],
@@ -325,6 +332,23 @@ def test_nhwc_design_repacks_the_input_then_loops_over_taps(compiled):
     assert [k["design"]["algorithm"] for k in dense["kernels"] if k["kind"] == "matmul"] == ["nhwc", "nhwc"]
 
 
+def test_aligned_design_copies_both_operands_then_multiplies_the_copies(compiled):
+    """The aligned algorithm: per product two copy launches into scratch rows of a 32-float stride (the
+    transposed, computed operand copied in the product's orientation), then the tiles read from the copies."""
+    egg, runs = compiled
+    report = json.loads(runs["aligned"].stdout)
+    assert [(k["name"], k["design"]["algorithm"]) for k in report["kernels"]] == [
+        ("egg_k0_mm", "aligned"), ("egg_k1_bmm", "aligned")]
+    lines = code_lines((egg.workdir / "out" / "aligned.py").read_text())
+    launches = [line.strip().split("[")[0] for line in lines if "](" in line and "egg_k" in line]
+    assert launches == ["egg_k0_mm_aligned_a", "egg_k0_mm_aligned_b", "egg_k0_mm",
+                        "egg_k1_bmm_aligned_a", "egg_k1_bmm_aligned_b", "egg_k1_bmm"], launches
+    text = "\n".join(lines)
+    assert "tl.store(ptr1 + (pindex * 32 + cindex)" in text and "tl.store(ptr1 + (pindex * 64 + cindex)" in text
+    assert "a = tl.load(ptr0 + (kaindex + 32*mindex), mmask & kamask, other=0.0)" in text
+    assert "b = tl.load(ptr1 + (736*bindex + 32*kbindex + nindex), kbmask & nmask, other=0.0)" in text
+
+
 def test_split_k_candidate_launches_partials_then_their_sum(compiled):
     egg, _ = compiled
     lines = code_lines((egg.workdir / "out" / "deepk_ragged.py").read_text())
@@ -436,7 +460,7 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
                                        "small_s1.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_s1.py",
                                        "mv_split.py", "att_s0.py", "att_s1.py", "att_tiles.py", "nhwc.py",
-                                       "dense_nhwc.py"])
+                                       "dense_nhwc.py", "aligned.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -449,7 +473,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "mv_split.py": "mat_vec.py", "tri.py": "triangular.py", "att_s0.py": "attention.py",
             "att_s1.py": "attention.py", "att_tiles.py": "attention.py", "unfold.py": "unfold_patches.py",
             "pad.py": "pad_borders.py", "index.py": "index_lookup.py", "nhwc.py": "nhwc_convs.py",
-            "dense_nhwc.py": "dense_cat_conv.py",
+            "dense_nhwc.py": "dense_cat_conv.py", "aligned.py": "irregular_products.py",
             **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
@@ -462,7 +486,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py",
                                        "small_s0.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py", "tri.py",
-                                       "att_s0.py", "att_tiles.py", "att_masked.py", "nhwc.py", "dense_nhwc.py"])
+                                       "att_s0.py", "att_tiles.py", "att_masked.py", "nhwc.py", "dense_nhwc.py",
+                                       "aligned.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
