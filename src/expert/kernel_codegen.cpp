@@ -1271,8 +1271,9 @@ class KernelWriter {
   // laid out [images, *in_size, in_channels]. The GEMM then orders K as (kernel tap, channel of the group):
   // per tap, each row's input position and validity are [BLOCK_M, 1] vectors computed once, and the A tile of
   // BLOCK_K channels is one load contiguous along K at the row's base, not a gather delinearized per K step.
-  // The weight is read in place at [group's output channel, channel, tap]: it is small next to the input,
-  // stays in L2 for every row tile, and a copy of it would cost a launch of its own for each forward.
+  // The weight is copied too, into [output channel, tap, channel of the group] rows: read in place at
+  // [output channel, channel, tap] its K step strides by the tap count, and the H200 measured that gather 1.3-6x
+  // slower than the NCHW form (bench/results/h200-nhwc-aligned); the copy is a small launch per forward.
   KernelSource WriteChannelsLastConvolution() {
     const MatmulSpec& mm = *kernel_.matmul;
     const ConvShape& conv = *mm.conv;
@@ -1292,7 +1293,6 @@ class KernelWriter {
     const auto offsets = Delinearize(Index::Var("tap", taps), conv.kernel);
     Index base = rows[0];
     std::string valid;
-    std::vector<Index> weight = {g * mm.n + n, Index::Var("kbindex", in_per_group)};
     for (size_t s = 0; s < conv.kernel.size(); ++s) {
       const Index offset = Named("ktap" + std::to_string(s), offsets[s], tap_lines);
       const Index position =
@@ -1300,20 +1300,17 @@ class KernelWriter {
                 rows[s + 1] * conv.stride[s] - Index(conv.padding[s]) + offset * conv.dilation[s], tap_lines);
       RequireInside(position, conv.in_size[s], valid);
       base = base * conv.in_size[s] + position;
-      weight.push_back(offset);
     }
     tap_lines.push_back("tvalid = mmask" + (valid.empty() ? "" : " & " + valid));
     tap_lines.push_back("tbase = " + (base * conv.in_channels + g * in_per_group).Code());
     emitter_.OpenScope(3);
     emitter_.Line(fmt::format("a = tl.load({} + (tbase + kaindex), tvalid & kamask, other=0.0)",
                               emitter_.PointerName(scratch)));
-    const Operand bt = emitter_.Emit(mm.b, weight);
-    if (bt.scalar) {
-      throw NotFusable("a constant convolution operand");
-    }
-    emitter_.Line(emitter_.ZeroWhereMasked(bt, {"kbmask", "nmask"})
-                      ? "b = " + bt.code
-                      : fmt::format("b = tl.where(kbmask & nmask, ({}).to(tl.float32), 0.0)", bt.code));
+    const int64_t weight_row = taps * in_per_group;
+    const Index weight_at = (g * mm.n + n) * weight_row + Index::Var("tap", taps) * in_per_group +
+                            Index::Var("kbindex", in_per_group);
+    emitter_.Line(fmt::format("b = tl.load({} + ({}), kbmask & nmask, other=0.0)",
+                              emitter_.PointerName(ScratchId(1)), weight_at.Code()));
     const std::string loop = Join(emitter_.CloseScope());
     std::string result = "acc";
     if (mm.bias >= 0) {
@@ -1343,6 +1340,14 @@ class KernelWriter {
     // (image, position) x channel tiles: the NCHW read runs along positions, the NHWC write along channels
     PrependRepack(source, mm.a, input, positions, conv.in_channels, conv.in_channels, scratch, "_nhwc",
                   "channels-last repack of a convolution input, read along positions, written along channels");
+    // the weight [out, in / groups, kernel...] as rows [out, (tap, channel)]
+    const Index column = Index::Var("cindex", weight_row);
+    std::vector<Index> weight_index = {Index::Var("pindex", conv.out_channels), column.Mod(in_per_group)};
+    const auto tap_offsets = Delinearize(column.FloorDiv(in_per_group), conv.kernel);
+    weight_index.insert(weight_index.end(), tap_offsets.begin(), tap_offsets.end());
+    source.scratch.push_back({conv.out_channels * weight_row, DType::kFloat32});
+    PrependRepack(source, mm.b, weight_index, conv.out_channels, weight_row, weight_row, ScratchId(1), "_weight",
+                  "convolution weight as rows of (kernel tap, input channel)");
     return source;
   }
 

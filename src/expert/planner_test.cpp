@@ -717,17 +717,22 @@ TEST(PlannerTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTaps) {
   const Candidate nhwc = GenerateCandidate(graph, "", "conv", nhwc_move->design);
   ASSERT_TRUE(nhwc.source) << nhwc.problem;
   const std::string& source = *nhwc.source;
-  EXPECT_EQ(nhwc.launches, 2U);  // the repack, then the GEMM
+  EXPECT_EQ(nhwc.launches, 3U);  // the input's and the weight's copies, then the GEMM
   EXPECT_NE(source.find(name + "_nhwc[(triton.cdiv(4096, 128), triton.cdiv(12, 16))]("), std::string::npos)
       << source;
   EXPECT_NE(source.find(name + "_scratch0 = torch.empty((49152,)"), std::string::npos);  // 16 x 16 x 16 x 12
+  EXPECT_NE(source.find(name + "_scratch1 = torch.empty((1728,)"), std::string::npos);   // 16 x (9 taps x 12)
+  EXPECT_NE(source.find(name + "_weight[(triton.cdiv(16, 16), triton.cdiv(108, 32))]("), std::string::npos);
+  // the weight tile contiguous along K: (output channel, tap, channel) rows
+  EXPECT_NE(source.find("b = tl.load(ptr1 + (kbindex + 108*nindex + 12*tap), kbmask & nmask, other=0.0)"),
+            std::string::npos);
   EXPECT_NE(source.find("channels-last implicit GEMM"), std::string::npos);
   EXPECT_NE(source.find("tl.store(ptr1 + (pindex * 12 + cindex)"), std::string::npos);
   EXPECT_NE(source.find("for tap in tl.static_range(9):"), std::string::npos);
   EXPECT_NE(source.find("for k0 in range(0, 12, BLOCK_K):"), std::string::npos);
   EXPECT_NE(source.find("tl.load(ptr0 + (tbase + kaindex), tvalid & kamask, other=0.0)"), std::string::npos);
   EXPECT_EQ(Count(source, "tl.dot("), 1U);
-  EXPECT_EQ(Count(source, "tl.store("), 2U);  // the NHWC copy and the output with its fused epilogue
+  EXPECT_EQ(Count(source, "tl.store("), 3U);  // the two copies and the output with its fused epilogue
   // and back: the NCHW gather in the same tiles
   const auto back = StageMoves(graph, "stage1.algorithm", nhwc, "", 8);
   EXPECT_TRUE(std::any_of(back.begin(), back.end(), [&](const DesignMove& move) {

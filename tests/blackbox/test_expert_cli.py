@@ -321,9 +321,11 @@ def test_nhwc_design_repacks_the_input_then_loops_over_taps(compiled):
     assert "aten.mul.Tensor" in ops["egg_k2_convolution_2"]
     lines = code_lines((egg.workdir / "out" / "nhwc.py").read_text())
     launches = [line.strip().split("[")[0] for line in lines if "](" in line and "egg_k" in line]
-    assert launches == ["egg_k0_convolution_nhwc", "egg_k0_convolution", "egg_k1_convolution_1_nhwc",
-                        "egg_k1_convolution_1", "egg_k2_convolution_2_nhwc", "egg_k2_convolution_2"], launches
+    assert launches == [f"{kernel}{suffix}" for kernel in ("egg_k0_convolution", "egg_k1_convolution_1",
+                                                           "egg_k2_convolution_2")
+                        for suffix in ("_weight", "_nhwc", "")], launches
     assert sum("_scratch0 = torch.empty(" in line for line in lines) == 3
+    assert sum("_scratch1 = torch.empty(" in line for line in lines) == 3  # the weights as (tap, channel) rows
     assert [line.strip() for line in lines if line.strip().startswith("for tap in")] == [
         "for tap in tl.static_range(3):", "for tap in tl.static_range(9):", "for tap in range(18):"]
     assert sum("tl.load(ptr0 + (tbase + kaindex), tvalid & kamask, other=0.0)" in line for line in lines) == 3
