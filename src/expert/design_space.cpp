@@ -465,7 +465,7 @@ std::string SeedFamilyName(int seed) {
     default:
       return "one-pass: fused kernels with online statistics (running max with rescaled sums for softmax-like "
              "rows) and split reductions across programs for few long rows; matmuls in 128x64 tiles with a K step "
-             "of 64 (matrix products in their precision's other tile)";
+             "of 64 (matrix products in their precision's other tile), convolutions channels-last (nhwc)";
   }
 }
 

@@ -1319,11 +1319,14 @@ class KernelWriter {
     emitter_.Line("product = " + result);
     std::vector<Index> out_index = {row[0], g * mm.n + n};
     out_index.insert(out_index.end(), row.begin() + 1, row.end());
-    constexpr int64_t kUnrolledTaps = 9;  // a 3x3 window unrolled; a 7x7x7 one stays a loop
+    // A 3x3 window unrolled, a 7x7x7 one a loop; ieee products never unrolled: their tl.dot is FMA code as large
+    // as the tile, nine copies of a 128x64x64 one took ptxas over five minutes for sm_90.
+    constexpr int64_t kUnrolledTaps = 9;
+    const bool unrolled = taps <= kUnrolledTaps && kernel_.design.precision != "ieee" &&
+                          !kernel_.design.precision.empty();
     templates::Values values;
     values.flags["channels_last"] = true;
-    values.text["tap_range"] =
-        fmt::format("{}({})", taps <= kUnrolledTaps ? "tl.static_range" : "range", taps);
+    values.text["tap_range"] = fmt::format("{}({})", unrolled ? "tl.static_range" : "range", taps);
     values.text["tap_lines"] = Indented(tap_lines, 2);
     values.text["channels"] = std::to_string(in_per_group);
     wide_scratch_ = positions * conv.in_channels > kInt32Max;

@@ -728,7 +728,7 @@ TEST(PlannerTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTaps) {
             std::string::npos);
   EXPECT_NE(source.find("channels-last implicit GEMM"), std::string::npos);
   EXPECT_NE(source.find("tl.store(ptr1 + (pindex * 12 + cindex)"), std::string::npos);
-  EXPECT_NE(source.find("for tap in tl.static_range(9):"), std::string::npos);
+  EXPECT_NE(source.find("for tap in range(9):"), std::string::npos);  // ieee FMA products: not unrolled
   EXPECT_NE(source.find("for k0 in range(0, 12, BLOCK_K):"), std::string::npos);
   EXPECT_NE(source.find("tl.load(ptr0 + (tbase + kaindex), tvalid & kamask, other=0.0)"), std::string::npos);
   EXPECT_EQ(Count(source, "tl.dot("), 1U);
@@ -738,6 +738,21 @@ TEST(PlannerTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTaps) {
   EXPECT_TRUE(std::any_of(back.begin(), back.end(), [&](const DesignMove& move) {
     return move.move == "algorithm " + name + " tiled" && move.design.kernels.at(name).algorithm == "tiled";
   }));
+  const KernelDesign seed2 = DefaultDesign(kernel, 2, "tf32x3");  // the channels-last seed
+  EXPECT_EQ(seed2.algorithm, "nhwc");
+  EXPECT_EQ(seed2.rblock, 16);
+  EXPECT_TRUE(DesignFits(kernel, seed2));
+  CandidateDesign unrolled = nhwc_move->design;
+  unrolled.kernels[name] = seed2;  // tensor-core products: the 3x3 taps unrolled
+  const Candidate tf32x3 = GenerateCandidate(graph, "", "conv", unrolled);
+  ASSERT_TRUE(tf32x3.source) << tf32x3.problem;
+  EXPECT_NE(tf32x3.source->find("for tap in tl.static_range(9):"), std::string::npos);
+  MatmulSpec pointwise = *kernel.matmul;  // a 1x1 convolution is a dense GEMM over NCHW already
+  pointwise.conv->kernel = {1, 1};
+  pointwise.conv->padding = {0, 0};
+  EXPECT_FALSE(ChannelsLastConvolutionFits(pointwise));
+  pointwise.conv->stride = {2, 2};  // strided: its rows gather
+  EXPECT_TRUE(ChannelsLastConvolutionFits(pointwise));
   KernelDesign wide = design;
   wide.rblock = 32;  // wider than the group's channels: masked lanes only
   EXPECT_FALSE(DesignFits(nhwc.plan.kernels.at(0), wide));
