@@ -138,7 +138,7 @@ void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
     KernelDesign aligned = base;
     aligned.algorithm = "aligned";
     list->AddKernel(kernel, aligned, fmt::format("algorithm {} aligned", kernel.name),
-                    "A and B copied first into rows of a 16-byte-aligned stride, so the tile loads vectorize");
+                    "A and B copied first into rows of a 32-float stride (128-byte lines), so the tile loads vectorize");
   }
   if (base.algorithm == "nhwc") {  // back to the gather from the NCHW input, same tiles
     KernelDesign tiled = base;
@@ -457,7 +457,8 @@ std::string SeedFamilyName(int seed) {
   switch (seed) {
     case 0:
       return "registers: fused kernels, a reduction row held in registers where it fits, streamed otherwise; "
-             "matmuls with the tolerance's fastest products (tf32, or tf32x3 below 1e-3) in their fastest tiles";
+             "matmuls with the tolerance's fastest products (tf32, or tf32x3 below 1e-3) in their fastest tiles, "
+             "large products of misaligned rows over aligned copies of their operands";
     case 1:
       return "streaming: fused kernels, the other reduction algorithm (rows streamed in tiles where seed 0 "
              "holds them, held where seed 0 streams); matmuls with ieee FMA products in one program per output tile "
@@ -465,7 +466,8 @@ std::string SeedFamilyName(int seed) {
     default:
       return "one-pass: fused kernels with online statistics (running max with rescaled sums for softmax-like "
              "rows) and split reductions across programs for few long rows; matmuls in 128x64 tiles with a K step "
-             "of 64 (matrix products in their precision's other tile), convolutions channels-last (nhwc)";
+             "of 64 (matrix products in their precision's other tile), convolutions of 16 channels a group or more "
+             "channels-last (nhwc, the K step at most the group's channels)";
   }
 }
 

@@ -1031,10 +1031,16 @@ class KernelWriter {
     const int64_t a_stride = AlignedStride(mm.k);
     const int64_t b_stride = AlignedStride(mm.n);
     if (aligned) {  // both operands from their aligned copies (scratch 0 and 1, written by the first launches)
+      // A copy past int32 offsets: the rows' K index in int64 too (mindex and bindex are by the template)
+      wide_scratch_ = mm.batch * mm.m * a_stride > kInt32Max || mm.batch * mm.k * b_stride > kInt32Max;
+      if (wide_scratch_) {
+        emitter_.Line("kbwide = kbindex.to(tl.int64)");
+      }
+      const Index k_rows = wide_scratch_ ? Index::Var("kbwide", mm.k) : kb;
       emitter_.Line(fmt::format("a = tl.load({} + ({}), mmask & kamask, other=0.0)",
                                 emitter_.PointerName(ScratchId(0)), ((b * mm.m + m) * a_stride + ka).Code()));
       emitter_.Line(fmt::format("b = tl.load({} + ({}), kbmask & nmask, other=0.0)",
-                                emitter_.PointerName(ScratchId(1)), ((b * mm.k + kb) * b_stride + n).Code()));
+                                emitter_.PointerName(ScratchId(1)), ((b * mm.k + k_rows) * b_stride + n).Code()));
     }
     const Operand a = aligned ? Operand{"a", DType::kFloat32, false} : emitter_.Emit(mm.a, operand_index(m, ka));
     const Operand bt = aligned ? Operand{"b", DType::kFloat32, false} : emitter_.Emit(mm.b, operand_index(kb, n));
@@ -1071,9 +1077,6 @@ class KernelWriter {
     }
     emitter_.Line("product = " + result);
     const auto out_index = mm.batched ? std::vector<Index>{b, m, n} : std::vector<Index>{m, n};
-    if (aligned) {
-      wide_scratch_ = mm.batch * mm.m * a_stride > kInt32Max || mm.batch * mm.k * b_stride > kInt32Max;
-    }
     KernelSource source = FinishMatmul(loop, out, out_index, flat, prologue);
     if (aligned) {
       // The copies, A as [batch * m, k] and B as [batch * k, n] rows at the aligned strides: read through the

@@ -696,10 +696,13 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed, const std::string
       design.num_warps = static_cast<int>(tile[3]);
       design.num_stages = static_cast<int>(tile[4]);
       design.precision = products;
-      if (seed == 2 && ChannelsLastConvolutionFits(mm)) {
-        // Seed 2's convolutions are channels-last (input and weight copied, K by tap then channel): on the H200
-        // 1.04-1.6x faster than the NCHW gather in the same tiles on four of six level-1 convolutions, a tie on
-        // the 1-D one (bench/results/h200-nhwc-aligned).
+      constexpr int64_t kMinChannelsLastStep = 16;  // tl.dot's narrowest K: fewer channels a tap are padding
+      if (seed == 2 && ChannelsLastConvolutionFits(mm) && !DirectConvolutionFits(mm) &&
+          mm.conv->in_channels / mm.conv->groups >= kMinChannelsLastStep) {
+        // Seed 2's convolutions of 16 channels a group or more are channels-last (input and weight copied, K by
+        // tap then channel): on the H200 1.04-1.6x faster than the NCHW gather in the same tiles on four of six
+        // level-1 convolutions, a tie on the 1-D one (bench/results/h200-nhwc-aligned). With fewer channels a
+        // tap's K step would be mostly padding (a depthwise one: 1 of 16).
         design.algorithm = "nhwc";
         design.rblock = std::min(design.rblock, ChannelsLastMaxStep(mm));
         return design;

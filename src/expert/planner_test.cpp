@@ -738,12 +738,17 @@ TEST(PlannerTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTaps) {
   EXPECT_TRUE(std::any_of(back.begin(), back.end(), [&](const DesignMove& move) {
     return move.move == "algorithm " + name + " tiled" && move.design.kernels.at(name).algorithm == "tiled";
   }));
-  const KernelDesign seed2 = DefaultDesign(kernel, 2, "tf32x3");  // the channels-last seed
+  // seed 2 is channels-last from 16 channels a group: 12 would leave a K step of 16 a quarter padding
+  EXPECT_EQ(DefaultDesign(kernel, 2, "tf32x3").algorithm, "tiled");
+  KernelPlan wider = kernel;
+  wider.matmul->conv->in_channels = 32;
+  wider.matmul->k = 32 * 9;
+  const KernelDesign seed2 = DefaultDesign(wider, 2, "tf32x3");
   EXPECT_EQ(seed2.algorithm, "nhwc");
-  EXPECT_EQ(seed2.rblock, 16);
-  EXPECT_TRUE(DesignFits(kernel, seed2));
+  EXPECT_EQ(seed2.rblock, 32);  // the group's channels, under the seed's 64
+  EXPECT_TRUE(DesignFits(wider, seed2));
   CandidateDesign unrolled = nhwc_move->design;
-  unrolled.kernels[name] = seed2;  // tensor-core products: the 3x3 taps unrolled
+  unrolled.kernels[name].precision = "tf32x3";  // tensor-core products: the 3x3 taps unrolled
   const Candidate tf32x3 = GenerateCandidate(graph, "", "conv", unrolled);
   ASSERT_TRUE(tf32x3.source) << tf32x3.problem;
   EXPECT_NE(tf32x3.source->find("for tap in tl.static_range(9):"), std::string::npos);

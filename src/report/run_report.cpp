@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace egg::report {
 namespace {
 
@@ -118,10 +120,17 @@ std::string TrajectoryMarkdown(const Json& report) {
       if (screen.value("stage", "") != stage.value("stage", "")) {
         continue;
       }
-      const std::string reason = screen.value("reason", "");
+      // one line of the reason: newlines as spaces, cut at 160 bytes on a UTF-8 character boundary
+      std::string reason = screen.value("reason", "");
+      std::replace(reason.begin(), reason.end(), '\n', ' ');
+      size_t cut = std::min<size_t>(reason.size(), 160);
+      while (cut > 0 && cut < reason.size() && (static_cast<unsigned char>(reason[cut]) & 0xC0) == 0x80) {
+        --cut;
+      }
+      reason.resize(cut);
       out += fmt::format("- screened {} [{}] round {}: {} {}{}\n", screen.value("id", ""), screen.value("move", ""),
                          screen.value("round", 0) + 1, screen.value("status", ""), Ms(screen.value("median_ms", Json())),
-                         reason.empty() ? "" : " (" + reason.substr(0, 160) + ")");
+                         reason.empty() ? "" : " (" + reason + ")");
     }
     for (const Json& decision : stage.value("decisions", Json::array())) {
       out += fmt::format("- {} {} [{}]: {}\n", decision.value("accepted", false) ? "ACCEPTED" : "rejected",

@@ -146,6 +146,11 @@ def compiled(tmp_path_factory):
                               "num_stages": 2, "precision": "ieee"},
                 "egg_k1_bmm": {"algorithm": "aligned", "xblock": 16, "yblock": 16, "rblock": 16, "num_warps": 4,
                                "num_stages": 2, "precision": "tf32x3"}}})],
+        # a design that does not fit its kernel (a K step of 64 over 2 channels a tap): the seed's, with a warning
+        "unfit": ["conv_relu_bias.py", "--out", "out/conv_unfit.py", "--json", "--design", json.dumps(
+            {"seed": 1, "kernels": {"egg_k0_convolution": {"algorithm": "nhwc", "xblock": 64, "yblock": 16,
+                                                           "rblock": 64, "num_warps": 4, "num_stages": 2,
+                                                           "precision": "ieee"}}})],
         # a design naming a kernel the plan does not have (a stale name): written, with a warning
         "stale": ["softmax_8x32.py", "--out", "out/softmax_stale.py", "--design", json.dumps(
             {"seed": 0, "kernels": {"egg_k7_gone": {"algorithm": "flat", "xblock": 64}}})],
@@ -407,8 +412,11 @@ def test_a_design_naming_a_kernel_the_plan_lacks_is_warned_about(compiled):
     egg, runs = compiled
     warning = "warning: --design names kernel egg_k7_gone, which the plan does not have ("
     assert warning in runs["stale"].stderr and "wrote out/softmax_stale.py" in runs["stale"].stdout
-    # every other design of the fixture names kernels the plan has (a stale one would be silently unused)
-    assert [name for name, proc in runs.items() if "warning: --design" in proc.stderr] == ["stale"]
+    unfit = runs["unfit"]
+    assert "warning: --design's " in unfit.stderr and "for kernel egg_k0_convolution does not fit it" in unfit.stderr
+    assert json.loads(unfit.stdout)["kernels"][0]["design"]["algorithm"] == "tiled", "the seed's design"
+    # every other design of the fixture names kernels the plan has and fits them (else it would be unused)
+    assert sorted(name for name, proc in runs.items() if "warning: --design" in proc.stderr) == ["stale", "unfit"]
 
 
 def test_design_record_is_generated(compiled):
