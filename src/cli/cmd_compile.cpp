@@ -63,19 +63,22 @@ int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
   }
   // A design that names a kernel the plan does not have is not applied to anything: say so, with the names
   // the plan has (a stale name from an older plan would otherwise silently leave the seed's design in place).
-  // A named kernel whose design does not fit it (DesignFits: block sizes, algorithm, precision) gets the seed's.
+  // A named kernel whose design does not fit it (DesignFits: block sizes, algorithm, precision) gets the
+  // seed's.
   std::vector<std::string> planned;
   for (const expert::KernelPlan& kernel : candidate.plan.kernels) {
     planned.push_back(kernel.name);
     const auto requested = design.kernels.find(kernel.name);
     if (requested != design.kernels.end() && !expert::DesignFits(kernel, requested->second)) {
-      fmt::print(stderr, "egg compile: warning: --design's {} for kernel {} does not fit it; the seed's is used\n",
+      fmt::print(stderr,
+                 "egg compile: warning: --design's {} for kernel {} does not fit it; the seed's is used\n",
                  requested->second.ToJson().dump(), kernel.name);
     }
   }
   for (const auto& [kernel_name, kernel_design] : design.kernels) {
     if (std::find(planned.begin(), planned.end(), kernel_name) == planned.end()) {
-      fmt::print(stderr, "egg compile: warning: --design names kernel {}, which the plan does not have ({})\n",
+      fmt::print(stderr,
+                 "egg compile: warning: --design names kernel {}, which the plan does not have ({})\n",
                  kernel_name, fmt::join(planned, ", "));
     }
   }

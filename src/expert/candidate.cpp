@@ -465,7 +465,8 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
                       ChannelsLastConvolutionFits(*kernel.matmul) &&
                       design.rblock <= ChannelsLastMaxStep(*kernel.matmul);
     const bool aligned = design.algorithm == "aligned" && kernel.matmul && AlignedCopyFits(*kernel.matmul);
-    return (design.algorithm == "tiled" || splitk || nhwc || aligned) && precisions.count(design.precision) != 0;
+    return (design.algorithm == "tiled" || splitk || nhwc || aligned) &&
+           precisions.count(design.precision) != 0;
   }
   if (kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan) {
     if (!IsPow2(design.rblock) || design.xblock * design.rblock > kMaxTile) {

@@ -127,25 +127,22 @@ void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
                     "the convolution as an implicit GEMM on the tensor cores");
     return;
   }
-  if (base.algorithm == "aligned") {  // back to the operands read in place, same tiles
+  if (base.algorithm == "aligned" ||
+      base.algorithm == "nhwc") {  // back to the operands read in place, same tiles
     KernelDesign tiled = base;
     tiled.algorithm = "tiled";
     list->AddKernel(kernel, tiled, fmt::format("algorithm {} tiled", kernel.name),
-                    "the operands read in place (no aligned copies)");
+                    base.algorithm == "aligned"
+                        ? "the operands read in place (no aligned copies)"
+                        : "implicit GEMM gathering the NCHW input, K ordered by channel then tap");
     return;
   }
   if (base.algorithm == "tiled" && AlignedCopyFits(*kernel.matmul)) {
     KernelDesign aligned = base;
     aligned.algorithm = "aligned";
-    list->AddKernel(kernel, aligned, fmt::format("algorithm {} aligned", kernel.name),
-                    "A and B copied first into rows of a 32-float stride (128-byte lines), so the tile loads vectorize");
-  }
-  if (base.algorithm == "nhwc") {  // back to the gather from the NCHW input, same tiles
-    KernelDesign tiled = base;
-    tiled.algorithm = "tiled";
-    list->AddKernel(kernel, tiled, fmt::format("algorithm {} tiled", kernel.name),
-                    "implicit GEMM gathering the NCHW input, K ordered by channel then tap");
-    return;
+    list->AddKernel(
+        kernel, aligned, fmt::format("algorithm {} aligned", kernel.name),
+        "A and B copied first into rows of a 32-float stride (128-byte lines), so the tile loads vectorize");
   }
   if (DirectConvolutionFits(*kernel.matmul)) {
     const KernelDesign direct = DefaultDesign(kernel, 0);
@@ -457,16 +454,20 @@ std::string SeedFamilyName(int seed) {
   switch (seed) {
     case 0:
       return "registers: fused kernels, a reduction row held in registers where it fits, streamed otherwise; "
-             "matmuls with the tolerance's fastest products (tf32, or tf32x3 below 1e-3) in their fastest tiles, "
+             "matmuls with the tolerance's fastest products (tf32, or tf32x3 below 1e-3) in their fastest "
+             "tiles, "
              "large products of misaligned rows over aligned copies of their operands";
     case 1:
       return "streaming: fused kernels, the other reduction algorithm (rows streamed in tiles where seed 0 "
              "holds them, held where seed 0 streams); matmuls with ieee FMA products in one program per output tile "
              "(convolutions in 128x128 tiles of 8 warps)";
     default:
-      return "one-pass: fused kernels with online statistics (running max with rescaled sums for softmax-like "
-             "rows) and split reductions across programs for few long rows; matmuls in 128x64 tiles with a K step "
-             "of 64 (matrix products in their precision's other tile), convolutions of 16 channels a group or more "
+      return "one-pass: fused kernels with online statistics (running max with rescaled sums for "
+             "softmax-like "
+             "rows) and split reductions across programs for few long rows; matmuls in 128x64 tiles with a K "
+             "step "
+             "of 64 (matrix products in their precision's other tile), convolutions of 16 channels a group "
+             "or more "
              "channels-last (nhwc, the K step at most the group's channels)";
   }
 }

@@ -1030,7 +1030,8 @@ class KernelWriter {
     emitter_.OpenScope(2);
     const int64_t a_stride = AlignedStride(mm.k);
     const int64_t b_stride = AlignedStride(mm.n);
-    if (aligned) {  // both operands from their aligned copies (scratch 0 and 1, written by the first launches)
+    if (aligned) {  // both operands from their aligned copies (scratch 0 and 1, written by the first
+                    // launches)
       // A copy past int32 offsets: the rows' K index in int64 too (mindex and bindex are by the template)
       wide_scratch_ = mm.batch * mm.m * a_stride > kInt32Max || mm.batch * mm.k * b_stride > kInt32Max;
       if (wide_scratch_) {
@@ -1040,10 +1041,13 @@ class KernelWriter {
       emitter_.Line(fmt::format("a = tl.load({} + ({}), mmask & kamask, other=0.0)",
                                 emitter_.PointerName(ScratchId(0)), ((b * mm.m + m) * a_stride + ka).Code()));
       emitter_.Line(fmt::format("b = tl.load({} + ({}), kbmask & nmask, other=0.0)",
-                                emitter_.PointerName(ScratchId(1)), ((b * mm.k + k_rows) * b_stride + n).Code()));
+                                emitter_.PointerName(ScratchId(1)),
+                                ((b * mm.k + k_rows) * b_stride + n).Code()));
     }
-    const Operand a = aligned ? Operand{"a", DType::kFloat32, false} : emitter_.Emit(mm.a, operand_index(m, ka));
-    const Operand bt = aligned ? Operand{"b", DType::kFloat32, false} : emitter_.Emit(mm.b, operand_index(kb, n));
+    const Operand a =
+        aligned ? Operand{"a", DType::kFloat32, false} : emitter_.Emit(mm.a, operand_index(m, ka));
+    const Operand bt =
+        aligned ? Operand{"b", DType::kFloat32, false} : emitter_.Emit(mm.b, operand_index(kb, n));
     if (a.scalar || bt.scalar) {
       throw NotFusable("a constant matrix operand");
     }
@@ -1092,15 +1096,15 @@ class KernelWriter {
       source.scratch.push_back({mm.batch * mm.m * a_stride, DType::kFloat32});
       source.scratch.push_back({mm.batch * mm.k * b_stride, DType::kFloat32});
       PrependRepack(source, mm.b, b_index, mm.batch * mm.k, mm.n, b_stride, ScratchId(1), "_aligned_b",
-                    "B copied into rows of a 16-byte-aligned stride");
+                    "B copied into rows of a 32-float stride");
       PrependRepack(source, mm.a, a_index, mm.batch * mm.m, mm.k, a_stride, ScratchId(0), "_aligned_a",
-                    "A copied into rows of a 16-byte-aligned stride");
+                    "A copied into rows of a 32-float stride");
     }
     return source;
   }
 
-  // The row stride of an operand's aligned copy: `columns` rounded up to 32 floats, so that every row starts on
-  // a 128-byte line and the tile loads vectorize.
+  // The row stride of an operand's aligned copy: `columns` rounded up to 32 floats, so that every row starts
+  // on a 128-byte line and the tile loads vectorize.
   static int64_t AlignedStride(int64_t columns) {
     constexpr int64_t kAlignFloats = 32;
     return (columns + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
@@ -1275,8 +1279,9 @@ class KernelWriter {
   // per tap, each row's input position and validity are [BLOCK_M, 1] vectors computed once, and the A tile of
   // BLOCK_K channels is one load contiguous along K at the row's base, not a gather delinearized per K step.
   // The weight is copied too, into [output channel, tap, channel of the group] rows: read in place at
-  // [output channel, channel, tap] its K step strides by the tap count, and the H200 measured that gather 1.3-6x
-  // slower than the NCHW form (bench/results/h200-nhwc-aligned); the copy is a small launch per forward.
+  // [output channel, channel, tap] its K step strides by the tap count, and the H200 measured that
+  // gather 1.3-6x slower than the NCHW form (bench/results/h200-nhwc-aligned); the copy is a small launch per
+  // forward.
   KernelSource WriteChannelsLastConvolution() {
     const MatmulSpec& mm = *kernel_.matmul;
     const ConvShape& conv = *mm.conv;
@@ -1322,11 +1327,11 @@ class KernelWriter {
     emitter_.Line("product = " + result);
     std::vector<Index> out_index = {row[0], g * mm.n + n};
     out_index.insert(out_index.end(), row.begin() + 1, row.end());
-    // A 3x3 window unrolled, a 7x7x7 one a loop; ieee products never unrolled: their tl.dot is FMA code as large
-    // as the tile, nine copies of a 128x64x64 one took ptxas over five minutes for sm_90.
+    // A 3x3 window unrolled, a 7x7x7 one a loop; ieee products never unrolled: their tl.dot is FMA code as
+    // large as the tile, nine copies of a 128x64x64 one took ptxas over five minutes for sm_90.
     constexpr int64_t kUnrolledTaps = 9;
-    const bool unrolled = taps <= kUnrolledTaps && kernel_.design.precision != "ieee" &&
-                          !kernel_.design.precision.empty();
+    const bool unrolled =
+        taps <= kUnrolledTaps && kernel_.design.precision != "ieee" && !kernel_.design.precision.empty();
     templates::Values values;
     values.flags["channels_last"] = true;
     values.text["tap_range"] = fmt::format("{}({})", unrolled ? "tl.static_range" : "range", taps);
@@ -1344,25 +1349,27 @@ class KernelWriter {
     input.insert(input.end(), at.begin() + 1, at.end());
     source.scratch.push_back({positions * conv.in_channels, DType::kFloat32});
     // (image, position) x channel tiles: the NCHW read runs along positions, the NHWC write along channels
-    PrependRepack(source, mm.a, input, positions, conv.in_channels, conv.in_channels, scratch, "_nhwc",
-                  "channels-last repack of a convolution input, read along positions, written along channels");
+    PrependRepack(
+        source, mm.a, input, positions, conv.in_channels, conv.in_channels, scratch, "_nhwc",
+        "channels-last repack of a convolution input, read along positions, written along channels");
     // the weight [out, in / groups, kernel...] as rows [out, (tap, channel)]
     const Index column = Index::Var("cindex", weight_row);
     std::vector<Index> weight_index = {Index::Var("pindex", conv.out_channels), column.Mod(in_per_group)};
     const auto tap_offsets = Delinearize(column.FloorDiv(in_per_group), conv.kernel);
     weight_index.insert(weight_index.end(), tap_offsets.begin(), tap_offsets.end());
     source.scratch.push_back({conv.out_channels * weight_row, DType::kFloat32});
-    PrependRepack(source, mm.b, weight_index, conv.out_channels, weight_row, weight_row, ScratchId(1), "_weight",
-                  "convolution weight as rows of (kernel tap, input channel)");
+    PrependRepack(source, mm.b, weight_index, conv.out_channels, weight_row, weight_row, ScratchId(1),
+                  "_weight", "convolution weight as rows of (kernel tap, input channel)");
     return source;
   }
 
-  // A first launch `<kernel>SUFFIX` that copies `value`, computed through an emitter of its own at `index` (over
-  // the lane variables pindex < rows and cindex < columns), into scratch buffer `scratch` as rows of `stride`
-  // elements: [BLOCK_P, BLOCK_C] tiles, so that a read running along either variable and the write (along
-  // columns) both stay contiguous. A fused producer of `value` runs here, once per element.
-  void PrependRepack(KernelSource& source, int value, const std::vector<Index>& index, int64_t rows, int64_t columns,
-                     int64_t stride, int scratch, const std::string& suffix, const std::string& what) {
+  // A first launch `<kernel>SUFFIX` that copies `value`, computed through an emitter of its own at `index`
+  // (over the lane variables pindex < rows and cindex < columns), into scratch buffer `scratch` as rows of
+  // `stride` elements: [BLOCK_P, BLOCK_C] tiles, so that a read running along either variable and the write
+  // (along columns) both stay contiguous. A fused producer of `value` runs here, once per element.
+  void PrependRepack(KernelSource& source, int value, const std::vector<Index>& index, int64_t rows,
+                     int64_t columns, int64_t stride, int scratch, const std::string& suffix,
+                     const std::string& what) {
     KernelEmitter repack(
         graph_, memory_,
         MaskSet{{{"pindex", "pmask"}, {"cindex", "cmask"}}, {{"pmask & cmask", "mask"}}, "mask"});
@@ -1388,12 +1395,12 @@ class KernelWriter {
     values.text["body"] = Join(repack.CloseScope());
     values.flags["int64"] = repack.MaxAddress() > kInt32Max || wide_scratch_;
     source.code = templates::Render("triton/repack.py.mustache", values) + "\n\n" + source.code;
-    source.launches.insert(source.launches.begin(),
-                           {function,
-                            repack.PointerValues(),
-                            fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))", rows, block_p, columns, block_c),
-                            {{"BLOCK_P", block_p}, {"BLOCK_C", block_c}},
-                            {}});
+    source.launches.insert(source.launches.begin(), {function,
+                                                     repack.PointerValues(),
+                                                     fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))",
+                                                                 rows, block_p, columns, block_c),
+                                                     {{"BLOCK_P", block_p}, {"BLOCK_C", block_c}},
+                                                     {}});
     source.loaded.insert(repack.Loaded().begin(), repack.Loaded().end());
     source.computed.insert(repack.Computed().begin(), repack.Computed().end());
     source.int64_indexing = source.int64_indexing || values.flags["int64"];

@@ -146,9 +146,9 @@ std::optional<AttentionSpec> ParseAttention(const Graph& graph, const Node& node
 struct KernelDesign {
   // pointwise: flat | reduction: persistent, looped, online, split | pool: direct | scan: single, blocked |
   // matmul: tiled, splitk, direct (small-group convolutions), nhwc (convolutions: channels-last implicit
-  // GEMM), aligned (matrix products over operand copies with 16-byte-aligned rows) | attention: flash (xblock BLOCK_M query rows, yblock BLOCK_N keys per step) | recurrent:
-  // sequential (xblock batch rows per program, yblock hidden units per step tile, rblock the K step of h @
-  // W_hh^T)
+  // GEMM), aligned (matrix products over operand copies with 16-byte-aligned rows) | attention: flash (xblock
+  // BLOCK_M query rows, yblock BLOCK_N keys per step) | recurrent: sequential (xblock batch rows per program,
+  // yblock hidden units per step tile, rblock the K step of h @ W_hh^T)
   std::string algorithm;
   int64_t xblock = 0;
   int64_t rblock = 0;
@@ -239,8 +239,8 @@ bool ChannelsLastConvolutionFits(const MatmulSpec& mm);
 int64_t ChannelsLastMaxStep(const MatmulSpec& mm);
 
 // A matrix product (no convolution, more than one column) whose operand rows as stored are not all 16-byte
-// aligned (k or n not a multiple of 4 floats): the `aligned` algorithm applies (A and B copied first into rows
-// of a 32-float stride, so the tile loads vectorize; 1_8's 2949 and 5921).
+// aligned (k or n not a multiple of 4 floats): the `aligned` algorithm applies (A and B copied first into
+// rows of a 32-float stride, so the tile loads vectorize; 1_8's 2949 and 5921).
 bool AlignedCopyFits(const MatmulSpec& mm);
 
 // Split-K slices worth running for a matrix product in `design`'s tiles (1: none): enough to bring few output

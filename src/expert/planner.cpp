@@ -544,7 +544,8 @@ bool InnerReduction(const KernelPlan& kernel) {
 }
 
 constexpr int64_t kConvMaxRows = 256;  // BLOCK_M of a convolution with a narrow N tile
-constexpr int64_t kRecurrentMinBlock = 16;  // tl.dot's smallest side
+constexpr int64_t kMinDotSide = 16;    // tl.dot's smallest tile side
+constexpr int64_t kRecurrentMinBlock = kMinDotSide;
 // A mat-vec program: 16 rows x a K step of 512 products held elementwise (64 fp32 registers a thread at 4
 // warps), summed once after the K loop.
 constexpr int64_t kMatVecRows = 16;
@@ -597,19 +598,21 @@ bool ChannelsLastConvolutionFits(const MatmulSpec& mm) {
   if (!mm.conv || mm.conv->transposed) {
     return false;
   }
-  // A pointwise convolution (1-wide kernel, stride 1, no padding) reads its NCHW input as a dense [K, M] matrix
-  // already: the copy only adds a pass (1_87 measured 8.05 ms channels-last against 5.75 ms on the H200).
+  // A pointwise convolution (1-wide kernel, stride 1, no padding) reads its NCHW input as a dense [K, M]
+  // matrix already: the copy only adds a pass (1_87 measured 8.05 ms channels-last against 5.75 ms on the
+  // H200).
   const ConvShape& conv = *mm.conv;
   const auto ones = [](const std::vector<int64_t>& values) {
     return std::all_of(values.begin(), values.end(), [](int64_t v) { return v == 1; });
   };
-  const bool unpadded = std::all_of(conv.padding.begin(), conv.padding.end(), [](int64_t p) { return p == 0; });
+  const bool unpadded =
+      std::all_of(conv.padding.begin(), conv.padding.end(), [](int64_t p) { return p == 0; });
   return !(ones(conv.kernel) && ones(conv.stride) && unpadded);
 }
 
 int64_t ChannelsLastMaxStep(const MatmulSpec& mm) {
-  constexpr int64_t kMinDot = 16;  // tl.dot's smallest K tile
-  return mm.conv ? std::max(kMinDot, NextPowerOfTwo(mm.conv->in_channels / mm.conv->groups)) : kMinDot;
+  return mm.conv ? std::max(kMinDotSide, NextPowerOfTwo(mm.conv->in_channels / mm.conv->groups))
+                 : kMinDotSide;
 }
 
 bool AlignedCopyFits(const MatmulSpec& mm) {
@@ -696,13 +699,12 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed, const std::string
       design.num_warps = static_cast<int>(tile[3]);
       design.num_stages = static_cast<int>(tile[4]);
       design.precision = products;
-      constexpr int64_t kMinChannelsLastStep = 16;  // tl.dot's narrowest K: fewer channels a tap are padding
       if (seed == 2 && ChannelsLastConvolutionFits(mm) && !DirectConvolutionFits(mm) &&
-          mm.conv->in_channels / mm.conv->groups >= kMinChannelsLastStep) {
-        // Seed 2's convolutions of 16 channels a group or more are channels-last (input and weight copied, K by
-        // tap then channel): on the H200 1.04-1.6x faster than the NCHW gather in the same tiles on four of six
-        // level-1 convolutions, a tie on the 1-D one (bench/results/h200-nhwc-aligned). With fewer channels a
-        // tap's K step would be mostly padding (a depthwise one: 1 of 16).
+          mm.conv->in_channels / mm.conv->groups >= kMinDotSide) {
+        // Seed 2's convolutions of 16 channels a group or more are channels-last (input and weight copied, K
+        // by tap then channel): on the H200 1.04-1.6x faster than the NCHW gather in the same tiles on four
+        // of six level-1 convolutions, a tie on the 1-D one (bench/results/h200-nhwc-aligned). With fewer
+        // channels a tap's K step would be mostly padding (a depthwise one: 1 of 16).
         design.algorithm = "nhwc";
         design.rblock = std::min(design.rblock, ChannelsLastMaxStep(mm));
         return design;
@@ -714,7 +716,8 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed, const std::string
         // Misaligned operand rows and enough work that two copies of the operands (one read and one write of
         // each) cost little beside the product: seed 0 copies them aligned; seed 1 keeps them in place.
         constexpr int64_t kAlignedCopyMinWork = int64_t{1} << 30;  // multiply-adds
-        if (seed == 0 && split == 1 && AlignedCopyFits(mm) && mm.batch * mm.m * mm.n * mm.k >= kAlignedCopyMinWork) {
+        if (seed == 0 && split == 1 && AlignedCopyFits(mm) &&
+            mm.batch * mm.m * mm.n * mm.k >= kAlignedCopyMinWork) {
           design.algorithm = "aligned";
         }
       }

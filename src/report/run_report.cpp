@@ -128,9 +128,9 @@ std::string TrajectoryMarkdown(const Json& report) {
         --cut;
       }
       reason.resize(cut);
-      out += fmt::format("- screened {} [{}] round {}: {} {}{}\n", screen.value("id", ""), screen.value("move", ""),
-                         screen.value("round", 0) + 1, screen.value("status", ""), Ms(screen.value("median_ms", Json())),
-                         reason.empty() ? "" : " (" + reason + ")");
+      out += fmt::format("- screened {} [{}] round {}: {} {}{}\n", screen.value("id", ""),
+                         screen.value("move", ""), screen.value("round", 0) + 1, screen.value("status", ""),
+                         Ms(screen.value("median_ms", Json())), reason.empty() ? "" : " (" + reason + ")");
     }
     for (const Json& decision : stage.value("decisions", Json::array())) {
       out += fmt::format("- {} {} [{}]: {}\n", decision.value("accepted", false) ? "ACCEPTED" : "rejected",
