@@ -720,6 +720,19 @@ def _flag_new_threads(context: Context, threads_before: set) -> None:
         context.tainted = True
 
 
+EVALUATE_PROCESS = ("egg's worker (python -m egg_worker, one long-lived process per GPU): the candidate timed right "
+                    "after its correctness trials, the baselines once per worker before its first candidate")
+
+
+def timing_protocol(request: EvalRequest, result: dict) -> dict:
+    """The `timing_protocol` of this evaluation (timing.protocol); every timing ran under the worker's setting."""
+    stats = result["time_ms"]["candidate"]
+    timer = "none" if stats is None else stats.get("timer", timing.CUDA_EVENTS_TIMER)
+    setting = timing.precision_name()
+    return timing.protocol(request.timing, request.device, timer, EVALUATE_PROCESS, request.seed, request.init_seed,
+                           {"candidate": setting, "eager": setting, "compile": setting})
+
+
 def _fail(result: dict, status: str, reason: str) -> None:
     result.update(status=status, reason=reason, correct=False)
 
@@ -750,5 +763,6 @@ def handle_evaluate(request: dict) -> dict:
     _flag_new_threads(context, threads_before)
     result["flags"] = context.flags
     result["worker_tainted"] = context.tainted
+    result["timing_protocol"] = timing_protocol(parsed, result)
     gc.collect()
     return result

@@ -3,7 +3,9 @@
 `install()` wraps `run` of triton's JITFunction (and of the interpreter's InterpretedFunction) at class level,
 once, before any candidate is imported: every real (non-warm-up) launch of any @triton.jit kernel, including those
 made through autotuners and heuristics, passes through it. `count_launches()` is a context manager that yields the
-list of kernel names launched while it is active (in launch order, one entry per launch).
+list of kernel names launched while it is active (in launch order, one entry per launch). `paused()` puts the
+original entry points back for a block (timing.py's timed loops: no wrapper's cost inside a timed region, as in a
+process that never installed them).
 
 A forward replayed from a CUDA graph (stage2.memory's launch-overhead move) launches its Triton kernels
 through the graph, not through `run`: `install()` also wraps torch.cuda.CUDAGraph, so that the launches made
@@ -16,6 +18,9 @@ import contextlib
 _active_records = []  # stack of lists; launches are appended to the innermost one
 _capturing = []  # the records of the CUDA graphs being captured: every launch goes to each as well
 _installed_classes = []
+_wrapped = []  # (class, attribute, original, wrapper) of every entry point install() replaced
+_paused = []  # depth of paused() blocks
+_INHERITED = object()  # an entry point the class did not define itself
 
 
 def _kernel_name(function) -> str:
@@ -79,7 +84,20 @@ def wrap_graph_class(cls) -> None:
             _active_records[-1].extend(getattr(self, GRAPH_LAUNCHES, []))
         return result
 
-    cls.capture_begin, cls.capture_end, cls.replay = capture_begin, capture_end, replay
+    for name, wrapper in (("capture_begin", capture_begin), ("capture_end", capture_end), ("replay", replay)):
+        _replace(cls, name, wrapper)
+
+
+def _replace(cls, name: str, wrapper) -> None:
+    _wrapped.append((cls, name, cls.__dict__.get(name, _INHERITED), wrapper))
+    setattr(cls, name, wrapper)
+
+
+def _put(cls, name: str, value) -> None:
+    if value is _INHERITED:
+        delattr(cls, name)
+    else:
+        setattr(cls, name, value)
 
 
 def install() -> None:
@@ -87,7 +105,7 @@ def install() -> None:
     if _installed_classes:
         return
     for cls in launch_classes():
-        cls.run = _wrap_run(cls.run)
+        _replace(cls, "run", _wrap_run(cls.run))
         _installed_classes.append(cls)
     import torch
 
@@ -106,3 +124,22 @@ def count_launches():
         yield record
     finally:
         _active_records.pop()
+
+
+@contextlib.contextmanager
+def paused():
+    """The entry points as they were before install() for the block (nothing counted), the wrappers back after it.
+    An entry point replaced by someone else meanwhile is left as that one found it, for the patch checks to see."""
+    if _paused or not _wrapped:
+        yield
+        return
+    _paused.append(True)
+    for cls, name, original, _ in _wrapped:
+        _put(cls, name, original)
+    try:
+        yield
+    finally:
+        _paused.pop()
+        for cls, name, original, wrapper in _wrapped:
+            if cls.__dict__.get(name, _INHERITED) is original:
+                setattr(cls, name, wrapper)

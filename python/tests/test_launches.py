@@ -77,3 +77,32 @@ def test_a_replayed_cuda_graph_counts_the_triton_launches_of_its_capture():
     with launches.count_launches() as nothing:
         empty.replay()
     assert nothing == []  # a graph that captured no Triton kernel adds nothing
+
+
+def test_paused_runs_the_original_entry_points_and_wraps_them_again():
+    launches.install()
+    wrapped = JITFunction.run
+    x = torch.ones(16)
+    with launches.count_launches() as counted:
+        with launches.paused():
+            assert JITFunction.run is wrapped.__wrapped__ and "run" in vars(JITFunction)
+            with launches.paused():  # nested: still the originals
+                double_kernel[(1,)](x, BLOCK=16)
+            double_kernel[(1,)](x, BLOCK=16)
+    assert counted == [] and torch.equal(x, torch.full((16,), 4.0))
+    assert JITFunction.run is wrapped
+
+
+def test_paused_leaves_an_entry_point_replaced_meanwhile_for_the_patch_checks():
+    launches.install()
+    wrapped = JITFunction.run
+
+    def impostor(self, *args, **kwargs):
+        return None
+
+    try:
+        with launches.paused():
+            JITFunction.run = impostor
+        assert JITFunction.run is impostor
+    finally:
+        JITFunction.run = wrapped

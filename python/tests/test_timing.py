@@ -88,3 +88,23 @@ def test_synchronized_timing_counts_work_that_finishes_only_at_the_device_synchr
     stats = timing.time_cuda_synchronized(side_stream_call, [], settings, torch.device("cpu"))
     assert stats["timer"] == timing.SYNCHRONIZED_TIMER and stats["n"] == 3
     assert stats["p20"] >= 20.0
+
+
+def test_protocol_states_calls_flush_region_inputs_and_precisions():
+    settings = timing.TimingSettings(True, warmup=7, min_trials=50, budget_s=2.0)
+    described = timing.protocol(settings, torch.device("cpu"), "cpu-interpreter-wall", "a test", 3, 42,
+                                {"candidate": "strict", "eager": "default"})
+    assert described["timer"] == "cpu-interpreter-wall" and described["process"] == "a test"
+    assert (described["warmup_calls"], described["timed_calls"], described["budget_s"]) == (7, 50, 2.0)
+    assert described["statistic"] == "median" and described["l2_flush_bytes"] is None  # no flush off the GPU
+    assert "manual_seed(3)" in described["inputs"] and "reused" in described["inputs"]
+    assert described["precision"] == {"candidate": "strict", "eager": "default"}
+    untimed = timing.protocol(settings, torch.device("cpu"), "none", "a test", 3, 42, {})
+    assert untimed["timed_calls"] == 0 and untimed["timed_region"] is None and untimed["statistic"] is None
+
+
+def test_precision_name_reads_the_process_settings():
+    from egg_worker import precision
+    for name in ("strict", "tf32", "default"):
+        with precision.applied(precision.get(name)):
+            assert timing.precision_name() == name
