@@ -186,7 +186,8 @@ Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
               {"llm", report.value("llm", Json::object())}};
   if (final.is_object()) {
     for (const char* key : {"speedup_vs_eager", "speedup_vs_compile", "time_ms", "max_abs_err", "max_rel_err",
-                            "triton_time_share", "triton_launches", "reason", "robust", "device", "versions"}) {
+                            "triton_time_share", "triton_launches", "reason", "robust", "device", "versions",
+                            "timing_protocol"}) {
       row[key] = final.value(key, Json());
     }
   }

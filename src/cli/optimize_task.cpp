@@ -1,11 +1,14 @@
+#include "cli/optimize_task.h"
+
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
 #include "agents/llm_agents.h"
-#include "cli/optimize_task.h"
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/hash.h"
@@ -21,6 +24,11 @@ namespace {
 
 constexpr size_t kRunIdChars = 16;
 
+void Report(pipeline::ProgressSink* sink, const pipeline::ProgressEvent& event) {
+  if (sink != nullptr) {
+    sink->OnProgress(event);
+  }
+}
 
 std::map<std::string, std::string> LlmOverrides(const OptimizeArgs& args) {
   std::map<std::string, std::string> overrides;
@@ -112,6 +120,59 @@ Json ExpertSection(const expert::Graph& graph, const std::string& task_source, c
   return section;
 }
 
+expert::Graph Capture(HarnessSession& session, const std::string& task_path, const std::string& task_name,
+                      const OptimizeArgs& args) {
+  pipeline::ProgressSink* progress = args.pipeline.progress;
+  Report(progress, {.kind = pipeline::ProgressKind::kCapture, .detail = task_name});
+  expert::CaptureOptions capture;
+  capture.device = args.eval.device;
+  capture.init_seed = args.eval.init_seed;
+  expert::ParsedGraph parsed = expert::CaptureGraph(*session.worker, task_path, capture);
+  if (!parsed.graph) {
+    throw ConfigError("the expert backend cannot capture this task: " + parsed.problem);
+  }
+  Report(progress,
+         {.kind = pipeline::ProgressKind::kCaptured, .total = static_cast<int>(parsed.graph->nodes.size())});
+  return std::move(*parsed.graph);
+}
+
+// The final kernel's verdict and the numbers reported. On a GPU it is measured again, in a fresh worker and
+// past the cache: the full protocol, after the search, in a process that holds nothing of it (no other
+// candidate's modules, graphs or compile pools), like a user's own script; the search's row of the same file
+// may be older.
+harness::EvalResult FinalEvaluation(harness::Evaluator& evaluator, HarnessSession& session,
+                                    const std::string& task_path, const std::string& final_path,
+                                    const pipeline::CandidateRecord& final, const OptimizeArgs& args) {
+  harness::EvalOptions options = args.eval;
+  const bool timed = options.device == "cuda" && options.timing;
+  Report(args.pipeline.progress,
+         {.kind = pipeline::ProgressKind::kFinal,
+          .candidate_id = final.id,
+          .detail = timed ? "evaluated again in a fresh worker (full protocol, not from the cache)"
+                          : "its evaluation, from the store",
+          .best = pipeline::ProgressBest{final.id, final.MedianMs(), final.eval.speedup_median_vs_eager,
+                                         final.eval.speedup_median_vs_compile}});
+  if (timed) {
+    session.worker->Restart();
+    options.use_cache = false;
+  }
+  return evaluator.Evaluate(task_path, final_path, options);
+}
+
+pipeline::ProgressEvent DoneEvent(const pipeline::RunResult& result,
+                                  const std::optional<harness::EvalResult>& final) {
+  pipeline::ProgressEvent done{.kind = pipeline::ProgressKind::kDone,
+                               .accepted = final && final->correct,
+                               .detail = result.stopped_because};
+  if (final && final->correct && result.final) {
+    const auto& time = final->time_ms.candidate;
+    done.best =
+        pipeline::ProgressBest{result.final->id, time ? std::optional<double>(time->median) : std::nullopt,
+                               final->speedup_median_vs_eager, final->speedup_median_vs_compile};
+  }
+  return done;
+}
+
 TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const std::string& task_path,
                             const std::string& out_dir) {
   if (args.backend == "hybrid") {
@@ -134,26 +195,19 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
       Sha256Hex(Json{{"task", task_hash}, {"search", search}}.dump()).substr(0, kRunIdChars);
   const std::string task_source = ReadFile(task_path);
   const std::string task_name = std::filesystem::path(task_path).filename().string();
+  const std::string model_name = use_llm ? llm_config->model : "expert";
+  fmt::print(stderr, "egg: run {} ({} on {}{})\n", run_id, args.backend, args.eval.device,
+             use_llm ? ", model " + model_name : "");
   std::optional<expert::Graph> graph;
   if (!use_llm) {
-    expert::CaptureOptions capture;
-    capture.device = args.eval.device;
-    capture.init_seed = args.eval.init_seed;
-    expert::ParsedGraph parsed = expert::CaptureGraph(*session.worker, task_path, capture);
-    if (!parsed.graph) {
-      throw ConfigError("the expert backend cannot capture this task: " + parsed.problem);
-    }
-    graph = std::move(parsed.graph);
+    graph = Capture(session, task_path, task_name, args);
   }
   CreateDirectories(out_dir);
   store::Store* store = session.store.get();
-  const std::string model_name = use_llm ? llm_config->model : "expert";
   if (store != nullptr) {
     store->PutRun({run_id, task_path, task_hash, args.backend, args.eval.device, search.dump(), "running", "", "",
                    ""});
   }
-  fmt::print(stderr, "egg: run {} ({} on {}{})\n", run_id, args.backend, args.eval.device,
-             use_llm ? ", model " + model_name : "");
 
   harness::Evaluator evaluator(*session.worker, store);
   pipeline::HarnessCandidateEvaluator candidates(evaluator, *session.worker, task_path, args.eval);
@@ -184,8 +238,9 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
   if (result.final) {
     const std::string final_path = out_dir + "/model_new.py";
     WriteFileAtomic(final_path, result.final->source);
-    final_eval = evaluator.Evaluate(task_path, final_path, args.eval);
+    final_eval = FinalEvaluation(evaluator, session, task_path, final_path, *result.final, args);
   }
+  Report(args.pipeline.progress, DoneEvent(result, final_eval));
   report::RunMeta meta{run_id,
                        task_path,
                        task_hash,
@@ -245,19 +300,52 @@ void AddSearchOptions(CLI::App& command_ref, OptimizeArgs* args) {
   AddEvalOptions(*command, &args->eval, &args->device);
 }
 
+namespace {
+
+std::string MedianMs(const Json& stats) {
+  return stats.is_object() && stats.value("median", Json()).is_number()
+             ? fmt::format("{:.4g} ms", stats["median"].get<double>())
+             : "n/a";
+}
+
+std::string Times(const Json& value) {
+  return value.is_number() ? fmt::format("{:.2f}x", value.get<double>()) : "n/a";
+}
+
+// The final kernel's medians beside the baselines', and the command that checks them by hand.
+void PrintTimes(const Json& final, const std::string& task, const std::string& model) {
+  const Json times = final.value("time_ms", Json::object());
+  fmt::print("time (medians): {} vs eager {}, torch.compile {}\n", MedianMs(times.value("candidate", Json())),
+             MedianMs(times.value("eager", Json())), MedianMs(times.value("compile", Json())));
+  fmt::print("speedup: {} vs eager, {} vs torch.compile (medians; means {}, {})\n",
+             Times(final.value("speedup_median_vs_eager", Json())),
+             Times(final.value("speedup_median_vs_compile", Json())),
+             Times(final.value("speedup_vs_eager", Json())),
+             Times(final.value("speedup_vs_compile", Json())));
+  fmt::print("check by hand: PYTHONPATH={}/python python -m egg_worker.timeit {} {}\n",
+             EggRoot(CurrentEnvironment()), task, model);
+}
+
+}  // namespace
+
 void PrintOutcome(const TaskOutcome& outcome) {
   const Json& report = outcome.report;
   const bool correct = outcome.correct;
   fmt::print("status: {} ({}){}\n", correct ? "ok" : "failed", report.value("stopped_because", ""),
              correct ? "" : " - " + report.value("reason", ""));
   const Json final = report.value("final", Json());
+  const std::string model = outcome.out_dir + "/model_new.py";
   if (correct && final.is_object() && final.value("speedup_vs_eager", Json()).is_number()) {
-    const Json compile = final.value("speedup_vs_compile", Json());
-    fmt::print("speedup: {:.2f}x vs eager, {} vs torch.compile\n", final["speedup_vs_eager"].get<double>(),
-               compile.is_number() ? fmt::format("{:.2f}x", compile.get<double>()) : "n/a");
+    PrintTimes(final, report.value("task", ""), model);
   }
   fmt::print("wrote {0}/report.json, {0}/trajectory.md{1}\n", outcome.out_dir,
-             report.value("final_candidate_id", "").empty() ? "" : ", " + outcome.out_dir + "/model_new.py");
+             report.value("final_candidate_id", "").empty() ? "" : ", " + model);
+}
+
+void ApplyQuickSearch(OptimizeArgs* args) {
+  args->pipeline.rounds = 1;
+  args->pipeline.seeds = std::min(args->pipeline.seeds, 2);
+  args->pipeline.refine_seeds = false;
 }
 
 TaskOutcome OptimizeTask(OptimizeArgs args, HarnessSession& session, const std::string& task_path,

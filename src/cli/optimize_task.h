@@ -46,7 +46,11 @@ struct TaskOutcome {
 TaskOutcome OptimizeTask(OptimizeArgs args, HarnessSession& session, const std::string& task_path,
                          const std::string& out_dir);
 
-// The lines `egg optimize` prints for a finished task.
+// The lines `egg optimize` prints for a finished task (on a GPU: the medians, the speedups and the
+// `python -m egg_worker.timeit` command that checks them by hand).
 void PrintOutcome(const TaskOutcome& outcome);
+
+// --quick: at most 2 seeds, one round per stage, no seed refinement (a smoke run or a short search).
+void ApplyQuickSearch(OptimizeArgs* args);
 
 }  // namespace egg::cli

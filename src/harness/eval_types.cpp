@@ -109,6 +109,7 @@ void to_json(Json& j, const EvalResult& r) {
       {"triton_time_share", r.triton_time_share},
       {"flags", r.flags},
       {"timing_note", r.timing_note},
+      {"timing_protocol", r.timing_protocol},
       {"device", r.device},
       {"versions", r.versions},
       {"harness_version", r.harness_version},
@@ -147,6 +148,7 @@ void from_json(const Json& j, EvalResult& r) {
   ReadValue(j, "flags", r.flags);
   ReadValue(j, "worker_tainted", r.worker_tainted);
   ReadValue(j, "timing_note", r.timing_note);
+  ReadValue(j, "timing_protocol", r.timing_protocol);
   ReadValue(j, "device", r.device);
   ReadValue(j, "versions", r.versions);
   ReadValue(j, "harness_version", r.harness_version);

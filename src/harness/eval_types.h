@@ -11,7 +11,8 @@ namespace egg::harness {
 
 // Part of every cache key: bump it when the worker's verdicts or timings change for the same files.
 // 2: library kernels on side streams are timed by the host clock instead of refused.
-inline constexpr const char* kHarnessVersion = "2";
+// 3: the launch counters are paused while timing (no wrapper's cost per Triton launch in a timed call).
+inline constexpr const char* kHarnessVersion = "3";
 
 enum class EvalStatus { kOk, kCompileError, kRuntimeError, kMismatch, kTimeout, kCrash, kRejected };
 
@@ -86,6 +87,8 @@ struct EvalResult {
   std::vector<std::string> flags;
   bool worker_tainted = false;
   std::string timing_note;
+  Json timing_protocol;  // the worker's statement of how it timed (docs/harness.md), null when it did not
+                         // answer
   Json device;
   Json versions;
   std::string harness_version = kHarnessVersion;

@@ -400,16 +400,18 @@ TEST(EvalTypesTest, JsonRoundTripKeepsContractFields) {
   result.reason = "trial 2";
   result.max_abs_err = 0.5;
   result.time_ms.candidate = Stats{1, 1, 1, 1, 0, 10};
+  result.timing_protocol = Json{{"timer", "cuda-events"}, {"timed_calls", 100}};
   const Json j = result;
-  for (const char* field :
-       {"status", "reason", "correct", "max_abs_err", "max_rel_err", "tol", "time_ms", "speedup_vs_eager",
-        "speedup_vs_compile", "triton_launches", "device", "versions", "harness_version"}) {
+  for (const char* field : {"status", "reason", "correct", "max_abs_err", "max_rel_err", "tol", "time_ms",
+                            "speedup_vs_eager", "speedup_vs_compile", "triton_launches", "device", "versions",
+                            "harness_version", "timing_protocol"}) {
     EXPECT_TRUE(j.contains(field)) << field;
   }
   const EvalResult back = j.get<EvalResult>();
   EXPECT_EQ(back.status, EvalStatus::kMismatch);
   EXPECT_EQ(back.reason, "trial 2");
   EXPECT_EQ(back.time_ms.candidate->n, 10);
+  EXPECT_EQ(back.timing_protocol, result.timing_protocol);
   EXPECT_FALSE(back.time_ms.eager.has_value());
   EXPECT_THROW(ParseStatus("great"), EggError);
 }

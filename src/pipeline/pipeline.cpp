@@ -124,7 +124,13 @@ CandidateRecord Pipeline::Measure(const std::string& stage, const std::string& o
   candidate.move = move;
   candidate.path = options_.run_dir + "/" + candidate.id + ".py";
   WriteFileAtomic(candidate.path, source);
+  Emit({.kind = ProgressKind::kEvaluate, .stage = stage, .candidate_id = candidate.id, .detail = origin});
   candidate.eval = evaluator_.Evaluate(candidate.path);
+  Emit({.kind = ProgressKind::kEvaluated,
+        .stage = stage,
+        .candidate_id = candidate.id,
+        .detail = harness::StatusName(candidate.eval.status),
+        .median_ms = candidate.MedianMs()});
   if (store_ != nullptr) {
     store_->PutCandidate({options_.run_id + "/" + candidate.id, options_.run_id, stage, origin,
                           parent_id.empty() ? "" : options_.run_id + "/" + parent_id, source, description,
@@ -132,6 +138,36 @@ CandidateRecord Pipeline::Measure(const std::string& stage, const std::string& o
                           candidate.MedianMs()});
   }
   return candidate;
+}
+
+void Pipeline::Emit(ProgressEvent event) const {
+  if (options_.progress == nullptr) {
+    return;
+  }
+  if (incumbent_) {
+    event.best =
+        ProgressBest{incumbent_->id, incumbent_->MedianMs(), incumbent_->eval.speedup_median_vs_eager,
+                     incumbent_->eval.speedup_median_vs_compile};
+  }
+  event.search_elapsed_s = Now() - started_s_;
+  event.budget_s = options_.time_budget_s;
+  options_.progress->OnProgress(event);
+}
+
+void Pipeline::EmitScreened(const std::string& stage, int round,
+                            const std::vector<harness::ScreenResult>& screened) const {
+  ProgressEvent event{.kind = ProgressKind::kScreened, .stage = stage, .round = round};
+  event.total = static_cast<int>(screened.size());
+  for (const harness::ScreenResult& result : screened) {
+    if (result.status != harness::EvalStatus::kOk) {
+      continue;
+    }
+    ++event.done;
+    if (result.time && (!event.median_ms || result.time->median < *event.median_ms)) {
+      event.median_ms = result.time->median;
+    }
+  }
+  Emit(event);
 }
 
 double Pipeline::Now() const {
@@ -196,6 +232,12 @@ void Pipeline::Decide(StageRecord* record, int round, const CandidateRecord& can
   if (decision.accepted) {
     incumbent_ = candidate;
   }
+  Emit({.kind = ProgressKind::kDecided,
+        .stage = decision.stage,
+        .round = round,
+        .candidate_id = candidate.id,
+        .accepted = decision.accepted,
+        .detail = decision.reason});
   record->decisions.push_back(decision);
   if (store_ != nullptr) {
     store_->PutDecision({options_.run_id, decision.stage, round, options_.run_id + "/" + candidate.id,
@@ -227,6 +269,7 @@ bool Pipeline::IsDuplicate(StageRecord* record, int round, const agents::CodePro
 
 void Pipeline::RunSeeds(StageRecord* record) {
   record->rounds_run = 1;
+  Emit({.kind = ProgressKind::kPlan, .stage = record->spec.name, .total = options_.seeds});
   if (options_.screen_seeds) {
     RunScreenedSeeds(record);
     return;
@@ -296,7 +339,14 @@ void Pipeline::RefineSeed(StageRecord* record, const CandidateRecord& seed, int 
 
 bool Pipeline::RunRound(StageRecord* record, int round) {
   agents::StageContext context = Context(record->spec, *record, round);
+  if (options_.profile) {
+    Emit({.kind = ProgressKind::kProfile,
+          .stage = record->spec.name,
+          .round = round,
+          .candidate_id = incumbent_->id});
+  }
   const std::string profile = options_.profile ? evaluator_.Profile(incumbent_->path) : std::string("{}");
+  Emit({.kind = ProgressKind::kPlan, .stage = record->spec.name, .round = round});
   auto report = backend_.profile->Analyze(context, profile);
   NoteStop(report.stop, report.failure);
   if (report.value && report.value->near_roofline) {
@@ -359,7 +409,12 @@ std::vector<size_t> Pipeline::Screen(StageRecord* record, int round, std::vector
   if (proposals->empty()) {
     return {};
   }
+  Emit({.kind = ProgressKind::kScreen,
+        .stage = record->spec.name,
+        .round = round,
+        .total = static_cast<int>(paths.size())});
   const std::vector<harness::ScreenResult> screened = evaluator_.Screen(paths);
+  EmitScreened(record->spec.name, round, screened);
   std::vector<std::pair<double, size_t>> ranked;
   for (size_t i = 0; i < screened.size() && i < proposals->size(); ++i) {
     const harness::ScreenResult& result = screened[i];
@@ -456,6 +511,7 @@ RunResult Pipeline::Run() {
     if (options_.on_stage) {
       options_.on_stage(spec.name, incumbent_ ? incumbent_->eval.speedup_vs_eager : std::nullopt);
     }
+    Emit({.kind = ProgressKind::kStage, .stage = spec.name});
     if (Stopped()) {
       record.stopped_because = agents::StopReasonName(stop_);
     } else if (spec.is_seed_stage) {
@@ -468,6 +524,7 @@ RunResult Pipeline::Run() {
       RunRefinement(&record);
     }
     Finalize(&record);
+    Emit({.kind = ProgressKind::kStageDone, .stage = spec.name, .detail = record.stopped_because});
     if (store_ != nullptr) {
       Json outcome = {{"incumbent", record.incumbent_id},
                       {"incumbent_ms", record.incumbent_ms},

@@ -14,6 +14,7 @@
 #include "agents/agents.h"
 #include "harness/eval_types.h"
 #include "pipeline/candidate_evaluator.h"
+#include "pipeline/progress.h"
 #include "pipeline/stages.h"
 #include "store/store.h"
 
@@ -42,6 +43,7 @@ struct PipelineOptions {
   std::function<double()> clock;  // seconds, monotonic; the steady clock when empty (tests pass a fake)
   // Called as each stage starts, with the incumbent's speedup over eager so far (progress displays).
   std::function<void(const std::string& stage, std::optional<double> speedup_vs_eager)> on_stage;
+  ProgressSink* progress = nullptr;  // not owned; every step of the search is reported to it (null: none)
   std::string tuning_note;
 };
 
@@ -125,6 +127,10 @@ class Pipeline {
   void Finalize(StageRecord* record);
   // True (and a rejected decision recorded) when this run already evaluated the same source.
   bool IsDuplicate(StageRecord* record, int round, const agents::CodeProposal& proposal);
+  // Reports `event` to options_.progress with the incumbent, the search's elapsed time and its budget added.
+  void Emit(ProgressEvent event) const;
+  void EmitScreened(const std::string& stage, int round,
+                    const std::vector<harness::ScreenResult>& screened) const;
 
   agents::Backend& backend_;
   CandidateEvaluator& evaluator_;

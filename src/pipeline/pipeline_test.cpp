@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -384,6 +385,63 @@ TEST_F(PipelineTest, WithoutTuningOnlyTheSeedsRun) {
   EXPECT_TRUE(evaluator_.screened.empty());
   EXPECT_EQ(evaluator_.profiles, 0);
   EXPECT_EQ(code_->contexts.size(), 2U);  // two seeds, no refinements
+}
+
+class RecordingSink : public ProgressSink {
+ public:
+  void OnProgress(const ProgressEvent& event) override { events.push_back(event); }
+  std::vector<std::string> Kinds(const std::string& stage) const {
+    std::vector<std::string> kinds;
+    for (const ProgressEvent& event : events) {
+      if (event.stage == stage) {
+        kinds.push_back(ProgressKindName(event.kind));
+      }
+    }
+    return kinds;
+  }
+  std::vector<ProgressEvent> events;
+};
+
+TEST_F(PipelineTest, ProgressEventsFollowTheSearchWithTheBestSoFarAndTheBudget) {
+  code_->script["stage1.seeds"] = {"slow", "fast"};
+  code_->spaces["stage2.tiling"] = {"tile_a", "tile_b"};
+  evaluator_.outcomes = {{"slow", {harness::EvalStatus::kOk, 4.0}},
+                         {"fast", {harness::EvalStatus::kOk, 2.0}},
+                         {"tile_a", {harness::EvalStatus::kOk, 1.5}},
+                         {"tile_b", {harness::EvalStatus::kOk, 1.0}}};
+  options_.screen_seeds = true;
+  options_.refine_seeds = false;
+  options_.profile = false;
+  options_.time_budget_s = 1000;
+  options_.clock = TenSecondsAnEvaluation(evaluator_);
+  RecordingSink sink;
+  options_.progress = &sink;
+  const RunResult result = Run();
+  ASSERT_TRUE(result.correct);
+  const std::vector<std::string> seeds = {"stage",    "plan",      "screen",  "screened",
+                                          "evaluate", "evaluated", "decided", "stage-done"};
+  EXPECT_EQ(sink.Kinds("stage1.seeds"), seeds);
+  const std::vector<std::string> tiling = {
+      "stage",     "plan",    "screen", "screened",  "evaluate",
+      "evaluated", "decided", "plan",   "stage-done"};  // round 2: the space is exhausted
+  EXPECT_EQ(sink.Kinds("stage2.tiling"), tiling);
+  const auto screened = std::find_if(sink.events.begin(), sink.events.end(), [](const ProgressEvent& event) {
+    return event.kind == ProgressKind::kScreened && event.stage == "stage2.tiling";
+  });
+  ASSERT_NE(screened, sink.events.end());
+  EXPECT_EQ(screened->done, 2);
+  EXPECT_EQ(screened->total, 2);
+  EXPECT_EQ(screened->median_ms, 1.0);
+  ASSERT_TRUE(screened->best.has_value()) << "the seed is the best so far";
+  EXPECT_EQ(screened->best->median_ms, 2.0);
+  EXPECT_EQ(screened->search_elapsed_s, 10.0) << "one evaluation (the seed) at ten seconds each";
+  EXPECT_EQ(screened->budget_s, 1000.0);
+  const ProgressEvent& last = sink.events.back();
+  EXPECT_EQ(last.kind, ProgressKind::kStageDone);
+  EXPECT_EQ(last.stage, "stage2.memory");
+  ASSERT_TRUE(last.best.has_value());
+  EXPECT_EQ(last.best->median_ms, 1.0);
+  EXPECT_EQ(sink.events.front().kind, ProgressKind::kStage);
 }
 
 TEST(AcceptTest, NeedsCorrectnessAndTimings) {

@@ -541,14 +541,14 @@ def test_compile_of_an_uncapturable_task_exits_1(egg):
 
 @pytest.fixture(scope="module")
 def optimized(tmp_path_factory):
-    """One expert run of softmax_8x32 (no --backend: expert is the default), then the same command again."""
+    """One expert run of softmax_8x32 (no --backend: expert is the default), then the same command again, quiet."""
     egg = make_egg(tmp_path_factory, "optimize")
     command = ["optimize", "softmax_8x32.py", "--device", "cpu", "--out", "out"]
     first = egg.run(*command)
     assert first.returncode == 0, first.stderr
     first_report = json.loads((egg.workdir / "out" / "report.json").read_text())
     counts = {table: rows(egg, f"SELECT COUNT(*) FROM {table}")[0][0] for table in ("evaluations", "candidates")}
-    second = egg.run(*command)
+    second = egg.run(*command, "--quiet")
     return {"egg": egg, "first": first, "first_report": first_report, "counts": counts, "second": second}
 
 
@@ -563,6 +563,38 @@ def test_optimize_defaults_to_expert_and_writes_its_outputs(optimized):
     trajectory = (out / "trajectory.md").read_text()
     assert all(stage in trajectory for stage in STAGES)
     assert "expert" in optimized["first"].stderr
+
+
+PROGRESS_EVENTS = ("capture", "captured", "stage", "plan", "screen", "screened", "evaluate", "evaluated", "decided",
+                   "stage-done", "final", "done")
+
+
+def progress_events(stderr: str) -> list:
+    """(event, stage) of each progress line: `egg: <event>[ <stage>]: ...` (stderr is not a terminal here)."""
+    events = []
+    for line in stderr.splitlines():
+        words = line[len("egg: "):].split(":")[0].split(" ") if line.startswith("egg: ") else [""]
+        if words[0] in PROGRESS_EVENTS:
+            events.append((words[0], words[1] if len(words) > 1 else ""))
+    return events
+
+
+def test_optimize_reports_its_progress_in_order_one_line_per_event(optimized):
+    events = progress_events(optimized["first"].stderr)
+    kinds = [kind for kind, _ in events]
+    assert kinds[:2] == ["capture", "captured"], optimized["first"].stderr
+    assert kinds[-2:] == ["final", "done"]
+    seeds = [kind for kind, stage in events if stage == "stage1.seeds"]
+    assert seeds == ["stage", "plan", "screen", "screened", "evaluate", "evaluated", "decided", "stage-done"]
+    assert [stage for kind, stage in events if kind == "stage"] == STAGES
+    assert "\r" not in optimized["first"].stderr, "not a terminal: no line rewritten in place"
+    assert "egg: screened stage1.seeds: 3 of 3 passed" in optimized["first"].stderr
+    assert "egg: done: a verified kernel (completed) | best " in optimized["first"].stderr
+
+
+def test_optimize_quiet_prints_no_progress(optimized):
+    assert optimized["second"].returncode == 0, optimized["second"].stderr
+    assert progress_events(optimized["second"].stderr) == [], optimized["second"].stderr
 
 
 def test_optimize_report_stages_on_the_cpu(optimized):
