@@ -32,6 +32,20 @@ void PrintStats(const char* name, const std::optional<harness::Stats>& stats) {
   }
 }
 
+// One line of the timing protocol the worker stated (docs/harness.md), when something was timed.
+void PrintProtocol(const Json& protocol) {
+  if (!protocol.is_object() || protocol.value("timer", "none") == "none") {
+    return;
+  }
+  const Json flush = protocol.value("l2_flush_bytes", Json());
+  constexpr double kMiB = 1024.0 * 1024.0;
+  fmt::print("protocol: {}, {} warm-up then {} timed calls ({:g} s budget), L2 flush {}, {} reported; precision {}\n",
+             protocol.value("timer", ""), protocol.value("warmup_calls", 0), protocol.value("timed_calls", 0),
+             protocol.value("budget_s", 0.0),
+             flush.is_number() ? fmt::format("{:.0f} MiB", flush.get<double>() / kMiB) : "none",
+             protocol.value("statistic", "median"), protocol.value("precision", Json::object()).dump());
+}
+
 void PrintHuman(const harness::EvalResult& r) {
   fmt::print("status: {}{}\n", harness::StatusName(r.status), r.cached ? " (from the store)" : "");
   if (!r.reason.empty()) {
@@ -59,6 +73,7 @@ void PrintHuman(const harness::EvalResult& r) {
                FormatOptional(r.speedup_vs_eager, "{:.2f}x"), FormatOptional(r.speedup_vs_compile, "{:.2f}x"),
                FormatOptional(r.speedup_median_vs_eager, "{:.2f}x"),
                FormatOptional(r.speedup_median_vs_compile, "{:.2f}x"));
+    PrintProtocol(r.timing_protocol);
   }
   for (const auto& flag : r.flags) {
     fmt::print("flag: {}\n", flag);

@@ -43,6 +43,9 @@ def test_correct_candidate_passes_with_contract_fields(egg):
     assert result["device"]["kind"] == "cpu"
     assert result["versions"]["torch"] and result["versions"]["triton"]
     assert result["robust"]["correct"] is True
+    protocol = result["timing_protocol"]  # stated even when nothing was timed
+    assert protocol["timer"] == "none" and "worker" in protocol["process"]
+    assert protocol["precision"] == {"candidate": "strict", "eager": "strict", "compile": "strict"}
 
 
 def test_wrong_candidate_is_mismatch_and_exit_1(egg):
