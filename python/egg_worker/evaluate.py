@@ -721,7 +721,8 @@ def _flag_new_threads(context: Context, threads_before: set) -> None:
 
 
 EVALUATE_PROCESS = ("egg's worker (python -m egg_worker, one long-lived process per GPU): the candidate timed right "
-                    "after its correctness trials, the baselines once per worker before its first candidate")
+                    "after its correctness trials; the baselines timed once per task and settings, by the worker "
+                    "that evaluated its first candidate, before that candidate")
 
 
 def timing_protocol(request: EvalRequest, result: dict) -> dict:
