@@ -186,7 +186,9 @@ Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
               {"llm", report.value("llm", Json::object())}};
   if (final.is_object()) {
     for (const char* key : {"speedup_vs_eager", "speedup_vs_compile", "time_ms", "max_abs_err", "max_rel_err",
-                            "triton_time_share", "triton_launches", "reason", "robust", "device", "versions"}) {
+                            "triton_time_share", "triton_launches", "reason", "robust", "device", "versions",
+                            "tol", "baseline", "beside_baseline", "speedups", "baselines", "vacuous", "io_bytes",
+                            "flags"}) {
       row[key] = final.value(key, Json());
     }
   }
@@ -233,8 +235,9 @@ std::string SpeedupText(const Json& row) {
   if (!eager.is_number()) {
     return "";  // not timed (CPU) or not correct
   }
-  return fmt::format(", {:.2f}x vs eager, {} vs torch.compile", eager.get<double>(),
-                     compile.is_number() ? fmt::format("{:.2f}x", compile.get<double>()) : "n/a");
+  return fmt::format(", {:.2f}x vs eager, {} vs torch.compile (PyTorch {})", eager.get<double>(),
+                     compile.is_number() ? fmt::format("{:.2f}x", compile.get<double>()) : "n/a",
+                     row.value("baseline", "?"));
 }
 
 std::string Duration(double seconds) {

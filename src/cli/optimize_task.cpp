@@ -183,7 +183,7 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
   std::optional<harness::EvalResult> final_eval;
   if (result.final) {
     const std::string final_path = out_dir + "/model_new.py";
-    WriteFileAtomic(final_path, result.final->source);
+    WriteFileAtomic(final_path, ToleranceHeader(args.eval) + result.final->source);
     final_eval = evaluator.Evaluate(task_path, final_path, args.eval);
   }
   report::RunMeta meta{run_id,
@@ -206,7 +206,27 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
   return {final_eval && final_eval->correct, report, out_dir};
 }
 
+// ", 0.84x vs torch.compile with TF32 (precision-matched)": the figure reported beside the headline.
+std::string BesideText(const Json& final) {
+  const std::string beside = final.value("beside_baseline", "");
+  const Json speedups = final.value("speedups", Json::object());
+  if (beside.empty() || !speedups.is_object() || !speedups.contains(beside) ||
+      !speedups[beside].value("compile", Json()).is_number()) {
+    return "";
+  }
+  return fmt::format("; {:.2f}x vs torch.compile under PyTorch {}", speedups[beside]["compile"].get<double>(),
+                     beside);
+}
+
 }  // namespace
+
+std::string ToleranceHeader(const harness::EvalOptions& options) {
+  return fmt::format(
+      "# egg: made and verified for tol {:g}: every output within atol = rtol = {:g} and relative L2 error {:g} "
+      "of the task's Model in float32 with TF32 off, on {} trials of fresh inputs; another tolerance needs "
+      "another run.\n",
+      options.tol, options.tol, options.tol, options.trials);
+}
 
 void AddSearchOptions(CLI::App& command_ref, OptimizeArgs* args) {
   CLI::App* command = &command_ref;
@@ -253,8 +273,10 @@ void PrintOutcome(const TaskOutcome& outcome) {
   const Json final = report.value("final", Json());
   if (correct && final.is_object() && final.value("speedup_vs_eager", Json()).is_number()) {
     const Json compile = final.value("speedup_vs_compile", Json());
-    fmt::print("speedup: {:.2f}x vs eager, {} vs torch.compile\n", final["speedup_vs_eager"].get<double>(),
-               compile.is_number() ? fmt::format("{:.2f}x", compile.get<double>()) : "n/a");
+    fmt::print("speedup at tol {:g}: {:.2f}x vs eager, {} vs torch.compile (PyTorch {}){}\n",
+               final.value("tol", 0.0), final["speedup_vs_eager"].get<double>(),
+               compile.is_number() ? fmt::format("{:.2f}x", compile.get<double>()) : "n/a",
+               final.value("baseline", ""), BesideText(final));
   }
   fmt::print("wrote {0}/report.json, {0}/trajectory.md{1}\n", outcome.out_dir,
              report.value("final_candidate_id", "").empty() ? "" : ", " + outcome.out_dir + "/model_new.py");
