@@ -199,6 +199,7 @@ Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
   if (expert.is_object()) {
     row["kernels"] = expert.value("kernels", Json::array()).size();
     row["pytorch_ops"] = expert.value("pytorch_ops", Json::array());
+    row["design"] = expert.value("design", Json());  // `egg compile TASK --design` regenerates the kernel
   }
   return row;
 }

@@ -4,7 +4,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import EGG
+from conftest import EGG, ROOT
 
 CONTRACT_FIELDS = ["status", "reason", "correct", "max_abs_err", "max_rel_err", "tol", "time_ms",
                    "speedup_vs_eager", "speedup_vs_compile", "triton_launches", "device", "versions",
@@ -63,6 +63,18 @@ def test_three_baseline_settings_are_recorded_against_the_exact_reference(egg):
     assert list(strict_only["baselines"]) == ["strict"] and strict_only["baseline"] == "strict"
     proc = egg.run("eval", "task_relu.py", "relu_ok.py", "--baselines", "fp8")
     assert proc.returncode == 2 and "unknown baseline 'fp8'" in single_error_line(proc)
+
+
+def test_vacuous_task_and_robustness_trial_verdicts(egg):
+    tasks, candidates = ROOT / "tests" / "fixtures" / "tasks", ROOT / "tests" / "fixtures" / "candidates"
+    proc, constant = egg.eval_json(tasks / "relu_after_shift.py", candidates / "zeros.py")
+    assert proc.returncode == 0 and constant["vacuous"] is True
+    assert "vacuous" in egg.run("eval", tasks / "relu_after_shift.py", candidates / "zeros.py", "--device",
+                                "cpu").stdout
+    _, sound = egg.eval_json(tasks / "matmul_deep_k.py", candidates / "matmul_deep_k_ok.py", "--trials", "1")
+    assert sound["status"] == "ok" and sound["vacuous"] is False and sound["robust"]["correct"] is True
+    _, clamped = egg.eval_json(tasks / "matmul_deep_k.py", candidates / "matmul_deep_k_clamped.py", "--trials", "1")
+    assert clamped["status"] == "ok" and clamped["robust"]["correct"] is False
 
 
 def test_wrong_candidate_is_mismatch_and_exit_1(egg):
