@@ -1,72 +1,145 @@
-"""The `baseline` op: the task's reference Model timed eager and under torch.compile (inductor, default mode).
+"""The `baseline` op: the task's reference Model run and timed under named PyTorch precision settings.
 
-Both are timed like candidates (timing.time_cuda) on the inputs of trial 0 (`seed`). compile_s is the wall time
-of the first compiled call. A torch.compile failure gives compile=null and compile_error (one line); a failing
-reference forward gives status runtime_error. Nothing is timed on cpu or with timing disabled (all Stats null).
-Results are cached per (task, content hash, device, seeds, timing settings).
+For every setting of the request (precision.py: `default`, `strict`, `tf32`), side by side in this worker, on
+the inputs of trial 0 (`seed`): eager and torch.compile (inductor, default mode; `max-autotune` on request), each
+with its time (timing.time_cuda, like candidates), its compile time (the first compiled call, never inside the
+timed region) and its error against the exact reference (the eager output under `strict`, the same function
+that decides a candidate's correctness), with `within_tol` the main check's verdict at the request's `tol`.
+Every compile starts from a reset dynamo cache, as a user's process would. A torch.compile failure is that
+run's `error` (one line); a failing reference forward gives status runtime_error. On the cpu or with timing
+disabled nothing is timed or compiled: only eager runs, for the errors. Results are cached per (task, content
+hash, device, seeds, timing settings, tol, settings, runs).
 """
 
+import dataclasses
 import time
 
 import torch
 
-from egg_worker import loader, timing
-from egg_worker.evaluate import DEFAULT_INIT_SEED, DEFAULT_SEED
+from egg_worker import loader, precision, timing
+from egg_worker.evaluate import DEFAULT_INIT_SEED, DEFAULT_SEED, DEFAULT_TOL, compare_outputs, flatten
 from egg_worker.loader import RequestError, one_line
 
+COMPILE_MODES = {"compile": "default", "max-autotune": "max-autotune"}
+RUNS = ("eager", *COMPILE_MODES)
+DEFAULT_RUNS = ("eager", "compile")
+
+_clone = torch.Tensor.clone
 _results = {}
 
 
-def _result(status="ok", reason="") -> dict:
-    return {"status": status, "reason": reason, "eager": None, "compile": None, "compile_error": "",
-            "compile_s": None}
+@dataclasses.dataclass(frozen=True)
+class BaselineRequest:
+    task: str
+    device: torch.device
+    seed: int
+    init_seed: int
+    timing: timing.TimingSettings
+    tol: float
+    settings: tuple
+    runs: tuple
 
 
-def _time_compiled(model, inputs, settings: timing.TimingSettings, device: torch.device, result: dict) -> None:
-    try:
-        compiled = torch.compile(model)
-        started_s = time.perf_counter()
-        compiled(*inputs)
-        torch.cuda.synchronize(device)
-        result["compile_s"] = time.perf_counter() - started_s
-        result["compile"] = timing.time_cuda(compiled, inputs, settings, device)
-    except Exception as error:
-        result["compile"] = None
-        result["compile_error"] = one_line(error)
+def _names(value, known, default, what: str) -> tuple:
+    if value is None:
+        return tuple(default)
+    if not isinstance(value, list) or not value or not all(isinstance(name, str) for name in value):
+        raise ValueError(f"{what} must be a non-empty list of names")
+    unknown = [name for name in value if name not in known]
+    if unknown:
+        raise ValueError(f"unknown {what} {unknown[0]!r} (known: {', '.join(known)})")
+    return tuple(dict.fromkeys(value))
 
 
-def _measure(task, device, seed: int, init_seed: int, settings: timing.TimingSettings) -> dict:
-    model = loader.reference_model(task, device, init_seed)
-    inputs = loader.make_inputs(task, seed, device)
-    try:
-        model(*inputs)
-    except Exception as error:
-        return _result("runtime_error", f"reference forward failed: {one_line(error)}")
-    result = _result()
-    if device.type != "cuda" or not settings.enabled:
-        return result
-    try:
-        result["eager"] = timing.time_cuda(model, inputs, settings, device)
-    except Exception as error:
-        return _result("runtime_error", f"eager timing failed: {one_line(error)}")
-    _time_compiled(model, inputs, settings, device, result)
-    return result
-
-
-def handle_baseline(request: dict) -> dict:
+def parse_request(request: dict) -> BaselineRequest:
     task_path = request.get("task")
     if not isinstance(task_path, str) or not task_path:
         raise RequestError("task must be a file path")
     try:
-        device = loader.resolve_device(request.get("device"))
-        seed = int(request.get("seed", DEFAULT_SEED))
-        init_seed = int(request.get("init_seed", DEFAULT_INIT_SEED))
-        settings = timing.parse_settings(request.get("timing"))
+        parsed = BaselineRequest(
+            task=task_path,
+            device=loader.resolve_device(request.get("device")),
+            seed=int(request.get("seed", DEFAULT_SEED)),
+            init_seed=int(request.get("init_seed", DEFAULT_INIT_SEED)),
+            timing=timing.parse_settings(request.get("timing")),
+            tol=float(request.get("tol", DEFAULT_TOL)),
+            settings=_names(request.get("settings"), precision.SETTINGS, precision.DEFAULT_ORDER, "settings"),
+            runs=_names(request.get("runs"), RUNS, DEFAULT_RUNS, "runs"),
+        )
     except (TypeError, ValueError) as error:
         raise RequestError(f"bad baseline request: {one_line(error)}") from None
-    task = loader.load_task(task_path)
-    key = (task.path, task.sha256, str(device), seed, init_seed, settings)
+    if not parsed.tol > 0:
+        raise RequestError("baseline needs tol > 0")
+    return parsed
+
+
+def _run(time_ms=None, compile_s=None, error="", accuracy=None) -> dict:
+    return {"time_ms": time_ms, "compile_s": compile_s, "error": error, "accuracy": accuracy}
+
+
+def _cloned(inputs) -> list:
+    return [_clone(value) if isinstance(value, torch.Tensor) else value for value in inputs]
+
+
+def _accuracy(fn, inputs, reference: list, tol: float) -> dict:
+    comparison = compare_outputs(flatten(fn(*_cloned(inputs))), reference, tol)
+    return {**dataclasses.asdict(comparison.errors), "within_tol": comparison.passed}
+
+
+def _measure_eager(model, inputs, reference, request: BaselineRequest, timed: bool) -> dict:
+    try:
+        accuracy = _accuracy(model, inputs, reference, request.tol)
+        time_ms = timing.time_cuda(model, inputs, request.timing, request.device) if timed else None
+    except Exception as error:
+        return _run(error=f"eager failed: {one_line(error)}")
+    return _run(time_ms=time_ms, accuracy=accuracy)
+
+
+def _measure_compiled(model, inputs, reference, request: BaselineRequest, mode: str) -> dict:
+    try:
+        torch._dynamo.reset()
+        compiled = torch.compile(model, mode=mode)
+        started_s = time.perf_counter()
+        compiled(*_cloned(inputs))
+        torch.cuda.synchronize(request.device)
+        compile_s = time.perf_counter() - started_s
+        accuracy = _accuracy(compiled, inputs, reference, request.tol)
+        time_ms = timing.time_cuda(compiled, inputs, request.timing, request.device)
+    except Exception as error:
+        return _run(error=one_line(error))
+    return _run(time_ms=time_ms, compile_s=compile_s, accuracy=accuracy)
+
+
+def _measure_setting(model, inputs, reference, request: BaselineRequest, name: str) -> dict:
+    timed = request.device.type == "cuda" and request.timing.enabled
+    with precision.applied(precision.get(name)):
+        entry = {"flags": precision.describe_current(),
+                 "runs": {"eager": _measure_eager(model, inputs, reference, request, timed)}}
+        for run in request.runs:
+            if run in COMPILE_MODES and timed:
+                entry["runs"][run] = _measure_compiled(model, inputs, reference, request, COMPILE_MODES[run])
+    return entry
+
+
+def _measure(task, request: BaselineRequest) -> dict:
+    model = loader.reference_model(task, request.device, request.init_seed)
+    inputs = loader.make_inputs(task, request.seed, request.device)
+    try:
+        with precision.applied(precision.get("strict")):
+            reference = [_clone(value) if isinstance(value, torch.Tensor) else value
+                         for value in flatten(model(*_cloned(inputs)))]
+    except Exception as error:
+        return {"status": "runtime_error", "reason": f"reference forward failed: {one_line(error)}",
+                "settings": {}}
+    settings = {name: _measure_setting(model, inputs, reference, request, name) for name in request.settings}
+    return {"status": "ok", "reason": "", "tol": request.tol, "settings": settings}
+
+
+def handle_baseline(request: dict) -> dict:
+    parsed = parse_request(request)
+    task = loader.load_task(parsed.task)
+    key = (task.path, task.sha256, parsed)
     if key not in _results:
         with torch.no_grad():
-            _results[key] = _measure(task, device, seed, init_seed, settings)
+            _results[key] = _measure(task, parsed)
     return dict(_results[key])

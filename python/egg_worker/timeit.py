@@ -21,7 +21,7 @@ import types
 
 import torch
 
-DEFAULT_TOL = 1e-2  # egg's defaults (harness::EvalOptions), not the worker's request defaults
+DEFAULT_TOL = 1e-4  # egg's defaults (harness::EvalOptions), not the worker's request defaults
 DEFAULT_TRIALS = 5
 DEFAULT_SEED = 1
 DEFAULT_INIT_SEED = 42

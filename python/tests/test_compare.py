@@ -119,3 +119,16 @@ def test_allclose_boundary_is_atol_plus_rtol_times_the_reference(factor, close):
     comparison = compare_tensor(out, ref, TOL)
     assert comparison.passed is close
     assert close or comparison.reason.startswith("not allclose")
+
+
+def test_relative_criterion_ignores_rounding_at_outputs_that_cross_zero():
+    # a deep product of signed inputs: outputs of scale ~128 crossing zero, rounding ~1e-6 of that scale
+    generator = torch.Generator().manual_seed(0)
+    ref = torch.randn(128, 128, generator=generator) * 128
+    out = ref + torch.randn(128, 128, generator=generator) * (1e-6 * 128)
+    elementwise = compare_tensor(out, ref, TOL)
+    assert not elementwise.passed and elementwise.reason.startswith("not allclose")
+    relative = compare_tensor(out, ref, TOL, elementwise=False)
+    assert relative.passed and relative.errors.rel_l2_err < 1e-5
+    wrong = compare_tensor(ref.clamp_min(0), ref, TOL, elementwise=False)
+    assert not wrong.passed and "rel_l2_err over tol" in wrong.reason

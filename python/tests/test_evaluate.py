@@ -6,7 +6,7 @@ from conftest import candidate_path, task_path
 
 RESULT_FIELDS = {"status", "reason", "correct", "trials", "trials_passed", "max_abs_err", "max_rel_err", "rel_l2_err",
                  "tol", "robust", "time_ms", "triton_launches", "triton_kernels", "triton_time_share", "flags",
-                 "worker_tainted", "timing_protocol"}
+                 "worker_tainted", "vacuous", "io_bytes", "timing_protocol"}
 
 
 @pytest.mark.parametrize("task, candidate, kernel", [
@@ -23,7 +23,8 @@ def test_correct_candidates_are_ok(worker, task, candidate, kernel):
     assert result["triton_launches"] == 1 and result["triton_kernels"] == [kernel]
     assert result["time_ms"] == {"candidate": None}  # never timed on cpu, whatever timing says
     assert result["triton_time_share"] is None and result["robust"] is None
-    assert result["worker_tainted"] is False and result["flags"] == []
+    assert result["worker_tainted"] is False and result["flags"] == [] and result["vacuous"] is False
+    assert result["io_bytes"] > 0
 
 
 def test_tuple_outputs_and_reference_parameters_survive_the_poisoning(worker):
@@ -95,7 +96,7 @@ def test_robust_trial_is_reported_without_changing_status(worker):
     fooled = worker.evaluate("relu_rand_64", "identity_copy", robust_trial=True)
     assert fooled["status"] == "ok" and fooled["trials_passed"] == 3
     assert fooled["robust"]["correct"] is False and fooled["robust"]["max_abs_err"] > 0.1
-    assert "not allclose" in fooled["robust"]["reason"]
+    assert "rel_l2_err over tol" in fooled["robust"]["reason"]
     sound = worker.evaluate("relu_64", "relu_ok", robust_trial=True)
     assert sound["robust"] == {"correct": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "rel_l2_err": 0.0,
                                "reason": ""}
@@ -215,3 +216,22 @@ def test_library_kernels_on_side_streams_switch_to_synchronized_timing():
     ev._check_streams(context, _stream_call([("cudnn_dgrad", 14), ("relu_kernel", 7), ("cudnn_split", 15)]), 2)
     assert context.side_streams == [14, 15]
     assert len(context.flags) == 1 and "device-wide synchronize" in context.flags[0]
+
+
+def test_robust_trial_judges_signed_outputs_by_the_relative_criterion(worker):
+    # randn inputs to a 16384-deep product: outputs of magnitude ~128 crossing zero, where an absolute 1e-4 on
+    # each element is rounding noise; the relative L2 criterion of the main check passes the exact kernel
+    sound = worker.evaluate("matmul_deep_k", "matmul_deep_k_ok", trials=1, robust_trial=True)
+    assert sound["status"] == "ok" and sound["robust"]["correct"] is True, sound["robust"]
+    assert sound["robust"]["rel_l2_err"] < 1e-5
+    clamped = worker.evaluate("matmul_deep_k", "matmul_deep_k_clamped", trials=1, robust_trial=True)
+    assert clamped["status"] == "ok"  # right on uniform [0, 1) inputs
+    assert clamped["robust"]["correct"] is False and "rel_l2_err over tol" in clamped["robust"]["reason"]
+
+
+def test_a_reference_that_never_changes_is_flagged_vacuous(worker):
+    constant = worker.evaluate("relu_after_shift", "zeros", trials=3)
+    assert constant["status"] == "ok" and constant["vacuous"] is True
+    assert any(flag.startswith("vacuous: ") for flag in constant["flags"])
+    single = worker.evaluate("relu_after_shift", "zeros", trials=1)
+    assert single["vacuous"] is False  # one trial cannot tell

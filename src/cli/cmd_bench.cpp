@@ -187,7 +187,8 @@ Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
   if (final.is_object()) {
     for (const char* key : {"speedup_vs_eager", "speedup_vs_compile", "time_ms", "max_abs_err", "max_rel_err",
                             "triton_time_share", "triton_launches", "reason", "robust", "device", "versions",
-                            "timing_protocol"}) {
+                            "tol", "baseline", "beside_baseline", "speedups", "baselines", "vacuous", "io_bytes",
+                            "flags", "timing_protocol"}) {
       row[key] = final.value(key, Json());
     }
   }
@@ -198,6 +199,7 @@ Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
   if (expert.is_object()) {
     row["kernels"] = expert.value("kernels", Json::array()).size();
     row["pytorch_ops"] = expert.value("pytorch_ops", Json::array());
+    row["design"] = expert.value("design", Json());  // `egg compile TASK --design` regenerates the kernel
   }
   return row;
 }
@@ -234,8 +236,9 @@ std::string SpeedupText(const Json& row) {
   if (!eager.is_number()) {
     return "";  // not timed (CPU) or not correct
   }
-  return fmt::format(", {:.2f}x vs eager, {} vs torch.compile", eager.get<double>(),
-                     compile.is_number() ? fmt::format("{:.2f}x", compile.get<double>()) : "n/a");
+  return fmt::format(", {:.2f}x vs eager, {} vs torch.compile (PyTorch {})", eager.get<double>(),
+                     compile.is_number() ? fmt::format("{:.2f}x", compile.get<double>()) : "n/a",
+                     row.value("baseline", "?"));
 }
 
 std::string Duration(double seconds) {

@@ -46,6 +46,43 @@ void PrintProtocol(const Json& protocol) {
              protocol.value("statistic", "median"), protocol.value("precision", Json::object()).dump());
 }
 
+std::string RunCell(const Json& run, const Json& speedup) {
+  const Json time = run.value("time_ms", Json());
+  if (!time.is_object()) {
+    const std::string error = run.value("error", "");
+    return error.empty() ? "-" : "failed";
+  }
+  return fmt::format("{:.4f} ms{}", time.value("mean", 0.0),
+                     speedup.is_number() ? fmt::format(" ({:.2f}x)", speedup.get<double>()) : "");
+}
+
+std::string ErrorCell(const Json& run, double tol) {
+  const Json accuracy = run.value("accuracy", Json());
+  if (!accuracy.is_object() || !accuracy.value("rel_l2_err", Json()).is_number()) {
+    return "-";
+  }
+  return fmt::format("{:.1e} ({} tol {:g})", accuracy["rel_l2_err"].get<double>(),
+                     accuracy.value("within_tol", false) ? "within" : "OVER", tol);
+}
+
+// Every baseline setting: its eager and torch.compile times with the candidate's speedup, and the error of
+// its eager output against the exact reference (what PyTorch itself would score at this tolerance).
+void PrintBaselines(const harness::EvalResult& r) {
+  if (!r.baselines.is_object() || r.baselines.empty()) {
+    return;
+  }
+  fmt::print("baselines (PyTorch; speedup of the candidate):\n");
+  for (const auto& [name, entry] : r.baselines.items()) {
+    const Json runs = entry.value("runs", Json::object());
+    const Json speedups = r.speedups.is_object() ? r.speedups.value(name, Json::object()) : Json::object();
+    const std::string role = name == r.baseline ? " [headline]" : name == r.beside_baseline ? " [beside]" : "";
+    fmt::print("  {:<8} eager {:<22} torch.compile {:<22} eager's rel_l2 vs reference {}{}\n", name,
+               RunCell(runs.value("eager", Json::object()), speedups.value("eager", Json())),
+               RunCell(runs.value("compile", Json::object()), speedups.value("compile", Json())),
+               ErrorCell(runs.value("eager", Json::object()), r.tol), role);
+  }
+}
+
 void PrintHuman(const harness::EvalResult& r) {
   fmt::print("status: {}{}\n", harness::StatusName(r.status), r.cached ? " (from the store)" : "");
   if (!r.reason.empty()) {
@@ -64,17 +101,19 @@ void PrintHuman(const harness::EvalResult& r) {
     fmt::print(", {:.1f}% of GPU kernel time in Triton", *r.triton_time_share * kPercent);
   }
   fmt::print("\n");
+  if (r.vacuous) {
+    fmt::print("vacuous: the reference output is the same for every input; the trials cannot judge this task\n");
+  }
   if (r.time_ms.candidate) {
     fmt::print("time (ms):\n");
     PrintStats("candidate", r.time_ms.candidate);
-    PrintStats("eager", r.time_ms.eager);
-    PrintStats("compile", r.time_ms.compile);
-    fmt::print("speedup: {} vs eager, {} vs torch.compile (medians: {}, {})\n",
+    fmt::print("speedup: {} vs eager, {} vs torch.compile, PyTorch {} (medians: {}, {})\n",
                FormatOptional(r.speedup_vs_eager, "{:.2f}x"), FormatOptional(r.speedup_vs_compile, "{:.2f}x"),
-               FormatOptional(r.speedup_median_vs_eager, "{:.2f}x"),
+               r.baseline, FormatOptional(r.speedup_median_vs_eager, "{:.2f}x"),
                FormatOptional(r.speedup_median_vs_compile, "{:.2f}x"));
     PrintProtocol(r.timing_protocol);
   }
+  PrintBaselines(r);
   for (const auto& flag : r.flags) {
     fmt::print("flag: {}\n", flag);
   }

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "harness/baselines.h"
 
 namespace egg::cli {
 namespace {
@@ -56,7 +57,9 @@ void AddEvalOptions(CLI::App& command, harness::EvalOptions* options, std::strin
   command.add_option("--timeout", options->timeout_s, "Wall-clock limit per evaluation, seconds")
       ->check(CLI::PositiveNumber)
       ->default_val(options->timeout_s);
-  command.add_option("--tol", options->tol, "atol = rtol and relative-L2 tolerance")
+  command.add_option("--tol", options->tol,
+                     "atol = rtol and relative-L2 tolerance (KernelBench's float32 rule; 1e-2 allows TF32-level "
+                     "products)")
       ->check(CLI::Range(1e-12, 1.0))
       ->default_val(options->tol);
   command.add_option("--trials", options->trials, "Correctness trials, each with fresh inputs")
@@ -74,6 +77,23 @@ void AddEvalOptions(CLI::App& command, harness::EvalOptions* options, std::strin
                   "Wall-clock limit for timing eager and torch.compile, seconds")
       ->check(CLI::PositiveNumber)
       ->default_val(options->baseline_timeout_s);
+  command
+      .add_option_function<std::string>(
+          "--baselines", [options](const std::string& text) { harness::ParseBaselineNames(SplitCommas(text), options); },
+          "PyTorch baselines, timed eager and under torch.compile: default (PyTorch's defaults), strict (TF32 off), "
+          "tf32 (TF32 on), and max-autotune to add that torch.compile mode")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            try {
+              harness::EvalOptions probe;
+              harness::ParseBaselineNames(SplitCommas(text), &probe);
+            } catch (const EggError& error) {
+              return std::string(error.what());
+            }
+            return std::string();
+          },
+          "NAMES"))
+      ->default_str("default,strict,tf32");
   command.add_flag("--no-timing{false}", options->timing, "Check correctness only");
   command.add_flag("--no-cache{false}", options->use_cache,
                    "Evaluate again even if the store has the result");

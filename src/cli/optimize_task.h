@@ -33,6 +33,9 @@ struct OptimizeArgs {
   harness::EvalOptions eval;
 };
 
+// The first line of every model_new.py egg writes: the tolerance it was made and verified for.
+std::string ToleranceHeader(const harness::EvalOptions& options);
+
 // --backend, --seeds, --rounds, the LLM settings and budgets, and the evaluation options.
 void AddSearchOptions(CLI::App& command, OptimizeArgs* args);
 

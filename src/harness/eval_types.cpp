@@ -104,6 +104,12 @@ void to_json(Json& j, const EvalResult& r) {
       {"speedup_median_vs_eager", r.speedup_median_vs_eager},
       {"speedup_median_vs_compile", r.speedup_median_vs_compile},
       {"compile_baseline_error", r.compile_baseline_error},
+      {"baseline", r.baseline},
+      {"beside_baseline", r.beside_baseline},
+      {"baselines", r.baselines},
+      {"speedups", r.speedups},
+      {"vacuous", r.vacuous},
+      {"io_bytes", r.io_bytes},
       {"triton_launches", r.triton_launches},
       {"triton_kernels", r.triton_kernels},
       {"triton_time_share", r.triton_time_share},
@@ -142,6 +148,12 @@ void from_json(const Json& j, EvalResult& r) {
   ReadOptional(j, "speedup_median_vs_eager", r.speedup_median_vs_eager);
   ReadOptional(j, "speedup_median_vs_compile", r.speedup_median_vs_compile);
   ReadOptional(j, "compile_baseline_error", r.compile_baseline_error);
+  ReadValue(j, "baseline", r.baseline);
+  ReadValue(j, "beside_baseline", r.beside_baseline);
+  ReadValue(j, "baselines", r.baselines);
+  ReadValue(j, "speedups", r.speedups);
+  ReadValue(j, "vacuous", r.vacuous);
+  ReadOptional(j, "io_bytes", r.io_bytes);
   ReadValue(j, "triton_launches", r.triton_launches);
   ReadValue(j, "triton_kernels", r.triton_kernels);
   ReadOptional(j, "triton_time_share", r.triton_time_share);
@@ -170,7 +182,9 @@ Json OptionsKeyJson(const EvalOptions& o) {
               {"warmup", o.warmup},
               {"min_timing_trials", o.min_timing_trials},
               {"timing_budget_s", o.timing_budget_s},
-              {"robust_trial", o.robust_trial}};
+              {"robust_trial", o.robust_trial},
+              {"baselines", o.baseline_settings},
+              {"max_autotune", o.max_autotune}};
 }
 
 }  // namespace egg::harness

@@ -1,6 +1,7 @@
 // Typed results of the harness, with their JSON form (the `egg eval --json` contract and the store rows).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,8 +12,9 @@ namespace egg::harness {
 
 // Part of every cache key: bump it when the worker's verdicts or timings change for the same files.
 // 2: library kernels on side streams are timed by the host clock instead of refused.
-// 3: the launch counters are paused while timing (no wrapper's cost per Triton launch in a timed call).
-inline constexpr const char* kHarnessVersion = "3";
+// 3: baselines under three precision settings, the robustness trial by the relative criterion, vacuous tasks.
+// 4: the launch counters are paused while timing (no wrapper's cost per Triton launch in a timed call).
+inline constexpr const char* kHarnessVersion = "4";
 
 enum class EvalStatus { kOk, kCompileError, kRuntimeError, kMismatch, kTimeout, kCrash, kRejected };
 
@@ -49,7 +51,7 @@ struct RobustTrial {
 struct EvalOptions {
   std::string device = "cpu";  // "cuda" or "cpu"
   int gpu_index = 0;
-  double tol = 1e-2;
+  double tol = 1e-4;  // KernelBench's float32 rule; 1e-2 (TF32-level numerics) only when asked for
   int trials = 5;
   int seed = 1;        // trial i draws its inputs from seed + i
   int init_seed = 42;  // both models are built from this seed
@@ -62,6 +64,8 @@ struct EvalOptions {
   bool robust_trial = true;
   bool use_cache = true;
   bool cpu_wall_timing = false;  // device cpu: time the interpreter's wall clock, for search decisions only
+  std::vector<std::string> baseline_settings = {"default", "strict", "tf32"};  // harness/baselines.h
+  bool max_autotune = false;  // also time torch.compile(mode="max-autotune") under each setting
 };
 
 struct EvalResult {
@@ -81,6 +85,12 @@ struct EvalResult {
   std::optional<double> speedup_median_vs_eager;
   std::optional<double> speedup_median_vs_compile;
   std::optional<std::string> compile_baseline_error;
+  std::string baseline;         // the setting time_ms.eager/compile and speedup_vs_* are measured under
+  std::string beside_baseline;  // the one reported beside it (precision-matched at 1e-2, default at 1e-4)
+  Json baselines;               // every setting's runs: times, compile times, errors against the reference
+  Json speedups;                // {setting: {run: baseline mean / candidate mean}}
+  bool vacuous = false;         // the reference output was the same for every trial's inputs
+  std::optional<int64_t> io_bytes;  // inputs, outputs, parameters and buffers: what any implementation moves
   int triton_launches = 0;
   std::vector<std::string> triton_kernels;
   std::optional<double> triton_time_share;
@@ -121,13 +131,6 @@ struct ScreenResult {
   std::optional<Stats> time;
   bool cached = false;
   std::optional<double> max_abs_err;
-};
-
-struct BaselineResult {
-  std::optional<Stats> eager;
-  std::optional<Stats> compile;
-  std::optional<std::string> compile_error;
-  std::optional<double> compile_s;
 };
 
 void to_json(Json& j, const Stats& stats);

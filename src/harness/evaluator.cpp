@@ -1,5 +1,7 @@
 #include "harness/evaluator.h"
 
+#include "harness/baselines.h"
+
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/hash.h"
@@ -63,6 +65,15 @@ void RequireFile(const std::string& path, const char* what) {
   }
 }
 
+// The baseline op: every setting asked for, eager and torch.compile (and max-autotune when asked) each.
+Json BaselineRequest(const std::string& task_path, const EvalOptions& options) {
+  Json request = BaseRequest("baseline", task_path, options);
+  request["tol"] = options.tol;
+  request["settings"] = options.baseline_settings;
+  request["runs"] = options.max_autotune ? Json{"eager", "compile", "max-autotune"} : Json{"eager", "compile"};
+  return request;
+}
+
 Json ScreenRequest(const std::string& task_path, const std::vector<std::string>& candidates,
                    const EvalOptions& options, const ScreenOptions& screen) {
   Json request = BaseRequest("screen", task_path, options);
@@ -95,30 +106,24 @@ std::string UnfinishedReason(const CallResult& call, double timeout_s) {
   return "the worker died during the screen request: " + call.detail;
 }
 
-}  // namespace
-
-void AddSpeedups(const BaselineResult& baseline, EvalResult* result) {
-  const auto& candidate = result->time_ms.candidate;
-  result->time_ms.eager = baseline.eager;
-  result->time_ms.compile = baseline.compile;
-  result->compile_baseline_error = baseline.compile_error;
-  if (!candidate || candidate->mean <= 0 || !result->correct) {
+// The timing protocol the worker stated names the candidate's precision setting; the baselines' settings (the
+// headline's, the one beside it, every one timed) are known here.
+void StateBaselinePrecisions(EvalResult* result) {
+  if (!result->timing_protocol.is_object() || !result->baselines.is_object()) {
     return;
   }
-  if (baseline.eager) {
-    result->speedup_vs_eager = baseline.eager->mean / candidate->mean;
-    result->speedup_median_vs_eager = baseline.eager->median / candidate->median;
+  Json& precision = result->timing_protocol["precision"];
+  Json settings = Json::array();
+  for (const auto& [name, entry] : result->baselines.items()) {
+    settings.push_back(name);
   }
-  if (baseline.compile) {
-    result->speedup_vs_compile = baseline.compile->mean / candidate->mean;
-    result->speedup_median_vs_compile = baseline.compile->median / candidate->median;
-  }
-  const bool suspicious = result->speedup_vs_eager.value_or(0) > kSuspiciousSpeedup ||
-                          result->speedup_vs_compile.value_or(0) > kSuspiciousSpeedup;
-  if (suspicious) {
-    result->flags.emplace_back("speedup_over_10x: review this candidate before trusting it");
-  }
+  precision["eager"] = result->baseline;
+  precision["compile"] = result->baseline;
+  precision["beside"] = result->beside_baseline;
+  precision["baselines"] = settings;
 }
+
+}  // namespace
 
 std::string Evaluator::CacheKey(const std::string& kind, const std::string& task_hash,
                                 const std::string& candidate_hash, const Json& options) {
@@ -137,18 +142,17 @@ std::string Evaluator::CacheKey(const std::string& kind, const std::string& task
 
 BaselineResult Evaluator::Baseline(const std::string& task_path, const std::string& task_hash,
                                    const EvalOptions& options, std::vector<std::string>* flags) {
-  BaselineResult baseline;
-  if (options.device != "cuda" || !options.timing) {
-    return baseline;
+  if (!options.timing) {
+    return {};
   }
-  const std::string memo_key = task_hash + TimingJson(options).dump() + std::to_string(options.seed);
+  const std::string memo_key = task_hash + BaselineRequest(task_path, options).dump();
   if (auto found = baselines_.find(memo_key); found != baselines_.end()) {
     return found->second;
   }
-  CallResult call = worker_.Call(BaseRequest("baseline", task_path, options), options.baseline_timeout_s);
+  CallResult call = worker_.Call(BaselineRequest(task_path, options), options.baseline_timeout_s);
   if (call.outcome != CallOutcome::kOk) {
     flags->push_back("baseline_failed: " + DescribeOutcome(call.outcome) + ": " + call.detail);
-    return baseline;
+    return {};
   }
   if (!call.response.value("ok", false)) {
     throw WorkerError("the task's reference failed: " + ErrorText(call.response));
@@ -157,12 +161,7 @@ BaselineResult Evaluator::Baseline(const std::string& task_path, const std::stri
   if (result.value("status", "") != "ok") {
     throw WorkerError("the task's reference failed: " + StringAt(result, "/reason", "?"));
   }
-  baseline.eager = result.value("eager", Json()).get<std::optional<Stats>>();
-  baseline.compile = result.value("compile", Json()).get<std::optional<Stats>>();
-  if (const std::string error = StringAt(result, "/compile_error", ""); !error.empty()) {
-    baseline.compile_error = error;
-  }
-  baseline.compile_s = result.value("compile_s", Json()).get<std::optional<double>>();
+  BaselineResult baseline = ParseBaselineSettings(result.value("settings", Json()));
   baselines_[memo_key] = baseline;
   return baseline;
 }
@@ -233,6 +232,7 @@ EvalResult Evaluator::Evaluate(const std::string& task_file, const std::string& 
   result.correct = result.status == EvalStatus::kOk;
   result.flags.insert(result.flags.end(), baseline_flags.begin(), baseline_flags.end());
   AddSpeedups(baseline, &result);
+  StateBaselinePrecisions(&result);
   const Json& hello = worker_.Hello();
   result.device = hello.value("device", Json::object());
   result.versions = hello.value("versions", Json::object());

@@ -7,13 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "harness/baselines.h"
 #include "harness/eval_types.h"
 #include "harness/worker.h"
 #include "store/store.h"
 
 namespace egg::harness {
-
-inline constexpr double kSuspiciousSpeedup = 10.0;
 
 class Evaluator {
  public:
@@ -50,8 +49,5 @@ class Evaluator {
   store::Store* store_;
   std::map<std::string, BaselineResult> baselines_;
 };
-
-// Speedups (baseline mean / candidate mean, and the medians' ratio) and the >10x review flag.
-void AddSpeedups(const BaselineResult& baseline, EvalResult* result);
 
 }  // namespace egg::harness

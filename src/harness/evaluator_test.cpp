@@ -6,6 +6,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "common/error.h"
 
@@ -44,6 +45,18 @@ Json StatsJson(double mean, double median) {
   return Json{{"mean", mean}, {"median", median}, {"p20", median}, {"p80", median}, {"std", 0.0}, {"n", 100}};
 }
 
+// A baseline result with one setting per entry: {setting, eager mean, compile mean} (medians 0.9x the means).
+Json BaselineJson(const std::vector<std::tuple<std::string, double, double>>& settings) {
+  Json entries = Json::object();
+  for (const auto& [name, eager, compile] : settings) {
+    Json runs = {{"eager", {{"time_ms", StatsJson(eager, 0.9 * eager)}, {"error", ""}}}};
+    runs["compile"] = compile > 0 ? Json{{"time_ms", StatsJson(compile, 0.9 * compile)}, {"compile_s", 2.5}}
+                                  : Json{{"time_ms", nullptr}, {"error", "inductor failed"}};
+    entries[name] = {{"flags", {{"cudnn_allow_tf32", name != "strict"}}}, {"runs", runs}};
+  }
+  return Json{{"status", "ok"}, {"reason", ""}, {"settings", entries}};
+}
+
 Json OkEval(double candidate_ms) {
   return Json{{"status", "ok"},
               {"reason", ""},
@@ -76,32 +89,85 @@ class EvaluatorTest : public ::testing::Test {
   FakeWorker worker_;
 };
 
-TEST_F(EvaluatorTest, ComputesSpeedupsFromBaselineMeans) {
-  worker_.script.push_back(
-      FakeWorker::Ok({{"status", "ok"}, {"eager", StatsJson(2.0, 1.8)}, {"compile", StatsJson(1.0, 0.9)}}));
+TEST_F(EvaluatorTest, ComputesSpeedupsAgainstEverySettingWithTheStrictHeadlineAtTightTolerance) {
+  worker_.script.push_back(FakeWorker::Ok(BaselineJson({{"default", 1.5, 0.8}, {"strict", 2.0, 1.0}, {"tf32", 1.0, 0.5}})));
   worker_.script.push_back(FakeWorker::Ok(OkEval(0.5)));
   Evaluator evaluator(worker_, store_.get());
   const EvalResult result = evaluator.Evaluate(task_, candidate_, options_);
   EXPECT_EQ(result.status, EvalStatus::kOk);
   EXPECT_TRUE(result.correct);
+  EXPECT_EQ(result.baseline, "strict");  // tol 1e-4: like for like
+  EXPECT_EQ(result.beside_baseline, "default");
   ASSERT_TRUE(result.speedup_vs_eager.has_value());
   EXPECT_DOUBLE_EQ(*result.speedup_vs_eager, 4.0);
   EXPECT_DOUBLE_EQ(*result.speedup_vs_compile, 2.0);
   EXPECT_DOUBLE_EQ(*result.speedup_median_vs_eager, 3.6);
+  EXPECT_DOUBLE_EQ(result.speedups["default"]["compile"].get<double>(), 1.6);
+  EXPECT_DOUBLE_EQ(result.speedups["tf32"]["eager"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(result.baselines["tf32"]["runs"]["compile"]["compile_s"].get<double>(), 2.5);
   EXPECT_TRUE(result.flags.empty());
   EXPECT_EQ(worker_.requests[0]["op"], "baseline");
+  EXPECT_EQ(worker_.requests[0]["settings"], Json({"default", "strict", "tf32"}));
+  EXPECT_EQ(worker_.requests[0]["runs"], Json({"eager", "compile"}));
   EXPECT_EQ(worker_.requests[1]["op"], "evaluate");
   EXPECT_EQ(worker_.requests[1]["candidate"], candidate_);
   EXPECT_DOUBLE_EQ(worker_.timeouts[1], options_.timeout_s);
 }
 
-TEST_F(EvaluatorTest, FlagsSpeedupsAboveTenX) {
-  worker_.script.push_back(FakeWorker::Ok({{"status", "ok"}, {"eager", StatsJson(11.0, 11.0)}}));
-  worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
+TEST_F(EvaluatorTest, LooseToleranceHeadlineIsPyTorchsDefaultWithTf32Beside) {
+  options_.tol = 1e-2;
+  worker_.script.push_back(FakeWorker::Ok(BaselineJson({{"default", 1.5, 0.8}, {"strict", 2.0, 0.0}, {"tf32", 1.0, 0.5}})));
+  worker_.script.push_back(FakeWorker::Ok(OkEval(0.5)));
+  Evaluator evaluator(worker_, store_.get());
+  const EvalResult result = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_EQ(result.baseline, "default");
+  EXPECT_EQ(result.beside_baseline, "tf32");
+  EXPECT_DOUBLE_EQ(*result.speedup_vs_compile, 1.6);
+  EXPECT_DOUBLE_EQ(result.time_ms.eager->mean, 1.5);
+  EXPECT_FALSE(result.compile_baseline_error.has_value());
+  EXPECT_FALSE(result.speedups["strict"].contains("compile")) << "strict's torch.compile failed";
+}
+
+TEST_F(EvaluatorTest, TheTimingProtocolNamesTheBaselinesSettings) {
+  options_.tol = 1e-2;
+  worker_.script.push_back(FakeWorker::Ok(BaselineJson({{"default", 1.5, 0.8}, {"strict", 2.0, 1.0}, {"tf32", 1.0, 0.5}})));
+  Json eval = OkEval(0.5);
+  eval["timing_protocol"] = {{"timer", "cuda-events"}, {"precision", {{"candidate", "strict"}}}};
+  worker_.script.push_back(FakeWorker::Ok(eval));
+  Evaluator evaluator(worker_, store_.get());
+  const Json precision = evaluator.Evaluate(task_, candidate_, options_).timing_protocol["precision"];
+  EXPECT_EQ(precision["candidate"], "strict") << "the worker's own setting stays";
+  EXPECT_EQ(precision["eager"], "default");
+  EXPECT_EQ(precision["compile"], "default");
+  EXPECT_EQ(precision["beside"], "tf32");
+  EXPECT_EQ(precision["baselines"], Json({"default", "strict", "tf32"}));
+}
+
+TEST_F(EvaluatorTest, OnlyTheSettingsAskedForAreRequestedAndHeadlined) {
+  ParseBaselineNames({"tf32", "max-autotune"}, &options_);
+  worker_.script.push_back(FakeWorker::Ok(BaselineJson({{"tf32", 1.0, 0.0}})));
+  worker_.script.push_back(FakeWorker::Ok(OkEval(0.5)));
+  Evaluator evaluator(worker_, store_.get());
+  const EvalResult result = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_EQ(worker_.requests[0]["settings"], Json({"tf32"}));
+  EXPECT_EQ(worker_.requests[0]["runs"], Json({"eager", "compile", "max-autotune"}));
+  EXPECT_EQ(result.baseline, "tf32");
+  EXPECT_EQ(result.beside_baseline, "");
+  EXPECT_EQ(result.compile_baseline_error, "inductor failed");
+  EXPECT_THROW(ParseBaselineNames({"fp8"}, &options_), EggError);
+  EXPECT_THROW(ParseBaselineNames({"max-autotune"}, &options_), EggError);
+}
+
+TEST_F(EvaluatorTest, FlagsSpeedupsAboveTenXWithTheAchievedBandwidth) {
+  worker_.script.push_back(FakeWorker::Ok(BaselineJson({{"strict", 11.0, 0.0}})));
+  Json eval = OkEval(1.0);
+  eval["io_bytes"] = int64_t{4000000000};
+  worker_.script.push_back(FakeWorker::Ok(eval));
   Evaluator evaluator(worker_, store_.get());
   const EvalResult result = evaluator.Evaluate(task_, candidate_, options_);
   ASSERT_EQ(result.flags.size(), 1U);
   EXPECT_NE(result.flags[0].find("speedup_over_10x"), std::string::npos);
+  EXPECT_NE(result.flags[0].find("candidate 4000 GB/s, eager 364 GB/s"), std::string::npos) << result.flags[0];
 }
 
 TEST_F(EvaluatorTest, TimeoutAndCrashBecomeStoredStatuses) {
@@ -131,7 +197,7 @@ TEST_F(EvaluatorTest, SecondAskReturnsStoredRowWithoutCallingWorker) {
   EXPECT_TRUE(second.cached);
   EXPECT_EQ(second.key, first.key);
   EXPECT_EQ(worker_.requests.size(), 1U);
-  options_.tol = 1e-4;
+  options_.tol = 1e-2;
   worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
   const EvalResult other_tol = evaluator.Evaluate(task_, candidate_, options_);
   EXPECT_FALSE(other_tol.cached) << "the tolerance is part of the key";
@@ -173,14 +239,17 @@ TEST_F(EvaluatorTest, MissingFilesAndBrokenTasksThrow) {
   }
 }
 
-TEST_F(EvaluatorTest, CpuResultsCarryTheInterpreterNote) {
+TEST_F(EvaluatorTest, CpuResultsCarryTheInterpreterNoteAndUntimedBaselines) {
   options_.device = "cpu";
+  worker_.script.push_back(FakeWorker::Ok(BaselineJson({{"strict", 0.0, 0.0}})));
   worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
   Evaluator evaluator(worker_, nullptr);
   const EvalResult result = evaluator.Evaluate(task_, candidate_, options_);
   EXPECT_NE(result.timing_note.find("interpreter"), std::string::npos);
-  EXPECT_EQ(worker_.requests.size(), 1U) << "no baseline is timed on the cpu";
+  EXPECT_EQ(worker_.requests[0]["op"], "baseline") << "the baselines' errors are recorded on the cpu too";
   EXPECT_EQ(worker_.requests[0]["timing"]["enabled"], false);
+  EXPECT_EQ(worker_.requests[1]["timing"]["enabled"], false);
+  EXPECT_FALSE(result.speedup_vs_eager.has_value());
 }
 
 // ---------------------------------------------------------------- Screen
@@ -287,7 +356,7 @@ TEST_F(ScreenTest, KeyCoversTheScreenTimingAndTolerance) {
   screen_.min_trials = 50;
   worker_.script.push_back(ScreenResponse({ScreenEntry("ok")}));
   EXPECT_FALSE(evaluator.Screen(task_, paths, options_, screen_)[0].cached);
-  options_.tol = 1e-4;
+  options_.tol = 1e-2;
   worker_.script.push_back(ScreenResponse({ScreenEntry("ok")}));
   EXPECT_FALSE(evaluator.Screen(task_, paths, options_, screen_)[0].cached);
   screen_.compile_workers = 7;  // how it is run, not what it finds

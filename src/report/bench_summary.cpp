@@ -48,6 +48,63 @@ Json SpeedupStats(const std::vector<double>& values) {
               {"median", median}};
 }
 
+constexpr const char* kRuns[] = {"eager", "compile", "max-autotune"};
+constexpr double kLooseTol = 1e-3;
+
+// The baseline a tolerance's headline is measured against (harness/baselines.h's rule).
+std::string HeadlineSetting(const std::string& tol_key) {
+  return std::stod(tol_key) >= kLooseTol ? "default" : "strict";
+}
+
+// fast_p_<name> and speedup_<name> of `values` (speedups of correct tasks) among `total` tasks.
+void AddSpeedupMetrics(const std::vector<double>& values, size_t total, const std::string& name, Json* metrics) {
+  Json fast = Json::object();
+  for (double p : kFastThresholds) {
+    const auto count = std::count_if(values.begin(), values.end(), [p](double v) { return v > p; });
+    fast[fmt::format("{:g}", p)] = total == 0 ? 0.0 : static_cast<double>(count) / static_cast<double>(total);
+  }
+  (*metrics)["fast_p_" + name] = fast;
+  (*metrics)["speedup_" + name] = SpeedupStats(values);
+}
+
+double MeanAt(const Json& stats) { return stats.is_object() ? stats.value("mean", 0.0) : 0.0; }
+
+// Summed mean times (ms) of egg and of each baseline run, over the tasks correct at the run's tolerance with
+// every one of them timed: the suite's total GPU time, side by side.
+Json TotalTimes(const std::vector<Json>& rows, const std::string& tol_key, const std::string& run_tol_key) {
+  double candidate_ms = 0;
+  std::map<std::string, double> baseline_ms;
+  size_t counted = 0;
+  for (const Json& row : rows) {
+    const Json times = row.value("time_ms", Json::object());
+    const Json baselines = row.value("baselines", Json::object());
+    if (!CorrectAt(row, tol_key, run_tol_key) || !times.is_object() || !baselines.is_object() ||
+        MeanAt(times.value("candidate", Json())) <= 0) {
+      continue;
+    }
+    std::map<std::string, double> row_ms;
+    for (const auto& [setting, entry] : baselines.items()) {
+      const Json runs = entry.value("runs", Json::object());
+      for (const auto& [run, value] : runs.items()) {
+        row_ms[setting + "." + run] = MeanAt(value.value("time_ms", Json()));
+      }
+    }
+    if (row_ms.empty() || std::any_of(row_ms.begin(), row_ms.end(), [](const auto& kv) { return kv.second <= 0; })) {
+      continue;
+    }
+    ++counted;
+    candidate_ms += MeanAt(times["candidate"]);
+    for (const auto& [key, ms] : row_ms) {
+      baseline_ms[key] += ms;
+    }
+  }
+  Json totals = {{"tasks", counted}, {"candidate", candidate_ms}};
+  for (const auto& [key, ms] : baseline_ms) {
+    totals[key] = ms;
+  }
+  return totals;
+}
+
 Json LlmTotals(const std::vector<Json>& rows) {
   double cost = 0;
   int64_t tokens = 0;
@@ -95,34 +152,56 @@ int TaskLevel(const std::string& path) {
 }
 
 Json TolMetrics(const std::vector<Json>& rows, const std::string& tol_key, const std::string& run_tol_key) {
-  const size_t total = rows.size();
+  const std::string headline = HeadlineSetting(tol_key);
   size_t correct = 0;
-  std::map<std::string, std::vector<double>> speedups;
+  size_t vacuous = 0;
+  std::map<std::string, std::map<std::string, std::vector<double>>> speedups;  // setting -> run -> values
+  std::vector<double> headline_eager;
+  std::vector<double> headline_compile;
   for (const Json& row : rows) {
     if (!CorrectAt(row, tol_key, run_tol_key)) {
       continue;
     }
     ++correct;
-    for (const char* key : {"speedup_vs_eager", "speedup_vs_compile"}) {
-      if (auto value = NumberAt(row, key)) {
-        speedups[key].push_back(*value);
+    vacuous += row.value("vacuous", false) ? 1U : 0U;
+    Json per_setting = row.value("speedups", Json::object());
+    if (!per_setting.is_object()) {
+      per_setting = Json::object();
+    }
+    for (const auto& [setting, runs] : per_setting.items()) {
+      for (const char* run : kRuns) {
+        if (auto value = NumberAt(runs, run)) {
+          speedups[setting][run].push_back(*value);
+        }
       }
     }
-  }
-  Json metrics = {{"correct", correct},
-                  {"correct_rate", total == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(total)}};
-  for (const char* key : {"speedup_vs_eager", "speedup_vs_compile"}) {
-    const std::string name = std::string(key).substr(std::string("speedup_").size());
-    const std::vector<double>& values = speedups[key];
-    Json fast = Json::object();
-    for (double p : kFastThresholds) {
-      const auto count = std::count_if(values.begin(), values.end(), [p](double v) { return v > p; });
-      fast[fmt::format("{:g}", p)] =
-          total == 0 ? 0.0 : static_cast<double>(count) / static_cast<double>(total);
+    // rows of the run's own tolerance carry their headline; older rows (no speedups) only that
+    const bool own = tol_key == run_tol_key || !per_setting.contains(headline);
+    auto pick = [&](const char* legacy, const char* run) {
+      return own ? NumberAt(row, legacy) : NumberAt(per_setting[headline], run);
+    };
+    if (auto value = pick("speedup_vs_eager", "eager")) {
+      headline_eager.push_back(*value);
     }
-    metrics["fast_p_" + name] = fast;
-    metrics["speedup_" + name] = SpeedupStats(values);
+    if (auto value = pick("speedup_vs_compile", "compile")) {
+      headline_compile.push_back(*value);
+    }
   }
+  const size_t total = rows.size();
+  Json metrics = {{"correct", correct},
+                  {"correct_rate", total == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(total)},
+                  {"vacuous", vacuous},
+                  {"baseline", headline}};
+  AddSpeedupMetrics(headline_eager, total, "vs_eager", &metrics);
+  AddSpeedupMetrics(headline_compile, total, "vs_compile", &metrics);
+  Json baselines = Json::object();
+  for (const auto& [setting, runs] : speedups) {
+    for (const auto& [run, values] : runs) {
+      AddSpeedupMetrics(values, total, "vs_" + run, &baselines[setting]);
+    }
+  }
+  metrics["baselines"] = baselines;
+  metrics["total_ms"] = TotalTimes(rows, tol_key, run_tol_key);
   return metrics;
 }
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <utility>
 
 namespace egg::report {
 namespace {
@@ -46,6 +48,47 @@ TEST(BenchSummaryTest, KernelBenchDefinitions) {
   EXPECT_EQ(summary["levels"]["1"]["tasks"], 3);
   EXPECT_EQ(summary["levels"]["2"]["tol"]["0.01"]["correct"], 1);
   EXPECT_DOUBLE_EQ(summary["overall"]["wall_s"].get<double>(), 40.0);
+}
+
+// A row of a run at tol 1e-2 whose candidate took 1 ms, with baselines {setting: {eager ms, compile ms}}.
+Json TimedRow(const std::string& path, const std::map<std::string, std::pair<double, double>>& baselines,
+              bool ok_tight) {
+  Json speedups = Json::object();
+  Json settings = Json::object();
+  for (const auto& [name, times] : baselines) {
+    speedups[name] = {{"eager", times.first}, {"compile", times.second}};
+    settings[name] = {{"runs", {{"eager", {{"time_ms", {{"mean", times.first}}}}},
+                                {"compile", {{"time_ms", {{"mean", times.second}}}}}}}};
+  }
+  return Json{{"path", path},
+              {"correct", true},
+              {"speedup_vs_eager", baselines.at("default").first},
+              {"speedup_vs_compile", baselines.at("default").second},
+              {"speedups", speedups},
+              {"baselines", settings},
+              {"time_ms", {{"candidate", {{"mean", 1.0}}}}},
+              {"at_tol", {{"0.0001", {{"correct", ok_tight}}}}}};
+}
+
+TEST(BenchSummaryTest, EveryBaselineHasItsMetricsAndTheHeadlineFollowsTheTolerance) {
+  const Json rows = Json::array(
+      {TimedRow("/kb/level1/a.py", {{"default", {4.0, 2.0}}, {"strict", {8.0, 4.0}}, {"tf32", {2.0, 0.5}}}, true),
+       TimedRow("/kb/level1/b.py", {{"default", {1.0, 1.0}}, {"strict", {2.0, 2.0}}, {"tf32", {1.0, 0.5}}}, false)});
+  const Json summary = BenchSummary(rows, 1e-2, {1e-4});
+  const Json& loose = summary["overall"]["tol"]["0.01"];
+  EXPECT_EQ(loose["baseline"], "default");
+  EXPECT_NEAR(loose["speedup_vs_compile"]["geomean"].get<double>(), std::sqrt(2.0), 1e-12);
+  EXPECT_NEAR(loose["baselines"]["tf32"]["speedup_vs_compile"]["geomean"].get<double>(), 0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(loose["baselines"]["strict"]["fast_p_vs_eager"]["1.5"].get<double>(), 1.0);
+  EXPECT_EQ(loose["total_ms"]["tasks"], 2);
+  EXPECT_DOUBLE_EQ(loose["total_ms"]["candidate"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(loose["total_ms"]["tf32.compile"].get<double>(), 1.0);
+  // the re-check at 1e-4 is headlined against strict, over the one task that passed it
+  const Json& tight = summary["overall"]["tol"]["0.0001"];
+  EXPECT_EQ(tight["baseline"], "strict");
+  EXPECT_EQ(tight["correct"], 1);
+  EXPECT_DOUBLE_EQ(tight["speedup_vs_compile"]["geomean"].get<double>(), 4.0);
+  EXPECT_EQ(tight["total_ms"]["tasks"], 1);
 }
 
 TEST(BenchSummaryTest, MissingNumbersAreNotFast) {

@@ -60,6 +60,29 @@ std::string Ms(const Json& value) {
   return value.is_number() ? fmt::format("{:.4f} ms", value.get<double>()) : "-";
 }
 
+std::string Speedup(const Json& value) { return value.is_number() ? fmt::format("{:.2f}x", value.get<double>()) : "-"; }
+
+// The final candidate's tolerance and its speedup against every PyTorch baseline setting, headline first.
+std::string ResultSection(const Json& final) {
+  if (!final.is_object()) {
+    return "";
+  }
+  std::string out = fmt::format("\n## Result\nverified at tol {:g}{}\n", final.value("tol", 0.0),
+                                final.value("vacuous", false) ? " (vacuous task: the reference never changes)" : "");
+  const Json speedups = final.value("speedups", Json());
+  if (!speedups.is_object()) {
+    return out;
+  }
+  const std::string headline = final.value("baseline", "");
+  const std::string beside = final.value("beside_baseline", "");
+  for (const auto& [setting, runs] : speedups.items()) {
+    const std::string role = setting == headline ? " (headline)" : setting == beside ? " (beside)" : "";
+    out += fmt::format("- vs PyTorch {}{}: {} eager, {} torch.compile\n", setting, role,
+                       Speedup(runs.value("eager", Json())), Speedup(runs.value("compile", Json())));
+  }
+  return out;
+}
+
 }  // namespace
 
 Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
@@ -139,6 +162,7 @@ std::string TrajectoryMarkdown(const Json& report) {
                          decision.value("reason", ""));
     }
   }
+  out += ResultSection(report.value("final", Json()));
   if (const std::string notes = report.value("notes", ""); !notes.empty()) {
     out += "\nNote: " + notes + "\n";
   }

@@ -22,7 +22,7 @@ def bench(tmp_path_factory):
     env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
     env["EGG_HOME"] = str(home)
     proc = subprocess.run([str(ROOT / "egg"), "bench", str(suite), "--device", "cpu", "--per-gpu", "2",
-                           "--trials", "2", "--also-tol", "1e-4", "--out", str(out)],
+                           "--trials", "2", "--tol", "1e-2", "--also-tol", "1e-4", "--out", str(out)],
                           capture_output=True, text=True, timeout=900, env=env)
     return proc, out
 
@@ -42,6 +42,9 @@ def test_results_have_kernelbench_metrics_per_level(bench):
     assert overall["tasks"] == TASK_COUNT and overall["tol"]["0.01"]["correct_rate"] == 1.0
     assert set(overall["tol"]) == {"0.01", "0.0001"}
     assert set(overall["tol"]["0.01"]["fast_p_vs_compile"]) == {"0", "0.5", "0.8", "1", "1.5", "2"}
+    assert overall["tol"]["0.01"]["baseline"] == "default" and overall["tol"]["0.0001"]["baseline"] == "strict"
+    assert overall["tol"]["0.01"]["vacuous"] == 0
+    assert all(row["tol"] == 0.01 and list(row["baselines"]) == ["default", "strict", "tf32"] for row in tasks)
     assert results["summary"]["levels"]["1"]["tasks"] == TASK_COUNT
     kernelbench = sorted((out / "kernelbench" / "level1").glob("*.json"))
     assert len(kernelbench) == TASK_COUNT

@@ -58,7 +58,8 @@ def test_happy_path_runs_five_stages_and_verifies_the_result(egg, protocol):
     assert any(d["accepted"] for d in decisions) and any(not d["accepted"] for d in decisions)
     slow = [d for d in rep["stages"][1]["decisions"] if d["move"] == "redundant loop"]
     assert slow and slow[0]["accepted"] is False and "not faster" in slow[0]["reason"]
-    final = (egg.workdir / "out" / "model_new.py").read_text()
+    header, final = (egg.workdir / "out" / "model_new.py").read_text().split("\n", 1)
+    assert header.startswith("# egg: made and verified for tol 0.0001:"), header
     assert final == (egg.workdir / "llm" / "relu_block1024.py").read_text(), "the fastest seed must win"
     seed_prompts = [r.last_user_message for r in server.matching(role="code", stage="stage1.seeds")]
     assert any("brief refinement of seed 1" in prompt for prompt in seed_prompts), "each seed is refined"

@@ -19,7 +19,7 @@ def test_table_shows_agreement_launches_the_three_rows_and_the_protocol(tmp_path
     proc = timeit(tmp_path, FIXTURES / "task_relu.py", FIXTURES / "relu_ok.py", "--trials", "2")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "correct: yes (2 of 2 trials at tol 0.01" in out
+    assert "correct: yes (2 of 2 trials at tol 0.0001" in out
     assert "ModelNew: 1 Triton launches per call" in out
     for row in ("Model eager     default", "torch.compile   default", "ModelNew        strict"):
         assert row in out, out
