@@ -133,7 +133,8 @@ Refusal ReadRefusal(const std::string& body, int sent_cap, int64_t prompt_chars)
   if (Has(text, "v1/responses") && HasAny(text, {"only supported in", "not supported in v1/chat"})) {
     return {Reshape::kUseResponsesApi};
   }
-  const std::string param = error.is_object() ? error.value("param", "") : "";
+  const Json param_field = error.is_object() ? error.value("param", Json()) : Json();
+  const std::string param = param_field.is_string() ? param_field.get<std::string>() : "";
   const bool unsupported =
       HasAny(text, {"unsupported", "not supported", "does not support", "deprecated", "only the default"});
   if (unsupported && (param == "temperature" || Has(text, "temperature"))) {

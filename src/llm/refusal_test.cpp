@@ -38,7 +38,7 @@ TEST(RefusalTest, ContextLengthsFitTheCap) {
   const Refusal vllm = ReadRefusal(
       R"({"object":"error","message":"This model's maximum context length is 16384 tokens. However, you )"
       R"(requested 40000 tokens (7232 in the messages, 32768 in the completion). Please reduce the length.",)"
-      R"("type":"BadRequestError","code":400})",
+      R"("type":"BadRequestError","param":null,"code":400})",
       kSentCap, 100);
   EXPECT_EQ(vllm.reshape, Reshape::kFitOutputCap);
   EXPECT_EQ(vllm.context_tokens, 16384);

@@ -70,12 +70,12 @@ class ResponsesAdapter : public ProviderAdapter {
   static std::string OutputText(const Json& output) {
     std::string text;
     for (const Json& item : output) {
-      if (!item.is_object() || item.value("type", "") != "message" || !item.contains("content") ||
+      if (!item.is_object() || item.value("type", Json()) != "message" || !item.contains("content") ||
           !item["content"].is_array()) {
         continue;
       }
       for (const Json& part : item["content"]) {
-        if (part.is_object() && part.value("type", "") == "output_text" && part.contains("text") &&
+        if (part.is_object() && part.value("type", Json()) == "output_text" && part.contains("text") &&
             part["text"].is_string()) {
           text += part["text"].get<std::string>();
         }

@@ -72,7 +72,7 @@ std::string LlmMarkdown(const Json& llm) {
   }
   const Json errors = llm.value("errors", Json::object());
   for (const auto& [kind, tally] : errors.items()) {
-    out += fmt::format("- errors tolerated, {}: {} (last: {})\n", kind, tally.value("count", 0),
+    out += fmt::format("- failed attempts, {}: {} (last: {})\n", kind, tally.value("count", 0),
                        tally.value("last_message", ""));
   }
   for (const Json& change : llm.value("adaptations", Json::array())) {
@@ -121,6 +121,9 @@ std::string TrajectoryMarkdown(const Json& report) {
                                 report.value("task", ""), report.value("run_id", ""),
                                 report.value("backend", ""), report.value("device", ""),
                                 report.value("status", ""), report.value("stopped_because", ""));
+  if (const std::string reason = report.value("reason", ""); !reason.empty()) {
+    out += "\nReason: " + reason + "\n";
+  }
   if (const std::string note = report.value("timer_note", ""); !note.empty()) {
     out += "\nTimer: " + report.value("timer", "") + " (" + note + ")\n";
   }
