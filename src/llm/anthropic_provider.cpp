@@ -5,7 +5,6 @@ namespace egg::llm {
 namespace {
 
 constexpr const char* kAnthropicVersion = "2023-06-01";
-constexpr const char* kSystemSeparator = "\n\n";
 
 std::string MessagesUrl(const std::string& base_url) {
   const std::string base = JoinUrl(base_url, "");
@@ -30,22 +29,14 @@ class AnthropicAdapter : public ProviderAdapter {
       : url_(MessagesUrl(config.base_url)), model_(config.model), api_key_(config.api_key) {}
 
   HttpRequest BuildRequest(const ChatRequest& request, const RequestShape& shape) const override {
-    Json messages = Json::array();
-    std::string system;
-    for (const Message& message : request.messages) {
-      if (message.role == "system") {
-        system += (system.empty() ? "" : kSystemSeparator) + message.content;
-      } else {
-        messages.push_back({{"role", message.role}, {"content", message.content}});
-      }
-    }
+    SplitMessages split = SplitSystem(request.messages);
     Json body = {
-        {"model", model_}, {"messages", std::move(messages)}, {"max_tokens", shape.max_output_tokens}};
+        {"model", model_}, {"messages", std::move(split.rest)}, {"max_tokens", shape.max_output_tokens}};
     if (shape.temperature) {
       body["temperature"] = *shape.temperature;
     }
-    if (!system.empty()) {
-      body["system"] = system;
+    if (!split.system.empty()) {
+      body["system"] = split.system;
     }
     HttpRequest http{
         url_, {{"anthropic-version", kAnthropicVersion}, {"content-type", "application/json"}}, body.dump()};

@@ -12,6 +12,7 @@ namespace {
 constexpr size_t kErrorSummaryChars = 300;
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
+constexpr const char* kSystemSeparator = "\n\n";
 
 bool IsUtf8Continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0U) == 0x80U; }
 
@@ -108,6 +109,18 @@ std::string StripThinking(const std::string& text) {
   }
   const size_t start = kept.find_first_not_of(" \t\r\n");
   return start == std::string::npos ? std::string() : kept.substr(start);
+}
+
+SplitMessages SplitSystem(const std::vector<Message>& messages) {
+  SplitMessages split;
+  for (const Message& message : messages) {
+    if (message.role == "system") {
+      split.system += (split.system.empty() ? "" : kSystemSeparator) + message.content;
+    } else {
+      split.rest.push_back({{"role", message.role}, {"content", message.content}});
+    }
+  }
+  return split;
 }
 
 HttpRequest JsonPost(std::string url, const Json& body, const std::string& auth_name,

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/json.h"
 #include "llm/http_transport.h"
@@ -66,6 +67,13 @@ std::string JoinUrl(const std::string& base_url, const std::string& path);
 // The reply without its reasoning: <think>...</think> blocks, a leading part closed by a lone </think>
 // (the opening tag was in the prompt) and an unclosed <think> to the end.
 std::string StripThinking(const std::string& text);
+// The system messages joined by blank lines, and the other messages as [{role, content}] in order (the
+// Anthropic and Responses APIs take the system prompt apart).
+struct SplitMessages {
+  std::string system;
+  Json rest = Json::array();
+};
+SplitMessages SplitSystem(const std::vector<Message>& messages);
 // Content-Type and, when the key is set, `auth_name: auth_prefix + key`.
 HttpRequest JsonPost(std::string url, const Json& body, const std::string& auth_name,
                      const std::string& auth_prefix, const std::string& key);

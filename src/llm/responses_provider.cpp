@@ -5,29 +5,19 @@
 namespace egg::llm {
 namespace {
 
-constexpr const char* kSystemSeparator = "\n\n";
-
 class ResponsesAdapter : public ProviderAdapter {
  public:
   explicit ResponsesAdapter(const LlmConfig& config)
       : url_(JoinUrl(config.base_url, "/responses")), model_(config.model), api_key_(config.api_key) {}
 
   HttpRequest BuildRequest(const ChatRequest& request, const RequestShape& shape) const override {
-    Json input = Json::array();
-    std::string instructions;
-    for (const Message& message : request.messages) {
-      if (message.role == "system") {
-        instructions += (instructions.empty() ? "" : kSystemSeparator) + message.content;
-      } else {
-        input.push_back({{"role", message.role}, {"content", message.content}});
-      }
-    }
+    SplitMessages split = SplitSystem(request.messages);
     Json body = {{"model", model_},
-                 {"input", std::move(input)},
+                 {"input", std::move(split.rest)},
                  {"max_output_tokens", shape.max_output_tokens},
                  {"store", false}};
-    if (!instructions.empty()) {
-      body["instructions"] = instructions;
+    if (!split.system.empty()) {
+      body["instructions"] = split.system;
     }
     if (shape.temperature) {
       body["temperature"] = *shape.temperature;
