@@ -5,7 +5,8 @@
 //       └───────────── DebugAgent ◀──(source, status, error)── failed candidates ◀──────────┘
 //
 // An agent returns a value, or a failure (this attempt is lost, the stage goes on), or asks the run to
-// stop (the LLM budget is spent or the provider is unavailable). Agents never throw for model behaviour.
+// stop (the LLM budget is spent, the provider is unavailable or refuses the configuration). Agents never
+// throw for model behaviour. Agents are called concurrently for the candidates of a round (Pipeline).
 #pragma once
 
 #include <memory>
@@ -33,7 +34,8 @@ struct StageContext {
   bool refining_seed = false;  // stage1.seeds: briefly refine the seed given as the incumbent
 };
 
-enum class StopReason { kNone, kBudgetExhausted, kLlmUnavailable, kTimeBudgetUsed };
+// kLlmConfigError: the API refused a request in a way no later call escapes (key, quota, model, request).
+enum class StopReason { kNone, kBudgetExhausted, kLlmUnavailable, kLlmConfigError, kTimeBudgetUsed };
 std::string StopReasonName(StopReason reason);
 
 template <typename T>

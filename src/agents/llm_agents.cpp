@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
 
 #include "common/hash.h"
 #include "prompts/prompts.h"
@@ -40,14 +41,14 @@ StopReason StopFor(llm::ErrorKind error) {
     case llm::ErrorKind::kServer:
     case llm::ErrorKind::kTimeout:
     case llm::ErrorKind::kNetwork:
-    case llm::ErrorKind::kAuth:
       return StopReason::kLlmUnavailable;
     default:
-      return StopReason::kNone;
+      return llm::IsConfigurationError(error) ? StopReason::kLlmConfigError : StopReason::kNone;
   }
 }
 
-// One role's conversation core: replay, call, record, validate, one repair request.
+// One role's conversation core: replay, call, record, validate, one repair request. Thread-safe: the store
+// is used under a lock, the client is thread-safe.
 class Conversation {
  public:
   Conversation(llm::LlmClient& client, store::Store* store, LlmAgentConfig config)
@@ -93,6 +94,7 @@ class Conversation {
     const std::string prompt = PromptText(messages);
     const std::string prompt_hash = Sha256Hex(prompt);
     if (store_ != nullptr) {
+      std::lock_guard lock(store_mutex_);
       if (auto replay = store_->FindReplay(config_.run_id, prompt_hash)) {
         return {*replay, "", StopReason::kNone};
       }
@@ -102,13 +104,13 @@ class Conversation {
     request.purpose = purpose;
     const llm::ChatResult result = client_.Complete(request);
     if (store_ != nullptr) {
+      std::lock_guard lock(store_mutex_);
       store_->PutLlmCall({config_.run_id, purpose, config_.provider, config_.model, prompt_hash,
                           static_cast<int64_t>(prompt.size()), static_cast<int64_t>(result.text.size()),
                           result.usage.input_tokens, result.usage.output_tokens, result.usage.cost_usd,
                           result.usage.latency_ms, llm::ErrorKindName(result.error), result.error_message,
                           result.attempts, result.text});
     }
-    max_prompt_chars_seen_ = std::max<int64_t>(max_prompt_chars_seen_, static_cast<int64_t>(prompt.size()));
     if (!result.ok()) {
       return {std::nullopt, llm::ErrorKindName(result.error) + ": " + result.error_message,
               StopFor(result.error)};
@@ -126,13 +128,14 @@ class Conversation {
         {"role", role}, {"stage", stage}, {"prompt_chars", prompt.size()}, {"turns", messages.size()}};
     const Json reply =
         problem.empty() ? Json{{"usable", true}} : Json{{"usable", false}, {"problem", problem}};
+    std::lock_guard lock(store_mutex_);
     store_->PutMessage({config_.run_id, Sha256Hex(prompt), stage, role, request.dump(), reply.dump()});
   }
 
   llm::LlmClient& client_;
   store::Store* store_;
   LlmAgentConfig config_;
-  int64_t max_prompt_chars_seen_ = 0;
+  std::mutex store_mutex_;
 };
 
 class LlmProfileAgent : public ProfileAgent {
@@ -227,6 +230,8 @@ std::string StopReasonName(StopReason reason) {
       return "budget_exhausted";
     case StopReason::kLlmUnavailable:
       return "llm_unavailable";
+    case StopReason::kLlmConfigError:
+      return "llm_config_error";
     case StopReason::kTimeBudgetUsed:
       return "time_budget_used";
   }

@@ -52,6 +52,14 @@ std::map<std::string, std::string> LlmOverrides(const OptimizeArgs& args) {
   if (args.max_cost_usd > 0) {
     overrides["max_cost_usd"] = std::to_string(args.max_cost_usd);
   }
+  if (args.max_output_tokens > 0) {
+    overrides["max_output_tokens"] = std::to_string(args.max_output_tokens);
+  }
+  if (args.llm_concurrency > 0) {
+    overrides["max_concurrency"] = std::to_string(args.llm_concurrency);
+  }
+  put("api", args.api);
+  put("reasoning_effort", args.reasoning_effort);
   return overrides;
 }
 
@@ -69,7 +77,27 @@ Json SearchOptionsJson(const OptimizeArgs& args, const std::optional<llm::LlmCon
   if (args.pipeline.time_budget_s > 0) {  // only when set: runs without one keep their ids
     search["time_budget_s"] = args.pipeline.time_budget_s;
   }
+  if (llm && llm->max_output_tokens > 0) {
+    search["max_output_tokens"] = llm->max_output_tokens;
+  }
+  if (llm && !llm->reasoning_effort.empty()) {
+    search["reasoning_effort"] = llm->reasoning_effort;
+  }
   return search;
+}
+
+// The client's failed attempts by kind, its request changes, and this process's cached and reasoning tokens.
+void AddLlmDetails(const llm::LlmClient& client, Json* usage) {
+  const llm::Usage spent = client.Spent();
+  (*usage)["cached_input_tokens"] = spent.cached_input_tokens;
+  (*usage)["cache_write_tokens"] = spent.cache_write_tokens;
+  (*usage)["reasoning_tokens"] = spent.reasoning_tokens;
+  Json errors = Json::object();
+  for (const auto& [kind, tally] : client.Errors()) {
+    errors[kind] = {{"count", tally.count}, {"last_message", tally.last_message}};
+  }
+  (*usage)["errors"] = errors;
+  (*usage)["adaptations"] = client.Adaptations();
 }
 
 Json LlmUsageJson(store::Store* store, const std::string& run_id, const llm::LlmClient& client) {
@@ -78,6 +106,7 @@ Json LlmUsageJson(store::Store* store, const std::string& run_id, const llm::Llm
                 {"output_tokens", client.Spent().output_tokens},
                 {"cost_usd", client.Spent().cost_usd},
                 {"max_prompt_chars", 0}};
+  AddLlmDetails(client, &usage);
   if (store != nullptr) {
     int64_t calls = 0, input = 0, output = 0, max_prompt = 0;
     double cost = 0;
@@ -88,11 +117,11 @@ Json LlmUsageJson(store::Store* store, const std::string& run_id, const llm::Llm
       cost += call.cost_usd;
       max_prompt = std::max(max_prompt, call.prompt_chars);
     }
-    usage = {{"calls", calls},
-             {"input_tokens", input},
-             {"output_tokens", output},
-             {"cost_usd", cost},
-             {"max_prompt_chars", max_prompt}};
+    usage.update({{"calls", calls},
+                  {"input_tokens", input},
+                  {"output_tokens", output},
+                  {"cost_usd", cost},
+                  {"max_prompt_chars", max_prompt}});
   }
   return usage;
 }
@@ -217,6 +246,7 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
   if (use_llm) {
     client = llm::MakeLlmClient(*llm_config, nullptr);
     backend = agents::MakeLlmBackend(*client, store, {run_id, search["provider"], model_name});
+    args.pipeline.agent_concurrency = llm_config->max_concurrency;
   } else {
     backend = expert::MakeExpertBackend({&*graph, task_source, task_name});
     args.pipeline.screen_seeds = true;
@@ -233,6 +263,7 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
   args.pipeline.tol = args.eval.tol;
   pipeline::Pipeline pipeline(backend, candidates, store, args.pipeline);
   const pipeline::RunResult result = pipeline.Run();
+  const std::string stop_failure = result.reason;
 
   std::optional<harness::EvalResult> final_eval;
   if (result.final) {
@@ -258,7 +289,15 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
     store->PutRun({run_id, task_path, task_hash, args.backend, args.eval.device, search.dump(), report["status"],
                    result.stopped_because, result.final ? result.final->id : "", report.dump()});
   }
-  return {final_eval && final_eval->correct, report, out_dir};
+  const bool correct = final_eval && final_eval->correct;
+  if (result.stopped_because == agents::StopReasonName(agents::StopReason::kLlmConfigError)) {
+    const std::string refused = "the LLM API refused the request: " + stop_failure;
+    if (!correct) {
+      throw ConfigError(refused + " (" + out_dir + "/report.json)");
+    }
+    fmt::print(stderr, "egg: warning: {}; the run ended with its incumbent\n", refused);
+  }
+  return {correct, report, out_dir};
 }
 
 // ", 0.84x vs torch.compile with TF32 (precision-matched)": the figure reported beside the headline.
@@ -317,6 +356,18 @@ void AddSearchOptions(CLI::App& command_ref, OptimizeArgs* args) {
   command->add_option("--max-calls", args->max_calls, "Budget: LLM calls")->check(CLI::PositiveNumber);
   command->add_option("--max-tokens", args->max_tokens, "Budget: LLM tokens")->check(CLI::PositiveNumber);
   command->add_option("--max-cost", args->max_cost_usd, "Budget: dollars")->check(CLI::PositiveNumber);
+  command
+      ->add_option("--max-output-tokens", args->max_output_tokens,
+                   "LLM output cap per call (default: per model family, kept within the server's context)")
+      ->check(CLI::Range(1, 1 << 20));
+  command->add_option("--reasoning-effort", args->reasoning_effort, "Reasoning effort for reasoning models")
+      ->check(CLI::IsMember({"none", "minimal", "low", "medium", "high", "xhigh"}));
+  command->add_option("--llm-api", args->api, "OpenAI wire format: chat_completions or responses")
+      ->check(CLI::IsMember({"chat_completions", "responses"}));
+  command
+      ->add_option("--llm-concurrency", args->llm_concurrency,
+                   "LLM requests in flight: the candidates of a round are asked for at once")
+      ->check(CLI::Range(1, 64));
   AddEvalOptions(*command, &args->eval, &args->device);
 }
 

@@ -29,6 +29,10 @@ struct OptimizeArgs {
   int64_t max_calls = 0;
   int64_t max_tokens = 0;
   double max_cost_usd = 0;
+  int max_output_tokens = 0;
+  int llm_concurrency = 0;
+  std::string api;
+  std::string reasoning_effort;
   pipeline::PipelineOptions pipeline;
   harness::EvalOptions eval;
 };

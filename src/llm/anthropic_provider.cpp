@@ -5,7 +5,6 @@ namespace egg::llm {
 namespace {
 
 constexpr const char* kAnthropicVersion = "2023-06-01";
-constexpr const char* kSystemSeparator = "\n\n";
 
 std::string MessagesUrl(const std::string& base_url) {
   const std::string base = JoinUrl(base_url, "");
@@ -13,27 +12,31 @@ std::string MessagesUrl(const std::string& base_url) {
   return base + (has_version ? "/messages" : "/v1/messages");
 }
 
+// Anthropic's input_tokens leaves out the cache reads and writes: egg's input_tokens counts all input.
+Usage AnthropicUsage(const Json& usage) {
+  Usage counted;
+  counted.cached_input_tokens = TokenCount(usage, "cache_read_input_tokens");
+  counted.cache_write_tokens = TokenCount(usage, "cache_creation_input_tokens");
+  counted.input_tokens =
+      TokenCount(usage, "input_tokens") + counted.cached_input_tokens + counted.cache_write_tokens;
+  counted.output_tokens = TokenCount(usage, "output_tokens");
+  return counted;
+}
+
 class AnthropicAdapter : public ProviderAdapter {
  public:
   explicit AnthropicAdapter(const LlmConfig& config)
       : url_(MessagesUrl(config.base_url)), model_(config.model), api_key_(config.api_key) {}
 
-  HttpRequest BuildRequest(const ChatRequest& request) const override {
-    Json messages = Json::array();
-    std::string system;
-    for (const Message& message : request.messages) {
-      if (message.role == "system") {
-        system += (system.empty() ? "" : kSystemSeparator) + message.content;
-      } else {
-        messages.push_back({{"role", message.role}, {"content", message.content}});
-      }
+  HttpRequest BuildRequest(const ChatRequest& request, const RequestShape& shape) const override {
+    SplitMessages split = SplitSystem(request.messages);
+    Json body = {
+        {"model", model_}, {"messages", std::move(split.rest)}, {"max_tokens", shape.max_output_tokens}};
+    if (shape.temperature) {
+      body["temperature"] = *shape.temperature;
     }
-    Json body = {{"model", model_},
-                 {"messages", std::move(messages)},
-                 {"max_tokens", request.max_tokens},
-                 {"temperature", request.temperature}};
-    if (!system.empty()) {
-      body["system"] = system;
+    if (!split.system.empty()) {
+      body["system"] = split.system;
     }
     HttpRequest http{
         url_, {{"anthropic-version", kAnthropicVersion}, {"content-type", "application/json"}}, body.dump()};
@@ -46,11 +49,14 @@ class AnthropicAdapter : public ProviderAdapter {
   ParsedReply ParseReply(const std::string& body) const override {
     const Json reply = Json::parse(body, nullptr, false);
     if (reply.is_discarded() || !reply.is_object()) {
-      return {false, {}, 0, 0, "the reply is not a JSON object: " + ErrorBodySummary(body)};
+      return MalformedReply("the reply is not a JSON object: " + ErrorBodySummary(body));
     }
     const auto content = reply.find("content");
     if (content == reply.end() || !content->is_array()) {
-      return {false, {}, 0, 0, "the reply has no content array: " + ErrorBodySummary(body)};
+      if (auto error = BodyError(reply, body)) {
+        return *error;
+      }
+      return MalformedReply("the reply has no content array: " + ErrorBodySummary(body));
     }
     std::string text;
     for (const Json& block : *content) {
@@ -59,8 +65,12 @@ class AnthropicAdapter : public ProviderAdapter {
         text += block["text"].get<std::string>();
       }
     }
-    const Json usage = reply.value("usage", Json::object());
-    return {true, std::move(text), TokenCount(usage, "input_tokens"), TokenCount(usage, "output_tokens"), {}};
+    ParsedReply parsed;
+    parsed.ok = true;
+    parsed.text = std::move(text);
+    parsed.truncated = reply.value("stop_reason", Json()) == "max_tokens";
+    parsed.usage = AnthropicUsage(reply.value("usage", Json::object()));
+    return parsed;
   }
 
  private:

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace egg::llm {
 namespace {
 
@@ -21,7 +23,10 @@ std::optional<std::string> BudgetTracker::Admit() {
 void BudgetTracker::AddUsage(const Usage& usage) {
   std::lock_guard lock(mutex_);
   spent_.input_tokens += usage.input_tokens;
+  spent_.cached_input_tokens += usage.cached_input_tokens;
+  spent_.cache_write_tokens += usage.cache_write_tokens;
   spent_.output_tokens += usage.output_tokens;
+  spent_.reasoning_tokens += usage.reasoning_tokens;
   spent_.cost_usd += usage.cost_usd;
   spent_.latency_ms += usage.latency_ms;
 }
@@ -51,10 +56,17 @@ std::optional<std::string> BudgetTracker::RefusalLocked() const {
   return std::nullopt;
 }
 
-double CostUsd(int64_t input_tokens, int64_t output_tokens, double price_input_per_mtok_usd,
-               double price_output_per_mtok_usd) {
-  return static_cast<double>(input_tokens) * price_input_per_mtok_usd / kTokensPerMillion +
-         static_cast<double>(output_tokens) * price_output_per_mtok_usd / kTokensPerMillion;
+double CostUsd(const Usage& usage, const LlmConfig& prices) {
+  const double input_price = prices.price_input_per_mtok_usd;
+  const double cached_price = prices.price_cached_input_per_mtok_usd.value_or(input_price);
+  const double write_price = prices.price_cache_write_per_mtok_usd.value_or(input_price);
+  const int64_t uncached =
+      std::max<int64_t>(0, usage.input_tokens - usage.cached_input_tokens - usage.cache_write_tokens);
+  const double dollars_per_mtok = static_cast<double>(uncached) * input_price +
+                                  static_cast<double>(usage.cached_input_tokens) * cached_price +
+                                  static_cast<double>(usage.cache_write_tokens) * write_price +
+                                  static_cast<double>(usage.output_tokens) * prices.price_output_per_mtok_usd;
+  return dollars_per_mtok / kTokensPerMillion;
 }
 
 }  // namespace egg::llm

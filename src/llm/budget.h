@@ -30,8 +30,8 @@ class BudgetTracker {
   int64_t calls_ = 0;
 };
 
-// input_tokens * price_input / 1e6 + output_tokens * price_output / 1e6.
-double CostUsd(int64_t input_tokens, int64_t output_tokens, double price_input_per_mtok_usd,
-               double price_output_per_mtok_usd);
+// Dollars for `usage` at the config's prices per million tokens: uncached input at the input price, cache
+// reads and writes at theirs (the input price when unset), output (reasoning included) at the output price.
+double CostUsd(const Usage& usage, const LlmConfig& prices);
 
 }  // namespace egg::llm

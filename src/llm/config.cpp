@@ -2,6 +2,7 @@
 #define TOML_HEADER_ONLY 1
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -29,10 +30,18 @@ struct SettingSpec {
   std::string_view env;  // the environment variable that overrides the file, if any
 };
 
-constexpr std::array<SettingSpec, 14> kSettings = {{
+constexpr std::array<std::string_view, 6> kReasoningEfforts = {"none",   "minimal", "low",
+                                                               "medium", "high",    "xhigh"};
+constexpr int kMaxOutputTokensLimit = 1 << 20;
+
+constexpr std::array<SettingSpec, 20> kSettings = {{
     {"provider", "llm", ValueType::kString, "EGG_LLM_PROVIDER"},
     {"base_url", "llm", ValueType::kString, "EGG_LLM_BASE_URL"},
     {"model", "llm", ValueType::kString, "EGG_LLM_MODEL"},
+    {"api", "llm", ValueType::kString, "EGG_LLM_API"},
+    {"max_output_tokens", "llm", ValueType::kInteger, "EGG_LLM_MAX_OUTPUT_TOKENS"},
+    {"reasoning_effort", "llm", ValueType::kString, "EGG_LLM_REASONING_EFFORT"},
+    {"temperature", "llm", ValueType::kNumber, ""},
     {"api_key_env", "llm", ValueType::kString, ""},
     {"request_timeout_s", "llm", ValueType::kNumber, "EGG_LLM_TIMEOUT"},
     {"max_retries", "llm", ValueType::kInteger, ""},
@@ -41,6 +50,8 @@ constexpr std::array<SettingSpec, 14> kSettings = {{
     {"max_concurrency", "llm", ValueType::kInteger, ""},
     {"price_input_per_mtok_usd", "llm", ValueType::kNumber, ""},
     {"price_output_per_mtok_usd", "llm", ValueType::kNumber, ""},
+    {"price_cached_input_per_mtok_usd", "llm", ValueType::kNumber, ""},
+    {"price_cache_write_per_mtok_usd", "llm", ValueType::kNumber, ""},
     {"max_calls", "budget", ValueType::kInteger, "EGG_LLM_MAX_CALLS"},
     {"max_tokens", "budget", ValueType::kInteger, "EGG_LLM_MAX_TOKENS"},
     {"max_cost_usd", "budget", ValueType::kNumber, "EGG_LLM_MAX_COST_USD"},
@@ -195,6 +206,41 @@ Provider ParseProvider(const Settings& settings) {
   ThrowBadValue("provider", settings.find("provider")->second, "openai or anthropic");
 }
 
+Api ParseApi(const Settings& settings) {
+  const std::string name = String(settings, "api", "chat_completions");
+  if (name == "chat_completions") {
+    return Api::kChatCompletions;
+  }
+  if (name == "responses") {
+    return Api::kResponses;
+  }
+  ThrowBadValue("api", settings.find("api")->second, "chat_completions or responses");
+}
+
+std::string ParseReasoningEffort(const Settings& settings) {
+  const std::string effort = String(settings, "reasoning_effort", "");
+  if (!effort.empty() &&
+      std::find(kReasoningEfforts.begin(), kReasoningEfforts.end(), effort) == kReasoningEfforts.end()) {
+    ThrowBadValue("reasoning_effort", settings.find("reasoning_effort")->second,
+                  "none, minimal, low, medium, high or xhigh");
+  }
+  return effort;
+}
+
+void ReadRequestShape(const Settings& settings, LlmConfig* config) {
+  config->api = ParseApi(settings);
+  if (config->api == Api::kResponses && config->provider != Provider::kOpenAi) {
+    ThrowBadValue("api", settings.find("api")->second, "chat_completions with provider anthropic");
+  }
+  config->max_output_tokens = SmallInt(settings, "max_output_tokens", Bound::kPositive, 0);
+  if (config->max_output_tokens > kMaxOutputTokensLimit) {
+    ThrowBadValue("max_output_tokens", settings.find("max_output_tokens")->second, "at most 1048576");
+  }
+  config->reasoning_effort = ParseReasoningEffort(settings);
+  config->temperature =
+      Parsed<double>(settings, "temperature", Bound::kNonNegative).value_or(config->temperature);
+}
+
 void ReadConnection(const Settings& settings, const EnvMap& env, LlmConfig* config) {
   config->provider = ParseProvider(settings);
   const bool anthropic = config->provider == Provider::kAnthropic;
@@ -225,6 +271,10 @@ void ReadLimits(const Settings& settings, LlmConfig* config) {
   config->price_output_per_mtok_usd =
       Parsed<double>(settings, "price_output_per_mtok_usd", Bound::kNonNegative)
           .value_or(config->price_output_per_mtok_usd);
+  config->price_cached_input_per_mtok_usd =
+      Parsed<double>(settings, "price_cached_input_per_mtok_usd", Bound::kNonNegative);
+  config->price_cache_write_per_mtok_usd =
+      Parsed<double>(settings, "price_cache_write_per_mtok_usd", Bound::kNonNegative);
   config->budget.max_calls = Parsed<int64_t>(settings, "max_calls", Bound::kPositive);
   config->budget.max_tokens = Parsed<int64_t>(settings, "max_tokens", Bound::kPositive);
   config->budget.max_cost_usd = Parsed<double>(settings, "max_cost_usd", Bound::kPositive);
@@ -240,6 +290,7 @@ LlmConfig LoadLlmConfig(const std::string& config_path, const std::map<std::stri
   ReadOverrides(overrides, &settings);
   LlmConfig config;
   ReadConnection(settings, env, &config);
+  ReadRequestShape(settings, &config);
   ReadLimits(settings, &config);
   return config;
 }

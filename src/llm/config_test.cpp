@@ -141,7 +141,7 @@ TEST_F(LlmConfigTest, RefusesBadProviderAndValues) {
             std::string::npos);
   EXPECT_NE(LoadError(WriteFile("[llm]\nmodel = \"m\"\nmax_concurrency = 0\n"), {}).find("max_concurrency"),
             std::string::npos);
-  EXPECT_NE(LoadError("", {{"EGG_LLM_MODEL", "m"}}, {{"temperature", "1"}}).find("unknown LLM setting"),
+  EXPECT_NE(LoadError("", {{"EGG_LLM_MODEL", "m"}}, {{"top_p", "1"}}).find("unknown LLM setting"),
             std::string::npos);
 }
 
@@ -168,6 +168,45 @@ TEST_F(LlmConfigTest, EmptyKeyIsAllowedForLocalServers) {
   const LlmConfig config =
       LoadLlmConfig("", {}, {{"model", "local"}, {"base_url", "http://127.0.0.1:8000/v1"}});
   EXPECT_EQ(config.api_key, "");
+}
+
+TEST_F(LlmConfigTest, ReadsRequestShapeSettingsAndPrices) {
+  const std::string path = WriteFile(R"(
+[llm]
+model = "gpt-5.1"
+api = "responses"
+max_output_tokens = 4096
+reasoning_effort = "high"
+temperature = 0.7
+price_cached_input_per_mtok_usd = 0.125
+price_cache_write_per_mtok_usd = 1.5
+)");
+  const LlmConfig config = LoadLlmConfig(path, {}, {});
+  EXPECT_EQ(config.api, Api::kResponses);
+  EXPECT_EQ(config.max_output_tokens, 4096);
+  EXPECT_EQ(config.reasoning_effort, "high");
+  EXPECT_DOUBLE_EQ(config.temperature, 0.7);
+  EXPECT_EQ(config.price_cached_input_per_mtok_usd, 0.125);
+  EXPECT_EQ(config.price_cache_write_per_mtok_usd, 1.5);
+  const LlmConfig overridden =
+      LoadLlmConfig(path, {{"EGG_LLM_MAX_OUTPUT_TOKENS", "999"}}, {{"api", "chat_completions"}});
+  EXPECT_EQ(overridden.max_output_tokens, 999);
+  EXPECT_EQ(overridden.api, Api::kChatCompletions);
+  const LlmConfig defaults = LoadLlmConfig("", {{"EGG_LLM_MODEL", "m"}}, {});
+  EXPECT_EQ(defaults.api, Api::kChatCompletions);
+  EXPECT_EQ(defaults.max_output_tokens, 0);
+  EXPECT_FALSE(defaults.price_cached_input_per_mtok_usd.has_value());
+}
+
+TEST_F(LlmConfigTest, RefusesBadRequestShapeSettings) {
+  const Map env = {{"EGG_LLM_MODEL", "m"}};
+  EXPECT_NE(LoadError("", env, {{"api", "completions"}}).find("chat_completions or responses"),
+            std::string::npos);
+  EXPECT_NE(LoadError("", env, {{"reasoning_effort", "extreme"}}).find("reasoning_effort"),
+            std::string::npos);
+  EXPECT_NE(LoadError("", env, {{"max_output_tokens", "0"}}).find("positive integer"), std::string::npos);
+  EXPECT_NE(LoadError("", env, {{"provider", "anthropic"}, {"api", "responses"}}).find("api"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -18,10 +18,16 @@ std::string ErrorKindName(ErrorKind kind) {
       return "network";
     case ErrorKind::kAuth:
       return "auth";
+    case ErrorKind::kQuota:
+      return "quota";
+    case ErrorKind::kNotFound:
+      return "not_found";
     case ErrorKind::kBadRequest:
       return "bad_request";
     case ErrorKind::kMalformed:
       return "malformed";
+    case ErrorKind::kTruncated:
+      return "truncated";
     case ErrorKind::kBudgetExhausted:
       return "budget_exhausted";
   }
@@ -32,6 +38,13 @@ bool IsRetryable(ErrorKind kind) {
   return kind == ErrorKind::kRateLimited || kind == ErrorKind::kServer || kind == ErrorKind::kTimeout ||
          kind == ErrorKind::kNetwork;
 }
+
+bool IsConfigurationError(ErrorKind kind) {
+  return kind == ErrorKind::kAuth || kind == ErrorKind::kQuota || kind == ErrorKind::kNotFound ||
+         kind == ErrorKind::kBadRequest;
+}
+
+std::string ApiName(Api api) { return api == Api::kResponses ? "responses" : "chat_completions"; }
 
 std::string ProviderName(Provider provider) {
   return provider == Provider::kAnthropic ? "anthropic" : "openai";

@@ -7,6 +7,8 @@
 #include "llm/budget.h"
 #include "llm/client.h"
 #include "llm/llm.h"
+#include "llm/model_family.h"
+#include "llm/refusal.h"
 #include "llm/test_fakes.h"
 
 namespace egg::llm {
@@ -45,7 +47,7 @@ class LlmClientTest : public ::testing::Test {
         transport_, clock_);
   }
   static ChatRequest Request(const std::string& purpose = "unit") {
-    return ChatRequest{{{"system", "sys"}, {"user", "write a kernel"}}, purpose};
+    return ChatRequest{{{"system", "sys"}, {"user", "write a kernel"}}, purpose, {}};
   }
 
   LlmConfig config_;
@@ -176,7 +178,7 @@ TEST(LlmTest, AnthropicClientEndToEnd) {
   std::vector<CallRecord> records;
   auto client = MakeLlmClient(
       config, [&](const CallRecord& record) { records.push_back(record); }, transport, clock);
-  const ChatResult result = client->Complete(ChatRequest{{{"user", "hello"}}, "p"});
+  const ChatResult result = client->Complete(ChatRequest{{{"user", "hello"}}, "p", {}});
   ASSERT_TRUE(result.ok()) << result.error_message;
   EXPECT_EQ(result.text, "hi");
   EXPECT_EQ(result.attempts, 2);
@@ -235,7 +237,156 @@ TEST(BudgetTrackerTest, AdmitsWithoutLimitsAndComputesCost) {
     EXPECT_FALSE(tracker.Admit().has_value());
   }
   EXPECT_EQ(tracker.Calls(), 5);
-  EXPECT_DOUBLE_EQ(CostUsd(2'000'000, 1'000'000, 1.25, 10.0), 2.5 + 10.0);
+  LlmConfig prices;
+  prices.price_input_per_mtok_usd = 1.25;
+  prices.price_output_per_mtok_usd = 10.0;
+  Usage usage;
+  usage.input_tokens = 2'000'000;
+  usage.output_tokens = 1'000'000;
+  EXPECT_DOUBLE_EQ(CostUsd(usage, prices), 2.5 + 10.0);
+  usage.cached_input_tokens = 1'000'000;  // at the input price while no cached price is set
+  EXPECT_DOUBLE_EQ(CostUsd(usage, prices), 2.5 + 10.0);
+  prices.price_cached_input_per_mtok_usd = 0.125;
+  prices.price_cache_write_per_mtok_usd = 2.0;
+  usage.cache_write_tokens = 500'000;
+  EXPECT_DOUBLE_EQ(CostUsd(usage, prices), 0.5 * 1.25 + 0.125 + 0.5 * 2.0 + 10.0);
+}
+
+class ReshapeTest : public LlmClientTest {
+ protected:
+  Json Body(size_t index) const { return Json::parse(transport_->Requests().at(index).body); }
+};
+
+TEST_F(ReshapeTest, ResponsesOnlyModelSwitchesTheApiForEveryLaterCall) {
+  config_.model = "gpt-5.1-codex-max";
+  transport_->Push(Reply(404,
+                         R"({"error":{"message":"This model is only supported in v1/responses and not in )"
+                         R"(v1/chat/completions.","type":"invalid_request_error","param":"model"}})"));
+  const std::string ok =
+      R"({"status":"completed","output":[{"type":"message","content":[{"type":"output_text",)"
+      R"("text":"done"}]}],"usage":{"input_tokens":3,"output_tokens":2}})";
+  transport_->Push(Reply(200, ok));
+  transport_->Push(Reply(200, ok));
+  auto client = Client();
+  const ChatResult first = client->Complete(Request());
+  ASSERT_TRUE(first.ok()) << first.error_message;
+  EXPECT_EQ(first.text, "done");
+  EXPECT_EQ(first.attempts, 2);
+  EXPECT_TRUE(clock_.Sleeps().empty());
+  EXPECT_TRUE(client->Complete(Request()).ok());
+  const auto requests = transport_->Requests();
+  ASSERT_EQ(requests.size(), 3U);
+  EXPECT_EQ(requests[0].url, "http://127.0.0.1:1/v1/chat/completions");
+  EXPECT_EQ(requests[1].url, "http://127.0.0.1:1/v1/responses");
+  EXPECT_EQ(requests[2].url, "http://127.0.0.1:1/v1/responses");
+  ASSERT_EQ(client->Adaptations().size(), 1U);
+  EXPECT_NE(client->Adaptations()[0].find("Responses API"), std::string::npos);
+  EXPECT_EQ(client->Errors().at("not_found").count, 1);
+}
+
+TEST_F(ReshapeTest, UnknownModelThatRefusesTemperatureLosesIt) {
+  transport_->Push(Reply(400, R"({"error":{"message":"Unsupported value: 'temperature' does not support 0.2 )"
+                              R"(with this model.","param":"temperature"}})"));
+  transport_->Push(Reply(200, OpenAiReply("ok", 1, 1)));
+  auto client = Client();
+  ASSERT_TRUE(client->Complete(Request()).ok());
+  EXPECT_TRUE(Body(0).contains("temperature"));
+  EXPECT_FALSE(Body(1).contains("temperature"));
+}
+
+TEST_F(ReshapeTest, ContextLengthIsLearnedAndKeptForLaterCalls) {
+  transport_->Push(Reply(400,
+                         R"({"object":"error","message":"This model's maximum context length is 8192 )"
+                         R"(tokens. However, you requested 16400 tokens (16 in the messages, 16384 in the )"
+                         R"(completion).","type":"BadRequestError","code":400})"));
+  transport_->SetDefault(Reply(200, OpenAiReply("ok", 1, 1)));
+  auto client = Client();
+  ASSERT_TRUE(client->Complete(Request()).ok());
+  ASSERT_TRUE(client->Complete(Request()).ok());
+  EXPECT_EQ(Body(0)["max_tokens"], kClassicMaxOutputTokens);
+  EXPECT_EQ(Body(1)["max_tokens"], 8192 - 16 - 16);
+  EXPECT_EQ(Body(2)["max_tokens"], CapWithinContext(8192, 17));
+  EXPECT_EQ(transport_->Requests().size(), 3U);
+}
+
+TEST_F(ReshapeTest, ATruncatedReplyIsRetriedOnceWithALargerCapThenReported) {
+  config_.max_output_tokens = 1000;
+  const std::string cut =
+      Json{{"choices", {{{"message", {{"content", ""}}}, {"finish_reason", "length"}}}}}.dump();
+  transport_->Push(Reply(200, cut));
+  transport_->Push(Reply(200, OpenAiReply("whole", 1, 1)));
+  transport_->Push(Reply(200, cut));
+  transport_->Push(Reply(200, cut));
+  auto client = Client();
+  const ChatResult grown = client->Complete(Request());
+  ASSERT_TRUE(grown.ok()) << grown.error_message;
+  EXPECT_EQ(grown.text, "whole");
+  EXPECT_EQ(Body(1)["max_tokens"], 2000);
+  const ChatResult truncated = client->Complete(Request());
+  EXPECT_EQ(truncated.error, ErrorKind::kTruncated);
+  EXPECT_EQ(truncated.attempts, 2);
+  EXPECT_NE(truncated.error_message.find("output cap of 2000 tokens"), std::string::npos)
+      << truncated.error_message;
+  EXPECT_EQ(client->Errors().at("truncated").count, 3);
+  EXPECT_TRUE(clock_.Sleeps().empty());
+}
+
+TEST_F(ReshapeTest, ThinkingIsStrippedAndAThinkingOnlyReplyIsRetried) {
+  transport_->Push(Reply(200, OpenAiReply("<think>draft</think>\nanswer", 1, 1)));
+  transport_->Push(Reply(200, OpenAiReply("<think>only thoughts", 1, 1)));
+  transport_->Push(Reply(200, OpenAiReply("<think>ok</think>second", 1, 1)));
+  auto client = Client();
+  EXPECT_EQ(client->Complete(Request()).text, "answer");
+  const ChatResult second = client->Complete(Request());
+  EXPECT_EQ(second.text, "second");
+  EXPECT_EQ(second.attempts, 2);
+}
+
+TEST_F(ReshapeTest, ErrorsInside200AreRetriedAndQuotaStopsAtOnce) {
+  transport_->Push(Reply(200, R"({"error":{"message":"Upstream overloaded","code":502}})"));
+  transport_->Push(Reply(200, OpenAiReply("ok", 1, 1)));
+  transport_->Push(
+      Reply(429, R"({"error":{"message":"You exceeded your current quota, please check your plan )"
+                 R"(and billing details.","type":"insufficient_quota","code":"insufficient_quota"}})"));
+  auto client = Client();
+  const ChatResult retried = client->Complete(Request());
+  ASSERT_TRUE(retried.ok()) << retried.error_message;
+  EXPECT_EQ(retried.attempts, 2);
+  const ChatResult quota = client->Complete(Request());
+  EXPECT_EQ(quota.error, ErrorKind::kQuota);
+  EXPECT_EQ(quota.attempts, 1);
+  EXPECT_TRUE(IsConfigurationError(quota.error));
+  EXPECT_NE(quota.error_message.find("exceeded your current quota"), std::string::npos);
+  EXPECT_EQ(client->Errors().at("server").count, 1);
+  EXPECT_EQ(clock_.Sleeps().size(), 1U);
+}
+
+TEST_F(ReshapeTest, CachedAndReasoningTokensAreCountedAndPriced) {
+  config_.price_cached_input_per_mtok_usd = 0.125;
+  transport_->Push(Reply(200, Json{{"choices", {{{"message", {{"content", "ok"}}}}}},
+                                   {"usage",
+                                    {{"prompt_tokens", 1000},
+                                     {"completion_tokens", 500},
+                                     {"prompt_tokens_details", {{"cached_tokens", 800}}},
+                                     {"completion_tokens_details", {{"reasoning_tokens", 400}}}}}}
+                                  .dump()));
+  auto client = Client();
+  const ChatResult result = client->Complete(Request());
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result.usage.cached_input_tokens, 800);
+  EXPECT_EQ(result.usage.reasoning_tokens, 400);
+  EXPECT_DOUBLE_EQ(result.usage.cost_usd, (200 * 1.25 + 800 * 0.125 + 500 * 10.0) / 1e6);
+  EXPECT_EQ(client->Spent().reasoning_tokens, 400);
+}
+
+TEST_F(ReshapeTest, EchoedKeysAreRedactedInErrorsAndTallies) {
+  const Json echoed = {{"error", {{"message", std::string("The model `x` does not exist; key ") + kKey}}}};
+  transport_->Push(Reply(404, echoed.dump()));
+  auto client = Client();
+  const ChatResult result = client->Complete(Request());
+  EXPECT_EQ(result.error, ErrorKind::kNotFound);
+  EXPECT_EQ(result.error_message.find(kKey), std::string::npos);
+  EXPECT_EQ(client->Errors().at("not_found").last_message.find(kKey), std::string::npos);
 }
 
 }  // namespace

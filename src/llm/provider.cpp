@@ -2,11 +2,17 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
+
+#include "llm/model_family.h"
 
 namespace egg::llm {
 namespace {
 
 constexpr size_t kErrorSummaryChars = 300;
+constexpr std::string_view kThinkOpen = "<think>";
+constexpr std::string_view kThinkClose = "</think>";
+constexpr const char* kSystemSeparator = "\n\n";
 
 bool IsUtf8Continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0U) == 0x80U; }
 
@@ -66,6 +72,82 @@ std::string ErrorBodySummary(const std::string& body) {
   return text.empty() ? "(empty body)" : text;
 }
 
+ParsedReply MalformedReply(std::string message) {
+  ParsedReply parsed;
+  parsed.error_message = std::move(message);
+  return parsed;
+}
+
+std::optional<ParsedReply> BodyError(const Json& reply, const std::string& body) {
+  const bool error_object = reply.is_object() && reply.contains("error") && !reply["error"].is_null();
+  const bool error_type = reply.is_object() && reply.value("type", Json()) == "error";
+  if (!error_object && !error_type) {
+    return std::nullopt;
+  }
+  ParsedReply parsed;
+  parsed.body_error = true;
+  parsed.error_message = "an error inside a 2xx reply: " + ErrorBodySummary(body);
+  return parsed;
+}
+
+int64_t NestedTokenCount(const Json& object, const char* outer, const char* inner) {
+  if (!object.is_object() || !object.contains(outer)) {
+    return 0;
+  }
+  return TokenCount(object[outer], inner);
+}
+
+std::string StripThinking(const std::string& text) {
+  std::string kept = text;
+  const size_t first_close = kept.find(kThinkClose);
+  if (first_close != std::string::npos && kept.rfind(kThinkOpen, first_close) == std::string::npos) {
+    kept.erase(0, first_close + kThinkClose.size());
+  }
+  for (size_t open = kept.find(kThinkOpen); open != std::string::npos; open = kept.find(kThinkOpen, open)) {
+    const size_t close = kept.find(kThinkClose, open);
+    kept.erase(open, close == std::string::npos ? std::string::npos : close + kThinkClose.size() - open);
+  }
+  const size_t start = kept.find_first_not_of(" \t\r\n");
+  return start == std::string::npos ? std::string() : kept.substr(start);
+}
+
+SplitMessages SplitSystem(const std::vector<Message>& messages) {
+  SplitMessages split;
+  for (const Message& message : messages) {
+    if (message.role == "system") {
+      split.system += (split.system.empty() ? "" : kSystemSeparator) + message.content;
+    } else {
+      split.rest.push_back({{"role", message.role}, {"content", message.content}});
+    }
+  }
+  return split;
+}
+
+HttpRequest JsonPost(std::string url, const Json& body, const std::string& auth_name,
+                     const std::string& auth_prefix, const std::string& key) {
+  HttpRequest http{std::move(url), {{"Content-Type", "application/json"}}, body.dump()};
+  if (!key.empty()) {
+    http.headers.emplace_back(auth_name, auth_prefix + key);
+  }
+  return http;
+}
+
+RequestShape InitialShape(const LlmConfig& config) {
+  const ModelTraits traits = TraitsFor(config.provider, config.model);
+  RequestShape shape;
+  shape.api = config.provider == Provider::kOpenAi ? config.api : Api::kChatCompletions;
+  shape.max_completion_tokens = traits.reasoning;
+  if (traits.accepts_temperature) {
+    shape.temperature = config.temperature;
+  }
+  if (config.provider == Provider::kOpenAi) {
+    shape.reasoning_effort = config.reasoning_effort;  // set: the user knows the model takes it (gpt-oss too)
+  }
+  shape.max_output_tokens =
+      config.max_output_tokens > 0 ? config.max_output_tokens : traits.default_max_output_tokens;
+  return shape;
+}
+
 int64_t TokenCount(const Json& object, const char* name) {
   if (!object.is_object()) {
     return 0;
@@ -85,14 +167,11 @@ std::string JoinUrl(const std::string& base_url, const std::string& path) {
   return url + path;
 }
 
-std::unique_ptr<ProviderAdapter> MakeProviderAdapter(const LlmConfig& config) {
-  switch (config.provider) {
-    case Provider::kOpenAi:
-      return MakeOpenAiAdapter(config);
-    case Provider::kAnthropic:
-      return MakeAnthropicAdapter(config);
+std::unique_ptr<ProviderAdapter> MakeProviderAdapter(const LlmConfig& config, Api api) {
+  if (config.provider == Provider::kAnthropic) {
+    return MakeAnthropicAdapter(config);
   }
-  return MakeOpenAiAdapter(config);
+  return api == Api::kResponses ? MakeResponsesAdapter(config) : MakeOpenAiAdapter(config);
 }
 
 }  // namespace egg::llm

@@ -72,7 +72,7 @@ class RetryTest : public ::testing::Test {
   }
   ChatResult Complete() {
     auto client = MakeLlmClient(config_, nullptr, transport_, clock_);
-    return client->Complete(ChatRequest{{{"user", "hi"}}, "retry-test"});
+    return client->Complete(ChatRequest{{{"user", "hi"}}, "retry-test", {}});
   }
 
   LlmConfig config_;

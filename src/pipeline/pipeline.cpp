@@ -110,6 +110,13 @@ agents::StageContext Pipeline::Context(const StageSpec& spec, const StageRecord&
   return context;
 }
 
+Proposals Pipeline::Batch(const StageRecord& record, int round, const agents::ProfileReport* report,
+                          int count) const {
+  return Proposals(
+      *backend_.code, count, options_.agent_concurrency,
+      [this, &record, round] { return Context(record.spec, record, round); }, report);
+}
+
 CandidateRecord Pipeline::Measure(const std::string& stage, const std::string& origin,
                                   const std::string& parent_id, const std::string& source,
                                   const std::string& description, const std::string& move) {
@@ -274,9 +281,10 @@ void Pipeline::RunSeeds(StageRecord* record) {
     RunScreenedSeeds(record);
     return;
   }
+  Proposals proposals = Batch(*record, 0, nullptr, options_.seeds);
   for (int index = 0; index < options_.seeds && !Stopped(); ++index) {
     const agents::StageContext context = Context(record->spec, *record, 0);
-    auto proposal = backend_.code->Propose(context, nullptr, index, options_.seeds);
+    auto proposal = proposals.Get(index);
     NoteStop(proposal.stop, proposal.failure);
     if (!proposal.value || IsDuplicate(record, 0, *proposal.value)) {
       continue;
@@ -293,8 +301,9 @@ void Pipeline::RunSeeds(StageRecord* record) {
 void Pipeline::RunScreenedSeeds(StageRecord* record) {
   const agents::StageContext context = Context(record->spec, *record, 0);
   std::vector<agents::CodeProposal> proposals;
+  Proposals asked = Batch(*record, 0, nullptr, options_.seeds);
   for (int index = 0; index < options_.seeds && !Stopped(); ++index) {
-    auto proposal = backend_.code->Propose(context, nullptr, index, options_.seeds);
+    auto proposal = asked.Get(index);
     NoteStop(proposal.stop, proposal.failure);
     if (proposal.value) {
       proposals.push_back(*proposal.value);
@@ -359,10 +368,11 @@ bool Pipeline::RunRound(StageRecord* record, int round) {
     return ScreenRound(record, round, context, std::move(space));
   }
   bool accepted = false;
+  Proposals proposals =
+      Batch(*record, round, report.value ? &*report.value : nullptr, options_.candidates_per_round);
   for (int index = 0; index < options_.candidates_per_round && !Stopped(); ++index) {
     context = Context(record->spec, *record, round);
-    auto proposal = backend_.code->Propose(context, report.value ? &*report.value : nullptr, index,
-                                           options_.candidates_per_round);
+    auto proposal = proposals.Get(index);
     NoteStop(proposal.stop, proposal.failure);
     if (!proposal.value || IsDuplicate(record, round, *proposal.value)) {
       continue;

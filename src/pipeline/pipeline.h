@@ -15,6 +15,7 @@
 #include "harness/eval_types.h"
 #include "pipeline/candidate_evaluator.h"
 #include "pipeline/progress.h"
+#include "pipeline/proposals.h"
 #include "pipeline/stages.h"
 #include "store/store.h"
 
@@ -37,6 +38,9 @@ struct PipelineOptions {
   bool screen_seeds = false; // stage1.seeds: screen all seeds together, fully evaluate the fastest that passes
   bool tune = true;          // run the stages after the seeds (false: say why in tuning_note)
   bool profile = true;       // profile the incumbent (ncu) before every refinement round
+  // Code requests of one round (or of the seeds) in flight at once; 1: asked one at a time, each seeing the
+  // candidates before it. Above 1 the backend's agents must be thread-safe (the LLM backend's are).
+  int agent_concurrency = 1;
   // Wall-clock seconds for the run (0: none). Once they are spent and a correct kernel is in hand, no new
   // candidate starts: the run ends with the incumbent, stopped_because "time_budget_used".
   double time_budget_s = 0;
@@ -84,7 +88,8 @@ struct StageRecord {
 
 struct RunResult {
   bool correct = false;
-  std::string stopped_because = "completed";  // completed | budget_exhausted | llm_unavailable | time_budget_used
+  // completed | budget_exhausted | llm_unavailable | llm_config_error | time_budget_used
+  std::string stopped_because = "completed";
   std::string reason;
   std::optional<CandidateRecord> final;
   std::vector<StageRecord> stages;
@@ -103,6 +108,8 @@ class Pipeline {
 
  private:
   agents::StageContext Context(const StageSpec& spec, const StageRecord& record, int round) const;
+  // The Code agent's `count` candidates for this round, asked for options_.agent_concurrency at a time.
+  Proposals Batch(const StageRecord& record, int round, const agents::ProfileReport* report, int count) const;
   std::optional<CandidateRecord> Attempt(const agents::StageContext& context,
                                          const agents::CodeProposal& proposal, StageRecord* record);
   CandidateRecord Measure(const std::string& stage, const std::string& origin, const std::string& parent_id,

@@ -83,6 +83,27 @@ std::string ResultSection(const Json& final) {
   return out;
 }
 
+// The LLM's usage, then its failed attempts by kind and the request changes the servers asked for.
+std::string LlmMarkdown(const Json& llm) {
+  std::string out =
+      fmt::format("\nLLM: {} calls, {} input + {} output tokens, ${:.4f}\n", llm.value("calls", 0),
+                  llm.value("input_tokens", 0), llm.value("output_tokens", 0), llm.value("cost_usd", 0.0));
+  if (llm.value("cached_input_tokens", 0) > 0 || llm.value("reasoning_tokens", 0) > 0) {
+    out += fmt::format("- of these: {} cached input, {} cache writes, {} reasoning tokens\n",
+                       llm.value("cached_input_tokens", 0), llm.value("cache_write_tokens", 0),
+                       llm.value("reasoning_tokens", 0));
+  }
+  const Json errors = llm.value("errors", Json::object());
+  for (const auto& [kind, tally] : errors.items()) {
+    out += fmt::format("- failed attempts, {}: {} (last: {})\n", kind, tally.value("count", 0),
+                       tally.value("last_message", ""));
+  }
+  for (const Json& change : llm.value("adaptations", Json::array())) {
+    out += "- request changed: " + change.get<std::string>() + "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
@@ -124,6 +145,9 @@ std::string TrajectoryMarkdown(const Json& report) {
                                 report.value("task", ""), report.value("run_id", ""),
                                 report.value("backend", ""), report.value("device", ""),
                                 report.value("status", ""), report.value("stopped_because", ""));
+  if (const std::string reason = report.value("reason", ""); !reason.empty()) {
+    out += "\nReason: " + reason + "\n";
+  }
   if (const std::string note = report.value("timer_note", ""); !note.empty()) {
     out += "\nTimer: " + report.value("timer", "") + " (" + note + ")\n";
   }
@@ -190,9 +214,7 @@ std::string TrajectoryMarkdown(const Json& report) {
   }
   const Json llm = report.value("llm", Json::object());
   if (llm.is_object() && !llm.empty()) {
-    out +=
-        fmt::format("\nLLM: {} calls, {} input + {} output tokens, ${:.4f}\n", llm.value("calls", 0),
-                    llm.value("input_tokens", 0), llm.value("output_tokens", 0), llm.value("cost_usd", 0.0));
+    out += LlmMarkdown(llm);
   }
   return out;
 }

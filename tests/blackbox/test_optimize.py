@@ -92,8 +92,8 @@ def test_malformed_replies_get_one_repair_request_then_count_as_failed(egg):
                                                  f.code("relu_ok.py")],
                            "profile:*": [f.text('```json\n{"bottleneck": "memory", "move": \n```'),
                                          f.text("no json here")]})
-    with f.FakeLlm("openai", scenario) as server:
-        proc = run_optimize(egg, server, "openai")
+    with f.FakeLlm("openai", scenario) as server:  # one request at a time: the scripted replies keep their order
+        proc = run_optimize(egg, server, "openai", "--llm-concurrency", "1")
     assert proc.returncode == 0, proc.stderr
     seeds = server.matching(role="code", stage="stage1.seeds")
     assert [r.is_repair for r in seeds[:3]] == [False, True, False], "one repair request, then the next seed"
@@ -136,7 +136,8 @@ def test_hanging_server_ends_the_run_cleanly(egg):
     scenario = f.Scenario(defaults={"code": f.hang(60), "profile": f.hang(60), "debug": f.hang(60)})
     start = time.monotonic()
     with f.FakeLlm("openai", scenario) as server:
-        proc = run_optimize(egg, server, "openai", "--llm-timeout", "2", "--max-retries", "1")
+        proc = run_optimize(egg, server, "openai", "--llm-timeout", "2", "--max-retries", "1",
+                            "--llm-concurrency", "1")
     assert time.monotonic() - start < 90
     assert proc.returncode == 1
     rep = report(egg)
