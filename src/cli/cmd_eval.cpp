@@ -39,11 +39,13 @@ void PrintProtocol(const Json& protocol) {
   }
   const Json flush = protocol.value("l2_flush_bytes", Json());
   constexpr double kMiB = 1024.0 * 1024.0;
-  fmt::print("protocol: {}, {} warm-up then {} timed calls ({:g} s budget), L2 flush {}, {} reported; precision {}\n",
-             protocol.value("timer", ""), protocol.value("warmup_calls", 0), protocol.value("timed_calls", 0),
-             protocol.value("budget_s", 0.0),
-             flush.is_number() ? fmt::format("{:.0f} MiB", flush.get<double>() / kMiB) : "none",
-             protocol.value("statistic", "median"), protocol.value("precision", Json::object()).dump());
+  fmt::print(
+      "protocol: {}, {} warm-up then {} timed calls ({:g} s budget), L2 flush {}, {} reported; precision "
+      "{}\n",
+      protocol.value("timer", ""), protocol.value("warmup_calls", 0), protocol.value("timed_calls", 0),
+      protocol.value("budget_s", 0.0),
+      flush.is_number() ? fmt::format("{:.0f} MiB", flush.get<double>() / kMiB) : "none",
+      protocol.value("statistic", "median"), protocol.value("precision", Json::object()).dump());
 }
 
 std::string RunCell(const Json& run, const Json& speedup) {

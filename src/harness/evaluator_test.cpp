@@ -130,7 +130,8 @@ TEST_F(EvaluatorTest, LooseToleranceHeadlineIsPyTorchsDefaultWithTf32Beside) {
 
 TEST_F(EvaluatorTest, TheTimingProtocolNamesTheBaselinesSettings) {
   options_.tol = 1e-2;
-  worker_.script.push_back(FakeWorker::Ok(BaselineJson({{"default", 1.5, 0.8}, {"strict", 2.0, 1.0}, {"tf32", 1.0, 0.5}})));
+  worker_.script.push_back(
+      FakeWorker::Ok(BaselineJson({{"default", 1.5, 0.8}, {"strict", 2.0, 1.0}, {"tf32", 1.0, 0.5}})));
   Json eval = OkEval(0.5);
   eval["timing_protocol"] = {{"timer", "cuda-events"}, {"precision", {{"candidate", "strict"}}}};
   worker_.script.push_back(FakeWorker::Ok(eval));
