@@ -8,7 +8,7 @@
 #     bash bench/h200_timeit.sh [TASK...]     TASK: level1/19_ReLU (under .kb/) or a path without .py
 # Default: the ten tasks below (levels 1-3, four level-3 models). New tasks stop starting after TIMEIT_SECONDS
 # (default 500, under the tool's 600 s); the ones not run are printed: pass them to a second call.
-# TIMEIT_PRECISION (default strict, the setting egg's worker times its baselines under) is timeit's --precision;
+# TIMEIT_PRECISION (default strict: egg's headline baseline at its default tol 1e-4) is timeit's --precision;
 # OPTIMIZE_FLAGS (default "--quick --time-budget 30 --no-profile") egg optimize's search flags. Issue 29's Hugging Face
 # ResNet-18 (bench/tasks/hf_resnet18.py; the image's transformers) takes a call of its own:
 #     OPTIMIZE_FLAGS="--time-budget 60 --no-profile" bash bench/h200_timeit.sh bench/tasks/hf_resnet18
