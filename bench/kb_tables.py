@@ -1,6 +1,7 @@
 """Markdown tables of an `egg bench` results.json, as the READMEs under bench/results/ show them: per level
-(from the summary), per level-1 family (GEMM, convolution) when the run has them, and per task (with the matmul products each final kernel used, read from the design record
-of DIR/tasks/<task>/model_new.py).
+(from the summary), per level-1 family (GEMM, convolution) when the run has them, and per task (with the matmul
+products each final kernel used, read from its design record: the row's `design`, else the `expert.design` of
+DIR/tasks/<task>/report.json, else the `# egg-design:` line of DIR/tasks/<task>/model_new.py).
 
     python bench/kb_tables.py bench/results/NAME/results.json [--tol 0.0001]
 """
@@ -16,15 +17,35 @@ def fmt(value, digits=2, suffix=""):
     return f"{value:.{digits}f}{suffix}" if isinstance(value, (int, float)) else "-"
 
 
-def products(model_new: pathlib.Path) -> str:
-    if not model_new.is_file():
-        return "-"
-    for line in model_new.read_text().splitlines():
-        if line.startswith(DESIGN_MARKER):
-            kernels = json.loads(line[len(DESIGN_MARKER):]).get("kernels", {})
-            found = sorted({k["precision"] for k in kernels.values() if k.get("algorithm") in ("tiled", "splitk", "sequential", "flash", "nhwc", "aligned")})
-            return "+".join(found) or "-"
-    return "-"
+PRODUCT_ALGORITHMS = ("tiled", "splitk", "sequential", "flash", "nhwc", "aligned")
+
+
+def design_products(design: dict) -> str:
+    kernels = design.get("kernels", {})
+    found = sorted({k["precision"] for k in kernels.values() if k.get("algorithm") in PRODUCT_ALGORITHMS})
+    return "+".join(found) or "-"
+
+
+def task_design(row: dict, task_dir: pathlib.Path):
+    """The final kernel's design record: the row's, its report.json's, or its model_new.py's; None if none."""
+    if isinstance(row.get("design"), dict):
+        return row["design"]
+    report = task_dir / "report.json"
+    if report.is_file():
+        design = (json.loads(report.read_text()).get("expert") or {}).get("design")
+        if isinstance(design, dict):
+            return design
+    model_new = task_dir / "model_new.py"
+    if model_new.is_file():
+        for line in model_new.read_text().splitlines():
+            if line.startswith(DESIGN_MARKER):
+                return json.loads(line[len(DESIGN_MARKER):])
+    return None
+
+
+def products(row: dict, task_dir: pathlib.Path) -> str:
+    design = task_design(row, task_dir)
+    return "-" if design is None else design_products(design)
 
 
 def without_column(lines: list, column: int) -> list:
@@ -65,7 +86,7 @@ def task_table(results: dict, folder: pathlib.Path, other_tol: str) -> list:
         lines.append(
             f"| {row['level']} | {name} | {row['status']} | {fmt(row.get('speedup_vs_eager'))} | "
             f"{fmt(row.get('speedup_vs_compile'))} | {fmt(egg_ms, 3)} | {fmt(compile_ms, 3)} | {checked} | "
-            f"{products(folder / 'tasks' / name / 'model_new.py') if row['correct'] else '-'} | "
+            f"{products(row, folder / 'tasks' / name) if row['correct'] else '-'} | "
             f"{fmt(share * 100, 0, '%') if isinstance(share, (int, float)) else '-'} |")
     return lines
 
