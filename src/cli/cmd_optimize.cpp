@@ -26,7 +26,8 @@ int RunOptimize(OptimizeCommand& command, const GlobalOptions& globals) {
   if (command.args.backend == "hybrid") {
     throw UsageError("--backend hybrid is not available yet; use --backend expert or --backend llm");
   }
-  HarnessSession session = OpenHarnessSession(globals, command.args.device, &command.args.eval);
+  HarnessSession session = OpenHarnessSession(globals, command.args.device, &command.args.eval,
+                                              PolicyForBackend(command.args.backend));
   const std::string out_dir = command.args.out.empty()
                                   ? "egg-out/" + std::filesystem::path(task_path).stem().string()
                                   : command.args.out;

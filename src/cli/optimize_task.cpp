@@ -195,7 +195,8 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
                        use_llm ? LlmUsageJson(store, run_id, *client) : Json::object(),
                        search,
                        graph ? ExpertSection(*graph, task_source, task_name, result.final, final_eval) : Json(),
-                       notes};
+                       notes,
+                       session.sandbox.ToJson()};
   const Json report = report::BuildRunReport(result, meta, final_eval ? &*final_eval : nullptr);
   WriteFileAtomic(out_dir + "/report.json", report.dump(2) + "\n");
   WriteFileAtomic(out_dir + "/trajectory.md", report::TrajectoryMarkdown(report));

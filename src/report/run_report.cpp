@@ -92,6 +92,7 @@ Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
       {"llm", meta.llm},
       {"expert", meta.expert},
       {"notes", meta.notes},
+      {"sandbox", meta.sandbox},
       {"options", meta.options}};
 }
 
