@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/process.h"
 
 namespace egg::cli {
 namespace {
@@ -84,6 +85,9 @@ SandboxState ChooseSandbox(const GlobalOptions& options, SandboxPolicy policy, c
     return {false, options.sandbox == "off" ? "--no-sandbox: candidates ran without the sandbox"
                                             : "expert backend: egg wrote the candidates; they ran without the "
                                               "sandbox (--sandbox runs them in it)"};
+  }
+  if (!FindExecutable(config->python)) {  // the worker's own start error, not the sandbox's
+    throw WorkerError("the worker (" + config->python + " -m egg_worker) did not start: no such interpreter");
   }
   harness::SandboxSetup setup;
   setup.bwrap = options.bwrap.empty() ? LookupEnv(env, "EGG_BWRAP").value_or("") : options.bwrap;

@@ -77,6 +77,22 @@ int RunProcess(const std::vector<std::string>& argv, const std::vector<std::stri
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+std::optional<std::string> FindExecutable(const std::string& name_or_path) {
+  auto executable = [](const std::string& path) { return access(path.c_str(), X_OK) == 0; };
+  if (name_or_path.find('/') != std::string::npos) {
+    return executable(name_or_path) ? std::optional<std::string>(name_or_path) : std::nullopt;
+  }
+  const char* path = getenv("PATH");
+  std::istringstream folders(path != nullptr ? path : "/usr/bin:/bin");
+  std::string folder;
+  while (std::getline(folders, folder, ':')) {
+    if (!folder.empty() && executable(folder + "/" + name_or_path)) {
+      return folder + "/" + name_or_path;
+    }
+  }
+  return std::nullopt;
+}
+
 uint64_t ProcessTreeAnonBytes(pid_t root) {
   std::multimap<pid_t, pid_t> children;
   std::error_code error;

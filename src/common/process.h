@@ -6,12 +6,16 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace egg {
 
 int RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log_path);
+
+// `name_or_path` when it holds a '/' and is executable, else the first executable of that name on $PATH.
+std::optional<std::string> FindExecutable(const std::string& name_or_path);
 
 // The resident anonymous memory (resident minus file-backed and shared pages) of `root` and every process
 // descended from it, in bytes, read from /proc; 0 when none can be read.

@@ -125,13 +125,15 @@ void AddGpu(const HostView& host, const std::vector<std::string>& bound, MountPl
   }
 }
 
-// The readable folders not already visible, parents before children and none twice.
-std::vector<std::string> NewReadable(const std::vector<std::string>& readable, const std::vector<std::string>& bound) {
+// The readable folders not already visible (or visible but inside a hidden one), parents first, none twice.
+std::vector<std::string> NewReadable(const std::vector<std::string>& readable, const std::vector<std::string>& bound,
+                                     const std::vector<std::string>& hidden) {
   std::vector<std::string> sorted = readable;
   std::sort(sorted.begin(), sorted.end());
   std::vector<std::string> chosen;
   for (const std::string& path : sorted) {
-    if (!IsUnderAny(path, bound) && !IsUnderAny(path, chosen)) {
+    const bool visible = IsUnderAny(path, bound) && !IsUnderAny(path, hidden);
+    if (!visible && !IsUnderAny(path, chosen)) {
       chosen.push_back(path);
     }
   }
@@ -150,7 +152,7 @@ std::vector<std::string> BwrapArguments(const SandboxSpec& spec, const HostView&
   }
   plan.Writable(spec.scratch + "/tmp", "/tmp");
   plan.Writable(spec.scratch + "/shm", "/dev/shm");
-  const std::vector<std::string> readable = NewReadable(spec.readable, bound);
+  const std::vector<std::string> readable = NewReadable(spec.readable, bound, spec.hidden);
   for (const std::string& path : readable) {
     plan.ReadOnly(path);
   }
@@ -216,7 +218,10 @@ std::vector<std::string> PythonReadablePaths(const Json& paths, const std::strin
     if (!entry.is_string()) {
       continue;
     }
-    const std::string path = std::filesystem::path(entry.get<std::string>()).lexically_normal().string();
+    std::string path = std::filesystem::path(entry.get<std::string>()).lexically_normal().string();
+    if (path.size() > 1 && path.back() == '/') {
+      path.pop_back();
+    }
     const bool usable = !path.empty() && path[0] == '/' && path != "/" && !IsUnder(home, path);
     if (usable && host.IsDirectory(path) && std::find(folders.begin(), folders.end(), path) == folders.end()) {
       folders.push_back(path);

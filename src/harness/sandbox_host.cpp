@@ -72,20 +72,6 @@ class RealHostView : public HostView {
   }
 };
 
-bool IsExecutable(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
-
-std::optional<std::string> FindOnPath(const std::string& name) {
-  const char* path = getenv("PATH");
-  std::istringstream folders(path != nullptr ? path : "/usr/bin:/bin");
-  std::string folder;
-  while (std::getline(folders, folder, ':')) {
-    if (!folder.empty() && IsExecutable(folder + "/" + name)) {
-      return folder + "/" + name;
-    }
-  }
-  return std::nullopt;
-}
-
 std::string LastLine(const std::string& path) {
   std::string text;
   try {
@@ -130,13 +116,13 @@ std::string NewSandboxFolder(const std::string& egg_home) {
 
 std::optional<std::string> FindBwrap(const std::string& requested, std::string* problem) {
   if (!requested.empty()) {
-    if (IsExecutable(requested)) {
-      return requested;
+    if (auto found = FindExecutable(requested)) {
+      return found;
     }
     *problem = "the bwrap named by --bwrap or EGG_BWRAP is not an executable file: " + requested;
     return std::nullopt;
   }
-  if (auto found = FindOnPath("bwrap")) {
+  if (auto found = FindExecutable("bwrap")) {
     return found;
   }
   *problem = "bubblewrap is not installed (no bwrap on PATH; apt-get install bubblewrap, or set EGG_BWRAP)";
@@ -149,7 +135,8 @@ std::optional<std::vector<std::string>> AskPythonPaths(const SandboxSetup& setup
   const std::string log = folder + "/python-paths.log";
   const int status = RunProcess({setup.python, "-c", kPythonPathsCode, out}, setup.env, log);
   if (status != 0 || !FileExists(out)) {
-    *problem = "the worker's Python (" + setup.python + ") could not list its paths: " + LastLine(log);
+    const std::string why = LastLine(log);
+    *problem = "the worker's Python (" + setup.python + ") could not list its paths" + (why.empty() ? "" : ": " + why);
     return std::nullopt;
   }
   const Json paths = Json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);
