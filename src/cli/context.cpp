@@ -82,9 +82,10 @@ bool WantsSandbox(const std::string& mode, SandboxPolicy policy) {
 SandboxState ChooseSandbox(const GlobalOptions& options, SandboxPolicy policy, const EnvMap& env, bool gpu,
                            harness::WorkerConfig* config) {
   if (!WantsSandbox(options.sandbox, policy)) {
-    return {false, options.sandbox == "off" ? "--no-sandbox: candidates ran without the sandbox"
-                                            : "expert backend: egg wrote the candidates; they ran without the "
-                                              "sandbox (--sandbox runs them in it)"};
+    return {false, options.sandbox == "off"
+                       ? "--no-sandbox: candidates ran without the sandbox"
+                       : "expert backend: egg wrote the candidates; they ran without the "
+                         "sandbox (--sandbox runs them in it)"};
   }
   if (!FindExecutable(config->python)) {  // the worker's own start error, not the sandbox's
     throw WorkerError("the worker (" + config->python + " -m egg_worker) did not start: no such interpreter");
@@ -123,9 +124,11 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* options) {
   app.add_flag("--sandbox{on},--no-sandbox{off}", options->sandbox,
                "Run candidates in the bubblewrap sandbox, or not (default: on for eval, profile and the LLM "
                "backend, off for the expert backend)");
-  app.add_option("--bwrap", options->bwrap, "bubblewrap binary for the sandbox (default: $EGG_BWRAP, then PATH)");
-  app.add_option("--memory-limit", options->memory_limit_gib,
-                 "Kill a worker whose processes hold more memory, GiB (default: half the machine's; 0: none)");
+  app.add_option("--bwrap", options->bwrap,
+                 "bubblewrap binary for the sandbox (default: $EGG_BWRAP, then PATH)");
+  app.add_option(
+      "--memory-limit", options->memory_limit_gib,
+      "Kill a worker whose processes hold more memory, GiB (default: half the machine's; 0: none)");
 }
 
 void AddEvalOptions(CLI::App& command, harness::EvalOptions* options, std::string* device_flag) {

@@ -195,9 +195,9 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
                        use_llm ? LlmUsageJson(store, run_id, *client) : Json::object(),
                        search,
                        graph ? ExpertSection(*graph, task_source, task_name, result.final, final_eval) : Json(),
-                       notes,
-                       session.sandbox.ToJson()};
-  const Json report = report::BuildRunReport(result, meta, final_eval ? &*final_eval : nullptr);
+                       notes};
+  Json report = report::BuildRunReport(result, meta, final_eval ? &*final_eval : nullptr);
+  report["sandbox"] = session.sandbox.ToJson();
   WriteFileAtomic(out_dir + "/report.json", report.dump(2) + "\n");
   WriteFileAtomic(out_dir + "/trajectory.md", report::TrajectoryMarkdown(report));
   if (store != nullptr) {

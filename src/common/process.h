@@ -1,6 +1,6 @@
-// Child processes. RunProcess runs a helper program to completion (egg bench's report generator, the sandbox's
-// trial start) and returns its exit status, or -1 when it could not be started; its output is appended to
-// `log_path` (empty: inherited).
+// Child processes. RunProcess runs a helper program to completion (egg bench's report generator, the
+// sandbox's trial start) and returns its exit status, or -1 when it could not be started; its output is
+// appended to `log_path` (empty: inherited).
 #pragma once
 
 #include <sys/types.h>

@@ -12,11 +12,12 @@
 namespace egg::harness {
 namespace {
 
-// Mounted read-only where they exist; everything else of the host (/home, /root, /tmp, /run, /mnt, /var ...) is
-// absent inside.
+// Mounted read-only where they exist; everything else of the host (/home, /root, /tmp, /run, /mnt, /var ...)
+// is absent inside.
 constexpr std::array<std::string_view, 4> kSystemFolders = {"/usr", "/etc", "/opt", "/sys"};
 // Top-level entries that are symlinks into /usr on merged-/usr systems and folders elsewhere.
-constexpr std::array<std::string_view, 6> kRootEntries = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+constexpr std::array<std::string_view, 6> kRootEntries = {"/bin",   "/sbin",  "/lib",
+                                                          "/lib32", "/lib64", "/libx32"};
 // NVIDIA files that a GPU host may hold outside /usr (the driver's libraries come from ldconfig).
 constexpr std::array<std::string_view, 2> kNvidiaFolders = {"/usr/local/nvidia", "/run/nvidia-persistenced"};
 constexpr size_t kStagedHashChars = 16;
@@ -32,7 +33,8 @@ bool IsUnder(std::string_view path, std::string_view folder) {
 }
 
 bool IsUnderAny(const std::string& path, const std::vector<std::string>& folders) {
-  return std::any_of(folders.begin(), folders.end(), [&](const std::string& folder) { return IsUnder(path, folder); });
+  return std::any_of(folders.begin(), folders.end(),
+                     [&](const std::string& folder) { return IsUnder(path, folder); });
 }
 
 std::string Join(const std::vector<std::string>& parts, char separator) {
@@ -43,7 +45,8 @@ std::string Join(const std::vector<std::string>& parts, char separator) {
   return joined;
 }
 
-// One mount of the sandbox, applied in order of destination so that a folder is mounted before what lies in it.
+// One mount of the sandbox, applied in order of destination so that a folder is mounted before what lies in
+// it.
 struct Mount {
   std::string destination;
   std::vector<std::string> arguments;
@@ -126,7 +129,8 @@ void AddGpu(const HostView& host, const std::vector<std::string>& bound, MountPl
 }
 
 // The readable folders not already visible (or visible but inside a hidden one), parents first, none twice.
-std::vector<std::string> NewReadable(const std::vector<std::string>& readable, const std::vector<std::string>& bound,
+std::vector<std::string> NewReadable(const std::vector<std::string>& readable,
+                                     const std::vector<std::string>& bound,
                                      const std::vector<std::string>& hidden) {
   std::vector<std::string> sorted = readable;
   std::sort(sorted.begin(), sorted.end());
@@ -143,8 +147,8 @@ std::vector<std::string> NewReadable(const std::vector<std::string>& readable, c
 }  // namespace
 
 std::vector<std::string> BwrapArguments(const SandboxSpec& spec, const HostView& host) {
-  std::vector<std::string> arguments = {spec.bwrap,   "--die-with-parent", "--new-session",
-                                        "--unshare-all", "--cap-drop",     "ALL"};
+  std::vector<std::string> arguments = {spec.bwrap,      "--die-with-parent", "--new-session",
+                                        "--unshare-all", "--cap-drop",        "ALL"};
   MountPlan plan;
   std::vector<std::string> bound = AddSystem(host, &plan);
   if (spec.gpu) {
@@ -209,7 +213,8 @@ std::vector<std::string> LibcudaDirectories(const std::string& ldconfig_output) 
   return folders;
 }
 
-std::vector<std::string> PythonReadablePaths(const Json& paths, const std::string& home, const HostView& host) {
+std::vector<std::string> PythonReadablePaths(const Json& paths, const std::string& home,
+                                             const HostView& host) {
   std::vector<std::string> folders;
   if (!paths.is_array()) {
     return folders;
@@ -223,7 +228,8 @@ std::vector<std::string> PythonReadablePaths(const Json& paths, const std::strin
       path.pop_back();
     }
     const bool usable = !path.empty() && path[0] == '/' && path != "/" && !IsUnder(home, path);
-    if (usable && host.IsDirectory(path) && std::find(folders.begin(), folders.end(), path) == folders.end()) {
+    if (usable && host.IsDirectory(path) &&
+        std::find(folders.begin(), folders.end(), path) == folders.end()) {
       folders.push_back(path);
     }
   }
@@ -236,8 +242,8 @@ std::string StageFile(const std::string& path, const std::string& inbox) {
   if (!FileExists(path)) {
     return path;
   }
-  const std::string name = FileSha256Hex(path).substr(0, kStagedHashChars) + "-" +
-                           std::filesystem::path(path).filename().string();
+  const std::string name =
+      FileSha256Hex(path).substr(0, kStagedHashChars) + "-" + std::filesystem::path(path).filename().string();
   const std::string staged = inbox + "/" + name;
   if (!FileExists(staged)) {
     WriteFileAtomic(staged, ReadFile(path));

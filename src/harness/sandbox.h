@@ -1,7 +1,7 @@
-// The bubblewrap sandbox a worker runs candidates in (docs/harness.md, "Sandbox"): the bwrap command line, the
-// environment that points the worker's writes into the sandbox, the staging of the files a request names, and
-// preparing a sandbox on this host. BwrapArguments and the parsers are pure (the machine comes in through a
-// HostView); PrepareSandbox runs processes and returns why a sandbox cannot start instead of throwing.
+// The bubblewrap sandbox a worker runs candidates in (docs/harness.md, "Sandbox"): the bwrap command line,
+// the environment that points the worker's writes into the sandbox, the staging of the files a request names,
+// and preparing a sandbox on this host. BwrapArguments and the parsers are pure (the machine comes in through
+// a HostView); PrepareSandbox runs processes and returns why a sandbox cannot start instead of throwing.
 #pragma once
 
 #include <optional>
@@ -15,10 +15,10 @@ namespace egg::harness {
 
 // The folders of one sandbox, as host paths (each is mounted at the same path inside).
 struct SandboxSpec {
-  std::string bwrap;                  // the bubblewrap binary
-  std::string scratch;                // writable, one per egg process: HOME, TMPDIR, /tmp and /dev/shm live here
-  std::string cache;                  // writable, kept across runs: Triton's and Inductor's caches
-  std::string inbox;                  // read-only inside: staged copies of the task and candidate files
+  std::string bwrap;    // the bubblewrap binary
+  std::string scratch;  // writable, one per egg process: HOME, TMPDIR, /tmp and /dev/shm live here
+  std::string cache;    // writable, kept across runs: Triton's and Inductor's caches
+  std::string inbox;    // read-only inside: staged copies of the task and candidate files
   std::vector<std::string> readable;  // read-only: egg's root, the Python environment
   std::vector<std::string> writable;  // more writable paths (the GPU lock file, a request-trace folder)
   std::vector<std::string> hidden;    // never visible inside; reads there are reported (the real home)
@@ -47,7 +47,8 @@ EnvMap SandboxEnvironment(const SandboxSpec& spec);
 std::vector<std::string> LibcudaDirectories(const std::string& ldconfig_output);
 // The folders a Python environment needs readable, from the JSON list of prefixes and sys.path entries the
 // interpreter printed: existing absolute folders, never `home` itself, an ancestor of it, or the root.
-std::vector<std::string> PythonReadablePaths(const Json& paths, const std::string& home, const HostView& host);
+std::vector<std::string> PythonReadablePaths(const Json& paths, const std::string& home,
+                                             const HostView& host);
 
 // Replaces the file paths a request names (task, candidate, candidates) by read-only copies in `inbox`, named
 // by content hash and file name. A missing file is left as named (the worker reports it). Throws IoError.
@@ -57,11 +58,11 @@ void StageRequestFiles(Json* request, const std::string& inbox);
 std::optional<int> SignalFromBwrapExit(int exit_code);
 
 struct SandboxSetup {
-  std::string bwrap;      // flag or $EGG_BWRAP; empty: `bwrap` from PATH
-  std::string python;     // the worker's interpreter
-  std::string root;       // egg's repository root
-  std::string egg_home;   // holds sandbox/<process>/ and sandbox/cache/
-  std::string home;       // the real home, hidden inside
+  std::string bwrap;     // flag or $EGG_BWRAP; empty: `bwrap` from PATH
+  std::string python;    // the worker's interpreter
+  std::string root;      // egg's repository root
+  std::string egg_home;  // holds sandbox/<process>/ and sandbox/cache/
+  std::string home;      // the real home, hidden inside
   bool gpu = false;
   std::vector<std::string> env;       // the worker's environment (for asking Python its paths)
   std::vector<std::string> writable;  // extra writable paths

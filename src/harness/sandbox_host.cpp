@@ -1,4 +1,5 @@
-// The host side of the sandbox: reading the machine, and preparing and trying a sandbox before a worker starts.
+// The host side of the sandbox: reading the machine, and preparing and trying a sandbox before a worker
+// starts.
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,7 +26,8 @@ constexpr const char* kPythonPathsCode =
     "paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix] + sys.path\n"
     "paths += [os.path.dirname(os.path.dirname(sys.executable))]\n"
     "json.dump(paths + [os.path.realpath(p) for p in paths if p], open(sys.argv[1], 'w'))\n";
-constexpr std::array<const char*, 2> kLdconfigCommands = {"/sbin/ldconfig -p 2>/dev/null", "ldconfig -p 2>/dev/null"};
+constexpr std::array<const char*, 2> kLdconfigCommands = {"/sbin/ldconfig -p 2>/dev/null",
+                                                          "ldconfig -p 2>/dev/null"};
 // Files of /etc only root can read: hidden from a worker that runs as root.
 constexpr std::array<const char*, 3> kRootOnlyEtc = {"/etc/shadow", "/etc/gshadow", "/etc/ssh"};
 constexpr size_t kPipeChunkBytes = 4096;
@@ -136,7 +138,8 @@ std::optional<std::vector<std::string>> AskPythonPaths(const SandboxSetup& setup
   const int status = RunProcess({setup.python, "-c", kPythonPathsCode, out}, setup.env, log);
   if (status != 0 || !FileExists(out)) {
     const std::string why = LastLine(log);
-    *problem = "the worker's Python (" + setup.python + ") could not list its paths" + (why.empty() ? "" : ": " + why);
+    *problem = "the worker's Python (" + setup.python + ") could not list its paths" +
+               (why.empty() ? "" : ": " + why);
     return std::nullopt;
   }
   const Json paths = Json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);
@@ -180,8 +183,8 @@ std::string TrySandbox(const SandboxSpec& spec, const SandboxSetup& setup, const
     return "";
   }
   const std::string why = LastLine(log);
-  return "bwrap (" + spec.bwrap + ") cannot start a sandbox here: " +
-         (why.empty() ? "exit status " + std::to_string(status) : why);
+  return "bwrap (" + spec.bwrap +
+         ") cannot start a sandbox here: " + (why.empty() ? "exit status " + std::to_string(status) : why);
 }
 
 }  // namespace

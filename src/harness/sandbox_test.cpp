@@ -29,10 +29,11 @@ constexpr const char* kLdconfig =
 // A merged-/usr machine: /bin, /lib ... are symlinks into /usr; the home and the venv are under /home/me.
 class FakeHost : public HostView {
  public:
-  std::set<std::string> folders = {"/usr",      "/etc",         "/opt",           "/sys",   "/home/me",
-                                   "/home/me/.venv", "/home/me/egg", "/run/nvidia/driver/lib64", "/egg-home"};
-  std::map<std::string, std::string> links = {{"/bin", "usr/bin"}, {"/lib", "usr/lib"}, {"/lib64", "usr/lib64"},
-                                              {"/sbin", "usr/sbin"}};
+  std::set<std::string> folders = {"/usr",     "/etc",           "/opt",         "/sys",
+                                   "/home/me", "/home/me/.venv", "/home/me/egg", "/run/nvidia/driver/lib64",
+                                   "/egg-home"};
+  std::map<std::string, std::string> links = {
+      {"/bin", "usr/bin"}, {"/lib", "usr/lib"}, {"/lib64", "usr/lib64"}, {"/sbin", "usr/sbin"}};
   std::vector<std::string> dev = {"null", "nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-caps", "shm"};
   std::string ldconfig = kLdconfig;
 
@@ -108,7 +109,8 @@ TEST(BwrapArgumentsTest, TheHomeIsAbsentButThePythonEnvironmentInItIsReadable) {
   EXPECT_GE(Find(args, {"--ro-bind", "/home/me/.venv", "/home/me/.venv"}), 0);
   EXPECT_GE(Find(args, {"--ro-bind", "/home/me/egg", "/home/me/egg"}), 0);
   EXPECT_THAT(args, Not(Contains("/home/me")));
-  EXPECT_EQ(Find(args, {"--ro-bind", "/home/me/.venv/lib", "/home/me/.venv/lib"}), -1) << "inside a bound one";
+  EXPECT_EQ(Find(args, {"--ro-bind", "/home/me/.venv/lib", "/home/me/.venv/lib"}), -1)
+      << "inside a bound one";
   EXPECT_EQ(Find(args, {"--ro-bind", "/usr/lib/python3.12", "/usr/lib/python3.12"}), -1) << "inside /usr";
 }
 
@@ -126,7 +128,8 @@ TEST(BwrapArgumentsTest, AHiddenFolderInsideAVisibleOneIsCoveredAndFoldersComeBe
   EXPECT_GT(Find(args, {"--ro-bind", "/opt/home/me/.venv", "/opt/home/me/.venv"}), tmpfs);
   EXPECT_GT(Find(args, {"--remount-ro", "/opt/home/me"}), Find(args, {"--ro-bind", "/opt/home/me/.venv"}));
   EXPECT_GE(Find(args, {"--ro-bind", "/dev/null", "/etc/shadow"}), 0);
-  EXPECT_GT(Find(args, {"--bind", "/tmp/egg/scratch", "/tmp/egg/scratch"}), Find(args, {"--bind", "/tmp/egg/scratch/tmp", "/tmp"}));
+  EXPECT_GT(Find(args, {"--bind", "/tmp/egg/scratch", "/tmp/egg/scratch"}),
+            Find(args, {"--bind", "/tmp/egg/scratch/tmp", "/tmp"}));
 }
 
 TEST(BwrapArgumentsTest, NvidiaDevicesAndDriverLibrariesPassThroughOnAGpuHostOnly) {
@@ -151,8 +154,8 @@ TEST(SandboxParsersTest, LibcudaDirectoriesComeFromLdconfig) {
 }
 
 TEST(SandboxParsersTest, PythonReadablePathsKeepExistingFoldersButNeverTheHomeOrAnAncestor) {
-  const Json paths = {"/home/me/.venv", "",   "relative", "/",   "/home", "/home/me", "/home/me/egg/",
-                      "/missing",       1,    "/home/me/.venv"};
+  const Json paths = {"/home/me/.venv", "", "relative",      "/", "/home", "/home/me", "/home/me/egg/",
+                      "/missing",       1,  "/home/me/.venv"};
   EXPECT_EQ(PythonReadablePaths(paths, "/home/me", FakeHost()),
             (std::vector<std::string>{"/home/me/.venv", "/home/me/egg"}));
   EXPECT_TRUE(PythonReadablePaths(Json::object(), "/home/me", FakeHost()).empty());

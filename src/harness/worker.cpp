@@ -1,6 +1,7 @@
 #include "harness/worker.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,8 +14,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "common/error.h"
 #include "common/fs.h"
@@ -43,6 +42,8 @@ std::string SignalName(int signal_number) {
   dup2(stdin_fd, STDIN_FILENO);
   dup2(stdout_fd, STDOUT_FILENO);
   dup2(log_fd, STDERR_FILENO);
+  close_range(STDERR_FILENO + 1, ~0U,
+              0);  // nothing else of egg's (store, LLM connections) reaches a candidate
   if (chdir(config.root.c_str()) != 0) {
     _exit(kChildExecFailed);
   }
@@ -61,7 +62,9 @@ std::string SignalName(int signal_number) {
   _exit(kChildExecFailed);
 }
 
-std::string Gib(uint64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kBytesPerGib); }
+std::string Gib(uint64_t bytes) {
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kBytesPerGib);
+}
 
 }  // namespace
 

@@ -92,7 +92,6 @@ Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
       {"llm", meta.llm},
       {"expert", meta.expert},
       {"notes", meta.notes},
-      {"sandbox", meta.sandbox},
       {"options", meta.options}};
 }
 

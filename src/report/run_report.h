@@ -20,7 +20,6 @@ struct RunMeta {
   Json options;
   Json expert;        // expert backend: the final candidate's kernels, ops in Triton and in PyTorch, design
   std::string notes;  // e.g. why measured tuning was skipped
-  Json sandbox;       // {enabled, note}: whether the candidates ran in the sandbox, and why
 };
 
 Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
