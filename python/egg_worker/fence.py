@@ -4,8 +4,8 @@ Inside egg's bubblewrap sandbox (src/harness/sandbox.h sets EGG_SANDBOX_WRITABLE
 `install()` adds a `sys.addaudithook` that, only while `watching()` is active (the harness runs candidate code),
 records:
 - an open for writing outside the writable folders (the scratch, the compile caches) and /dev/null, /dev/shm;
-- an open for reading under a hidden folder (the real home) outside the readable ones, or of another process's
-  environment (/proc/<pid>/environ);
+- an open for reading under a hidden path (the home directory, root-only files) outside the readable ones, or of
+  another process's environment (/proc/<pid>/environ);
 - socket.connect / socket.sendto to a network address or to a Unix socket outside the writable folders;
 - os.fork, os.forkpty, os.system, os.exec*, os.posix_spawn*, os.spawn*, subprocess.Popen called from code other than
   torch, triton or egg_worker (Triton's compiler subprocesses stay allowed).
@@ -97,7 +97,7 @@ def _judge_open(path_value, flags) -> None:
         if not _under(path, _rules.writable):
             _record(f"opened {path} for writing, outside the sandbox's scratch folder")
     elif _under(path, _rules.hidden) and not _under(path, _rules.readable):
-        _record(f"read {path}, under a folder the sandbox hides (the home directory)")
+        _record(f"read {path}, which the sandbox hides")
     elif _other_environ(path):
         _record(f"read {path}, another process's environment")
 

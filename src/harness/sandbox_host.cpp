@@ -1,5 +1,6 @@
 // The host side of the sandbox: reading the machine, and preparing and trying a sandbox before a worker
 // starts.
+#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -157,6 +158,10 @@ SandboxSpec BuildSpec(const SandboxSetup& setup, const std::string& bwrap, const
   spec.readable.push_back(setup.root);
   spec.writable = setup.writable;
   spec.hidden = {setup.home};
+  if (const passwd* user = getpwuid(getuid());
+      user != nullptr && user->pw_dir != nullptr && user->pw_dir != setup.home) {
+    spec.hidden.emplace_back(user->pw_dir);  // the account's home, when $HOME names another
+  }
   if (getuid() == 0) {
     spec.hidden.insert(spec.hidden.end(), kRootOnlyEtc.begin(), kRootOnlyEtc.end());
   }

@@ -27,7 +27,7 @@ constexpr size_t kStderrTailBytes = 1500;
 constexpr int kChildExecFailed = 127;
 constexpr auto kReapPollInterval = std::chrono::milliseconds(10);
 constexpr auto kReapPatience = std::chrono::seconds(5);
-constexpr auto kMemoryCheckInterval = std::chrono::milliseconds(100);
+constexpr auto kMemoryCheckInterval = std::chrono::milliseconds(200);
 constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
 
 std::string SignalName(int signal_number) {
