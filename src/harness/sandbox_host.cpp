@@ -1,12 +1,12 @@
 // The host side of the sandbox: reading the machine, and preparing and trying a sandbox before a worker
 // starts.
+#include <fcntl.h>
 #include <pwd.h>
-#include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -32,6 +32,8 @@ constexpr std::array<const char*, 2> kLdconfigCommands = {"/sbin/ldconfig -p 2>/
 // Files of /etc only root can read: hidden from a worker that runs as root.
 constexpr std::array<const char*, 3> kRootOnlyEtc = {"/etc/shadow", "/etc/gshadow", "/etc/ssh"};
 constexpr size_t kPipeChunkBytes = 4096;
+constexpr const char* kLockName = "lock";
+constexpr mode_t kLockMode = 0600;
 
 class RealHostView : public HostView {
  public:
@@ -93,17 +95,26 @@ std::string LastLine(const std::string& path) {
   return last;
 }
 
-// Folders of egg processes that are gone (a crash or SIGKILL left them behind).
+// Takes the folder's lock file: true when no live egg process holds it. The descriptor stays open (and
+// locked) for the life of the process when `keep`; an flock is released by the kernel when its holder dies.
+bool LockFolder(const std::string& folder, bool keep) {
+  const int fd = open((folder + "/" + kLockName).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kLockMode);
+  if (fd < 0) {
+    return false;
+  }
+  const bool locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  if (!keep || !locked) {
+    close(fd);
+  }
+  return locked;
+}
+
+// Folders whose egg process is gone (a crash or SIGKILL left them behind), in any PID namespace.
 void RemoveStaleFolders(const std::string& sandboxes) {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(sandboxes, error)) {
     const std::string name = entry.path().filename().string();
-    const auto dash = name.find('-');
-    if (dash == std::string::npos || name.find_first_not_of("0123456789") != dash) {
-      continue;
-    }
-    const pid_t owner = static_cast<pid_t>(std::stol(name.substr(0, dash)));
-    if (kill(owner, 0) != 0 && errno == ESRCH) {
+    if (name != "cache" && entry.is_directory(error) && LockFolder(entry.path().string(), /*keep=*/false)) {
       fs::remove_all(entry.path(), error);
     }
   }
@@ -114,7 +125,10 @@ std::string NewSandboxFolder(const std::string& egg_home) {
   const std::string sandboxes = egg_home + "/sandbox";
   CreateDirectories(sandboxes);
   RemoveStaleFolders(sandboxes);
-  return sandboxes + "/" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+  const std::string folder = sandboxes + "/" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+  CreateDirectories(folder);
+  LockFolder(folder, /*keep=*/true);
+  return folder;
 }
 
 std::optional<std::string> FindBwrap(const std::string& requested, std::string* problem) {
@@ -206,7 +220,6 @@ PreparedSandbox PrepareSandbox(const SandboxSetup& setup) {
     return prepared;
   }
   const std::string folder = NewSandboxFolder(setup.egg_home);
-  CreateDirectories(folder);
   auto python_paths = AskPythonPaths(setup, folder, &prepared.problem);
   if (python_paths) {
     SandboxSpec spec = BuildSpec(setup, *bwrap, folder, std::move(*python_paths));
