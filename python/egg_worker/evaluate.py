@@ -8,6 +8,8 @@ blocks of the reference outputs' sizes are filled with NaN, so that no stale ans
 torch.empty would land); after every call of
 candidate code check for patching, Triton launches, modified inputs and aliased outputs; on cuda run the last
 trial under the profiler to catch side streams; then the optional robustness trial and the timing.
+Candidate code runs inside fence.watching(): an attempt to leave the sandbox, or a process left running at the end,
+makes the candidate rejected and the worker tainted (egg_worker.fence).
 Request errors (bad task, bad fields) raise loader.RequestError; everything the candidate does becomes a status.
 """
 
