@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets egg up on this machine: Debian/Ubuntu packages for the C++ build, a Python venv with torch and
+# Sets egg up on this machine: Debian/Ubuntu packages for the C++ build and the sandbox (bubblewrap), a Python venv with torch and
 # triton (skipped when EGG_PYTHON names a Python that already has them), and the build. Idempotent.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -7,7 +7,7 @@ cd "$root"
 
 apt_packages=(build-essential cmake ninja-build pkg-config libcurl4-openssl-dev nlohmann-json3-dev
               libsqlite3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libssl-dev libtomlplusplus-dev
-              libkainjow-mustache-dev python3-venv)
+              libkainjow-mustache-dev python3-venv bubblewrap)
 missing=()
 for package in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

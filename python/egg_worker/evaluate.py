@@ -8,6 +8,8 @@ blocks of the reference outputs' sizes are filled with NaN, so that no stale ans
 torch.empty would land); after every call of
 candidate code check for patching, Triton launches, modified inputs and aliased outputs; on cuda run the last
 trial under the profiler to catch side streams; then the optional robustness trial and the timing.
+Candidate code runs inside fence.watching(): an attempt to leave the sandbox, or a process left running at the end,
+makes the candidate rejected and the worker tainted (egg_worker.fence).
 Request errors (bad task, bad fields) raise loader.RequestError; everything the candidate does becomes a status.
 """
 
@@ -20,7 +22,7 @@ from collections import OrderedDict
 
 import torch
 
-from egg_worker import gpulock, guards, launches, loader, timing
+from egg_worker import fence, gpulock, guards, launches, loader, timing
 from egg_worker.loader import CandidateError, RequestError, TaskError, one_line
 
 DEFAULT_TOL = 1e-4
@@ -403,6 +405,14 @@ class Context:
 
 
 def _check_patches(context: Context, when: str) -> None:
+    """Rejects (and taints the worker) after candidate code that tried to leave the sandbox or patched what the
+    snapshot guards (which is then restored)."""
+    violations = fence.take_violations()
+    if violations:
+        context.tainted = True
+        if guards.find_patches(context.snapshot):
+            guards.restore(context.snapshot)
+        raise Rejected(fence.describe(violations, when))
     patches = guards.find_patches(context.snapshot)
     if patches:
         guards.restore(context.snapshot)
@@ -424,9 +434,10 @@ def _cuda_still_usable(device: torch.device) -> bool:
 def run_candidate_code(context: Context, when: str, fn, *args):
     """Run candidate code: its result, or CandidateFailed / Rejected (patching is checked either way)."""
     try:
-        result = fn(*args)
-        if context.device.type == "cuda":
-            _synchronize(context.device)
+        with fence.watching():
+            result = fn(*args)
+            if context.device.type == "cuda":
+                _synchronize(context.device)
     except BaseException as error:
         failure = classify(error)
         if _is_out_of_memory(error) and context.device.type == "cuda":
@@ -653,7 +664,8 @@ def _unique(names) -> list:
 
 def _import_candidate(context: Context):
     try:
-        module = loader.load_candidate(context.request.candidate)
+        with fence.watching():
+            module = loader.load_candidate(context.request.candidate)
     except CandidateError as error:
         _check_patches(context, "import")
         raise CandidateFailed("compile_error", str(error)) from None
@@ -773,6 +785,15 @@ def _fail(result: dict, status: str, reason: str) -> None:
     result.update(status=status, reason=reason, correct=False)
 
 
+def end_stray_processes(processes_before: set) -> str | None:
+    """Kill what candidate code left running since `processes_before` (fence.descendants()); the reason, or None."""
+    strays = fence.stray_processes(processes_before)
+    if not strays:
+        return None
+    fence.kill(strays)
+    return fence.describe_strays(strays)
+
+
 def handle_evaluate(request: dict) -> dict:
     parsed = parse_request(request)
     result = _empty_result(parsed)
@@ -783,6 +804,7 @@ def handle_evaluate(request: dict) -> dict:
         context = Context(parsed, task, reference, (task.path, task.sha256, str(parsed.device), parsed.init_seed))
         context.snapshot = guards.take_snapshot(extra=[task.module, task.Model])
         threads_before = set(threading.enumerate())
+        processes_before = fence.descendants()
         try:
             _evaluate(context, result)
         except Rejected as rejection:
@@ -797,6 +819,11 @@ def handle_evaluate(request: dict) -> dict:
                 guards.restore(context.snapshot)
                 context.tainted = True
     _flag_new_threads(context, threads_before)
+    strays = end_stray_processes(processes_before)
+    if strays is not None:
+        context.tainted = True
+        if result["status"] != "rejected":
+            _fail(result, "rejected", strays)
     result["flags"] = context.flags
     result["worker_tainted"] = context.tainted
     result["io_bytes"] = context.io_bytes

@@ -22,7 +22,7 @@ import multiprocessing.connection
 import sys
 import time
 
-from egg_worker import loader
+from egg_worker import fence, loader
 
 PRECOMPILE_FUNCTION = "egg_precompile"
 START_METHOD = "forkserver"
@@ -42,7 +42,17 @@ def defines_precompile(path: str) -> bool:
 
 
 def precompile_one(path: str) -> tuple:
-    """(status, reason) of importing `path` and calling its egg_precompile(), if it defines one."""
+    """(status, reason) of importing `path` and calling its egg_precompile(), if it defines one; rejected when it
+    tried to leave the sandbox (egg_worker.fence)."""
+    with fence.watching():
+        status, reason = _precompile_one(path)
+    violations = fence.take_violations()
+    if violations:
+        return "rejected", fence.describe(violations, "precompile")
+    return status, reason
+
+
+def _precompile_one(path: str) -> tuple:
     try:
         module = loader.import_fresh(path, "egg_precompile")
     except BaseException as error:
@@ -63,6 +73,7 @@ def precompile_one(path: str) -> tuple:
 
 def _child_main(connection) -> None:
     """A pool process: announce readiness, then precompile each path received until None or EOF."""
+    fence.install()
     connection.send(_READY)
     while True:
         try:

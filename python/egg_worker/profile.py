@@ -3,7 +3,7 @@
 handle_profile(request) -> ProfileResult
     request: {task, candidate, device, seed, init_seed, ncu: path or null, timeout_s, peaks: optional
               {dram_bytes_per_s, fp32_flops_per_s, tf32_flops_per_s}}
-    result:  {status: ok | error, reason, ncu: {available, reason, command}, kernels: [ncu_csv record +
+    result:  {status: ok | error | rejected, reason, ncu: {available, reason, command}, kernels: [ncu_csv record +
               triton: bool + roofline (from its dram bytes, fp32 flops and duration, or null)],
               roofline: {roofline.roofline fields, note}, triton_kernels: [names]}
     The task roofline counts the minimum work on the reference (FlopCounterMode FLOPs; bytes of inputs,
@@ -11,7 +11,8 @@ handle_profile(request) -> ProfileResult
     under ncu). ncu runs `python -m egg_worker.ncu_target` once, with the worker's environment; its failure
     (no ncu, no counter access, no kernels, timeout) leaves status ok with ncu.available false and a
     one-line ncu.reason. status error means the task or candidate could not be built or run (on cpu the
-    candidate is built, not run). triton_kernels: the Triton kernels of the profiled forward (cuda; from
+    candidate is built, not run); rejected, that it tried to leave the sandbox or left processes running
+    (egg_worker.fence), and the worker is replaced. triton_kernels: the Triton kernels of the profiled forward (cuda; from
     the timing run when ncu failed), [] on cpu.
 
 measure_peaks(request) -> {dram_bytes_per_s, fp32_flops_per_s, tf32_flops_per_s, gpu_name, note}
@@ -34,7 +35,7 @@ import time
 
 import torch
 
-from egg_worker import ncu_csv, ncu_target, roofline
+from egg_worker import fence, ncu_csv, ncu_target, roofline
 
 DEFAULT_NCU = "/usr/local/cuda/bin/ncu"
 DEFAULT_TIMEOUT_S = 600.0
@@ -329,6 +330,16 @@ def profile_kernels(ncu, request, timeout_s, peaks):
 
 # ---------------------------------------------------------------- the op
 
+def _fenced(processes_before):
+    """Why the candidate is refused for what it tried beyond the sandbox or left running (egg_worker.fence)."""
+    violations = fence.take_violations()
+    strays = fence.stray_processes(processes_before)
+    fence.kill(strays)
+    if violations:
+        return fence.describe(violations, "profile")
+    return fence.describe_strays(strays) if strays else ""
+
+
 def handle_profile(request):
     started = time.monotonic()
     timeout_s = float(request.get("timeout_s") or DEFAULT_TIMEOUT_S)
@@ -337,10 +348,16 @@ def handle_profile(request):
         "status": "ok", "reason": "", "ncu": {"available": False, "reason": "", "command": []},
         "kernels": [], "roofline": None, "triton_kernels": [],
     }
+    processes_before = fence.descendants()
     try:
-        result["roofline"], result["triton_kernels"] = task_roofline(request)
+        with fence.watching():
+            result["roofline"], result["triton_kernels"] = task_roofline(request)
     except Exception as error:  # the task's or candidate's failure is a result, not a worker error
         result.update(status="error", reason=one_line(error))
+    refused = _fenced(processes_before)
+    if refused:
+        result.update(status="rejected", reason=refused)
+    if result["status"] != "ok":
         result["ncu"]["reason"] = "not run: the task or candidate failed"
         return result
     ncu = find_ncu(request.get("ncu"))

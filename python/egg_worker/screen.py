@@ -31,7 +31,7 @@ import time
 
 import torch
 
-from egg_worker import evaluate, gpulock, guards, launches, loader, precompile, timing
+from egg_worker import evaluate, fence, gpulock, guards, launches, loader, precompile, timing
 from egg_worker.evaluate import CandidateFailed, Rejected
 from egg_worker.loader import RequestError, one_line
 
@@ -116,7 +116,8 @@ def _import(session: Session, path: str):
     if not os.path.isfile(path):
         raise CandidateFailed("compile_error", f"candidate file not found: {path}")
     try:
-        return loader.load_candidate(path)
+        with fence.watching():
+            return loader.load_candidate(path)
     except (loader.CandidateError, RequestError) as error:
         evaluate._check_patches(session, "import")
         raise CandidateFailed("compile_error", str(error)) from None
@@ -169,6 +170,16 @@ def _screen_module(session: Session, module, entry: dict) -> None:
 
 def screen_one(session: Session, path: str, entry: dict) -> None:
     """Screen one candidate into `entry`; never raises for what the candidate does."""
+    processes_before = fence.descendants()
+    _screen_one(session, path, entry)
+    strays = evaluate.end_stray_processes(processes_before)
+    if strays is not None:
+        session.tainted = True
+        if entry["status"] != "rejected":
+            entry.update(status="rejected", reason=strays, time_ms=None)
+
+
+def _screen_one(session: Session, path: str, entry: dict) -> None:
     try:
         module = _import(session, path)
         try:

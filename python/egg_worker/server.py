@@ -15,7 +15,7 @@ import time
 import torch
 import triton
 
-from egg_worker import HARNESS_VERSION, baseline, capture, evaluate, faults, gpulock, launches, loader, screen
+from egg_worker import HARNESS_VERSION, baseline, capture, evaluate, faults, fence, gpulock, launches, loader, screen
 from egg_worker.protocol import FrameError, TruncatedFrame, encode_frame, read_frame
 
 
@@ -145,6 +145,7 @@ def _is_shutdown(request: dict) -> bool:
 def serve(frames_in, frames_out) -> int:
     configure_torch()
     launches.install()
+    fence.install()
     trace_dir = os.environ.get("EGG_WORKER_PROFILE")
     answer = RequestTrace(trace_dir).respond if trace_dir else respond
     while True:

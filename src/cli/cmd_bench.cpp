@@ -345,7 +345,8 @@ void RunWorker(const BenchCommand& command, GlobalOptions globals, int worker, i
     // Workers sharing a GPU take turns on it: every GPU section of the worker holds this lock.
     globals.gpu_lock = fmt::format("{}/.gpu{}.lock", command.out, gpu);
   }
-  HarnessSession session = OpenHarnessSession(globals, args.device, &args.eval);
+  HarnessSession session =
+      OpenHarnessSession(globals, args.device, &args.eval, PolicyForBackend(args.backend));
   harness::Evaluator evaluator(*session.worker, session.store.get());
   while (auto next = suite->Next()) {
     const auto& [task, index] = *next;

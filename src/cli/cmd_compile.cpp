@@ -46,7 +46,7 @@ int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
       throw UsageError("--design: seed must be 0.." + std::to_string(expert::kSeedFamilies - 1));
     }
   }
-  HarnessSession session = OpenHarnessSession(globals, args.device, &args.options);
+  HarnessSession session = OpenHarnessSession(globals, args.device, &args.options, SandboxPolicy::kOptional);
   expert::CaptureOptions capture;
   capture.device = args.options.device;
   capture.init_seed = args.options.init_seed;

@@ -138,7 +138,8 @@ CommandRunner RegisterEval(CLI::App& app, const GlobalOptions& globals) {
     if (!command->parsed()) {
       return -1;
     }
-    HarnessSession session = OpenHarnessSession(globals, args->device, &args->options);
+    HarnessSession session =
+        OpenHarnessSession(globals, args->device, &args->options, SandboxPolicy::kPreferred);
     harness::Evaluator evaluator(*session.worker, session.store.get());
     const harness::EvalResult result = evaluator.Evaluate(args->task, args->candidate, args->options);
     if (args->json) {

@@ -51,7 +51,8 @@ int RunOptimize(OptimizeCommand& command, const GlobalOptions& globals) {
   if (command.quick) {
     ApplyQuickSearch(&command.args);
   }
-  HarnessSession session = OpenHarnessSession(globals, command.args.device, &command.args.eval);
+  HarnessSession session = OpenHarnessSession(globals, command.args.device, &command.args.eval,
+                                              PolicyForBackend(command.args.backend));
   const std::string out_dir = command.args.out.empty()
                                   ? "egg-out/" + std::filesystem::path(task_path).stem().string()
                                   : command.args.out;

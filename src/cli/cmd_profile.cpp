@@ -76,7 +76,8 @@ CommandRunner RegisterProfile(CLI::App& app, const GlobalOptions& globals) {
     if (!command->parsed()) {
       return -1;
     }
-    HarnessSession session = OpenHarnessSession(globals, args->device, &args->options);
+    HarnessSession session =
+        OpenHarnessSession(globals, args->device, &args->options, SandboxPolicy::kPreferred);
     harness::Evaluator evaluator(*session.worker, session.store.get());
     const Json profile =
         evaluator.Profile(args->task, args->candidate, args->options, args->profile_timeout_s, args->ncu);

@@ -1,5 +1,8 @@
 #include "cli/context.h"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <sstream>
@@ -7,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/process.h"
 #include "harness/baselines.h"
 
 namespace egg::cli {
@@ -37,6 +41,79 @@ std::string PhysicalGpu(int gpu_index, const EnvMap& env) {
   return std::to_string(gpu_index);
 }
 
+constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
+constexpr uint64_t kDefaultMemoryShare = 2;  // a worker may hold up to 1/2 of the machine's memory
+
+uint64_t MemoryLimitBytes(double limit_gib) {
+  if (limit_gib >= 0) {
+    return static_cast<uint64_t>(limit_gib * kBytesPerGib);
+  }
+  const auto pages = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES));
+  return pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / kDefaultMemoryShare;
+}
+
+// What a sandboxed worker writes besides its scratch: the GPU lock file of egg bench and EGG_WORKER_PROFILE's
+// folder (python/egg_worker/server.py), created here so that they can be mounted.
+std::vector<std::string> WritableExtras(const GlobalOptions& options, const EnvMap& env) {
+  std::vector<std::string> paths;
+  if (!options.gpu_lock.empty()) {
+    const std::string lock = AbsolutePath(options.gpu_lock);
+    CreateDirectories(std::filesystem::path(lock).parent_path().string());
+    if (!FileExists(lock)) {
+      WriteFileAtomic(lock, "");
+    }
+    paths.push_back(lock);
+  }
+  if (auto trace = LookupEnv(env, "EGG_WORKER_PROFILE")) {
+    CreateDirectories(*trace);
+    paths.push_back(AbsolutePath(*trace));
+  }
+  return paths;
+}
+
+bool WantsSandbox(const std::string& mode, SandboxPolicy policy) {
+  if (mode == "on" || mode == "off") {
+    return mode == "on";
+  }
+  return policy != SandboxPolicy::kOptional;
+}
+
+// Prepares the sandbox the options and policy ask for into `config`; throws ConfigError when it is required
+// and cannot start, warns once on stderr when it is only preferred.
+SandboxState ChooseSandbox(const GlobalOptions& options, SandboxPolicy policy, const EnvMap& env, bool gpu,
+                           harness::WorkerConfig* config) {
+  if (!WantsSandbox(options.sandbox, policy)) {
+    return {false, options.sandbox == "off"
+                       ? "--no-sandbox: candidates ran without the sandbox"
+                       : "expert backend: egg wrote the candidates; they ran without the "
+                         "sandbox (--sandbox runs them in it)"};
+  }
+  if (!FindExecutable(config->python)) {  // the worker's own start error, not the sandbox's
+    throw WorkerError("the worker (" + config->python + " -m egg_worker) did not start: no such interpreter");
+  }
+  harness::SandboxSetup setup;
+  setup.bwrap = options.bwrap.empty() ? LookupEnv(env, "EGG_BWRAP").value_or("") : options.bwrap;
+  setup.python = config->python;
+  setup.root = config->root;
+  setup.egg_home = EggHome(env);
+  setup.home = LookupEnv(env, "HOME").value_or("/root");
+  setup.gpu = gpu;
+  setup.env = config->env;
+  setup.writable = WritableExtras(options, env);
+  harness::PreparedSandbox prepared = harness::PrepareSandbox(setup);
+  if (prepared.spec) {
+    config->sandbox = std::move(prepared.spec);
+    return {true, "candidates ran in the bubblewrap sandbox (" + config->sandbox->bwrap + ")"};
+  }
+  if (options.sandbox == "on" || policy == SandboxPolicy::kRequired) {
+    throw ConfigError("the sandbox cannot start: " + prepared.problem +
+                      "; pass --no-sandbox to run candidates without it");
+  }
+  fmt::print(stderr, "egg: warning: running candidates without a sandbox: {} (--no-sandbox silences this)\n",
+             prepared.problem);
+  return {false, "the sandbox could not start: " + prepared.problem};
+}
+
 }  // namespace
 
 void AddGlobalOptions(CLI::App& app, GlobalOptions* options) {
@@ -45,6 +122,14 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* options) {
                  "Python interpreter with torch and triton for the worker (default: $EGG_PYTHON, then "
                  ".venv/bin/python)");
   app.add_flag("--no-store", options->no_store, "Do not read or write the store");
+  app.add_flag("--sandbox{on},--no-sandbox{off}", options->sandbox,
+               "Run candidates in the bubblewrap sandbox, or not (default: on for eval, profile and the LLM "
+               "backend, off for the expert backend)");
+  app.add_option("--bwrap", options->bwrap,
+                 "bubblewrap binary for the sandbox (default: $EGG_BWRAP, then PATH)");
+  app.add_option(
+      "--memory-limit", options->memory_limit_gib,
+      "Kill a worker whose processes hold more memory, GiB (default: half the machine's; 0: none)");
 }
 
 void AddEvalOptions(CLI::App& command, harness::EvalOptions* options, std::string* device_flag) {
@@ -117,7 +202,8 @@ std::string ResolveDevice(const std::string& flag, const EnvMap& env) {
 }
 
 std::unique_ptr<harness::PythonWorker> MakeWorker(const GlobalOptions& options, const std::string& device,
-                                                  int gpu_index, const EnvMap& env) {
+                                                  int gpu_index, const EnvMap& env, SandboxPolicy policy,
+                                                  SandboxState* sandbox) {
   harness::WorkerConfig config;
   config.root = EggRoot(env);
   if (!FileExists(config.root + "/python/egg_worker/__main__.py")) {
@@ -126,6 +212,7 @@ std::unique_ptr<harness::PythonWorker> MakeWorker(const GlobalOptions& options, 
   }
   config.python = WorkerPython(env, options.python);
   config.log_dir = EggHome(env) + "/logs";
+  config.memory_limit_bytes = MemoryLimitBytes(options.memory_limit_gib);
   EnvMap extra = {{"PYTHONPATH", config.root + "/python"}, {"PYTHONUNBUFFERED", "1"}};
   if (device == "cpu") {
     extra["TRITON_INTERPRET"] = "1";
@@ -134,10 +221,15 @@ std::unique_ptr<harness::PythonWorker> MakeWorker(const GlobalOptions& options, 
     extra["TRITON_INTERPRET"] = "0";
     extra["CUDA_VISIBLE_DEVICES"] = PhysicalGpu(gpu_index, env);
     if (!options.gpu_lock.empty()) {
-      extra["EGG_GPU_LOCK"] = options.gpu_lock;  // python/egg_worker/gpulock.py
+      extra["EGG_GPU_LOCK"] = AbsolutePath(options.gpu_lock);  // python/egg_worker/gpulock.py
     }
   }
   config.env = WorkerEnvironment(env, extra);
+  *sandbox = ChooseSandbox(options, policy, env, device != "cpu", &config);
+  if (config.sandbox) {
+    extra.merge(harness::SandboxEnvironment(*config.sandbox));
+    config.env = WorkerEnvironment(env, extra);
+  }
   return std::make_unique<harness::PythonWorker>(std::move(config));
 }
 
@@ -150,12 +242,12 @@ std::unique_ptr<store::Store> OpenStore(const GlobalOptions& options, const EnvM
 }
 
 HarnessSession OpenHarnessSession(const GlobalOptions& globals, const std::string& device_flag,
-                                  harness::EvalOptions* options) {
+                                  harness::EvalOptions* options, SandboxPolicy policy) {
   const EnvMap env = CurrentEnvironment();
   options->device = ResolveDevice(device_flag, env);
   HarnessSession session;
   session.store = OpenStore(globals, env);
-  session.worker = MakeWorker(globals, options->device, options->gpu_index, env);
+  session.worker = MakeWorker(globals, options->device, options->gpu_index, env, policy, &session.sandbox);
   return session;
 }
 

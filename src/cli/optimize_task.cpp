@@ -282,7 +282,8 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
                        search,
                        graph ? ExpertSection(*graph, task_source, task_name, result.final, final_eval) : Json(),
                        notes};
-  const Json report = report::BuildRunReport(result, meta, final_eval ? &*final_eval : nullptr);
+  Json report = report::BuildRunReport(result, meta, final_eval ? &*final_eval : nullptr);
+  report["sandbox"] = session.sandbox.ToJson();
   WriteFileAtomic(out_dir + "/report.json", report.dump(2) + "\n");
   WriteFileAtomic(out_dir + "/trajectory.md", report::TrajectoryMarkdown(report));
   if (store != nullptr) {

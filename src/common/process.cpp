@@ -5,7 +5,43 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
 namespace egg {
+namespace {
+
+// The parent of process `pid` from /proc/<pid>/stat (after the command name, which may hold spaces), or -1.
+pid_t ParentOf(const std::string& pid) {
+  std::ifstream stat("/proc/" + pid + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  const auto name_end = text.rfind(')');
+  if (name_end == std::string::npos) {
+    return -1;
+  }
+  std::istringstream fields(text.substr(name_end + 1));
+  std::string state;
+  pid_t parent = -1;
+  fields >> state >> parent;
+  return parent;
+}
+
+uint64_t AnonBytes(pid_t pid) {
+  std::ifstream statm("/proc/" + std::to_string(pid) + "/statm");
+  uint64_t size_pages = 0;
+  uint64_t resident_pages = 0;
+  uint64_t shared_pages = 0;
+  if (!(statm >> size_pages >> resident_pages >> shared_pages) || shared_pages > resident_pages) {
+    return 0;
+  }
+  return (resident_pages - shared_pages) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
 
 int RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log_path) {
   if (argv.empty()) {
@@ -39,6 +75,44 @@ int RunProcess(const std::vector<std::string>& argv, const std::vector<std::stri
   while (waitpid(pid, &status, 0) < 0) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::optional<std::string> FindExecutable(const std::string& name_or_path) {
+  auto executable = [](const std::string& path) { return access(path.c_str(), X_OK) == 0; };
+  if (name_or_path.find('/') != std::string::npos) {
+    return executable(name_or_path) ? std::optional<std::string>(name_or_path) : std::nullopt;
+  }
+  const char* path = getenv("PATH");
+  std::istringstream folders(path != nullptr ? path : "/usr/bin:/bin");
+  std::string folder;
+  while (std::getline(folders, folder, ':')) {
+    if (!folder.empty() && executable(folder + "/" + name_or_path)) {
+      return folder + "/" + name_or_path;
+    }
+  }
+  return std::nullopt;
+}
+
+uint64_t ProcessTreeAnonBytes(pid_t root) {
+  std::multimap<pid_t, pid_t> children;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") == std::string::npos) {
+      children.emplace(ParentOf(name), static_cast<pid_t>(std::stol(name)));
+    }
+  }
+  uint64_t total = 0;
+  std::deque<pid_t> pending = {root};
+  while (!pending.empty()) {
+    const pid_t pid = pending.front();
+    pending.pop_front();
+    total += AnonBytes(pid);
+    for (auto [child, end] = children.equal_range(pid); child != end; ++child) {
+      pending.push_back(child->second);
+    }
+  }
+  return total;
 }
 
 }  // namespace egg

@@ -1,12 +1,24 @@
-// Runs a helper program to completion (egg bench's report generator). Returns its exit status, or -1 when it
-// could not be started; its output is appended to `log_path` (empty: inherited).
+// Child processes. RunProcess runs a helper program to completion (egg bench's report generator, the
+// sandbox's trial start) and returns its exit status, or -1 when it could not be started; its output is
+// appended to `log_path` (empty: inherited).
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace egg {
 
 int RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log_path);
+
+// `name_or_path` when it holds a '/' and is executable, else the first executable of that name on $PATH.
+std::optional<std::string> FindExecutable(const std::string& name_or_path);
+
+// The resident anonymous memory (resident minus file-backed and shared pages) of `root` and every process
+// descended from it, in bytes, read from /proc; 0 when none can be read.
+uint64_t ProcessTreeAnonBytes(pid_t root);
 
 }  // namespace egg

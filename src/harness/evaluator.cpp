@@ -378,6 +378,9 @@ Json Evaluator::Profile(const std::string& task_file, const std::string& candida
     throw WorkerError(ErrorText(call.response));
   }
   Json result = call.response["result"];
+  if (result.value("status", "") == "rejected") {
+    worker_.Restart();  // it tried to leave the sandbox or left processes running
+  }
   const std::string task_hash = FileSha256Hex(task_path);
   const std::string candidate_hash = FileSha256Hex(candidate_path);
   result["key"] = CacheKey("profile", task_hash, candidate_hash, OptionsKeyJson(options));

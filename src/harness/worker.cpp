@@ -1,6 +1,8 @@
 #include "harness/worker.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -15,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/process.h"
 #include "harness/frame.h"
 
 namespace egg::harness {
@@ -24,22 +27,26 @@ constexpr size_t kStderrTailBytes = 1500;
 constexpr int kChildExecFailed = 127;
 constexpr auto kReapPollInterval = std::chrono::milliseconds(10);
 constexpr auto kReapPatience = std::chrono::seconds(5);
+constexpr auto kMemoryCheckInterval = std::chrono::milliseconds(200);
+constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
 
 std::string SignalName(int signal_number) {
   const char* description = strsignal(signal_number);
   return "signal " + std::to_string(signal_number) + " (" + (description ? description : "?") + ")";
 }
 
-[[noreturn]] void ExecWorker(const WorkerConfig& config, int stdin_fd, int stdout_fd, int log_fd) {
+[[noreturn]] void ExecWorker(const WorkerConfig& config, std::vector<std::string> args, int stdin_fd,
+                             int stdout_fd, int log_fd) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   setpgid(0, 0);
   dup2(stdin_fd, STDIN_FILENO);
   dup2(stdout_fd, STDOUT_FILENO);
   dup2(log_fd, STDERR_FILENO);
+  close_range(STDERR_FILENO + 1, ~0U,
+              0);  // nothing else of egg's (store, LLM connections) reaches a candidate
   if (chdir(config.root.c_str()) != 0) {
     _exit(kChildExecFailed);
   }
-  std::vector<std::string> args = {config.python, "-u", "-m", "egg_worker"};
   std::vector<char*> argv;
   for (auto& arg : args) {
     argv.push_back(arg.data());
@@ -53,6 +60,10 @@ std::string SignalName(int signal_number) {
   envp.push_back(nullptr);
   execvpe(argv[0], argv.data(), envp.data());
   _exit(kChildExecFailed);
+}
+
+std::string Gib(uint64_t bytes) {
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kBytesPerGib);
 }
 
 }  // namespace
@@ -79,10 +90,26 @@ PythonWorker::~PythonWorker() {
     WriteFrame(to_worker_, R"({"id":0,"op":"shutdown"})", &ignored);
     Kill();
   }
+  if (config_.sandbox) {
+    RemoveSandboxFolders(*config_.sandbox);
+  }
+}
+
+std::vector<std::string> PythonWorker::CommandLine() const {
+  std::vector<std::string> args;
+  if (config_.sandbox) {
+    args = BwrapArguments(*config_.sandbox, RealHost());
+  }
+  args.insert(args.end(), {config_.python, "-u", "-m", "egg_worker"});
+  return args;
 }
 
 void PythonWorker::Start() {
   CreateDirectories(config_.log_dir);
+  if (config_.sandbox) {
+    ResetScratch(*config_.sandbox);
+  }
+  const std::vector<std::string> command = CommandLine();
   std::array<int, 2> request_pipe{};
   std::array<int, 2> response_pipe{};
   if (pipe2(request_pipe.data(), O_CLOEXEC) != 0 || pipe2(response_pipe.data(), O_CLOEXEC) != 0) {
@@ -99,7 +126,7 @@ void PythonWorker::Start() {
     throw WorkerError(std::string("fork failed: ") + std::strerror(errno));
   }
   if (pid == 0) {
-    ExecWorker(config_, request_pipe[0], response_pipe[1], log_fd);
+    ExecWorker(config_, command, request_pipe[0], response_pipe[1], log_fd);
   }
   setpgid(pid, pid);
   close(request_pipe[0]);
@@ -168,8 +195,10 @@ std::string PythonWorker::DescribeDeath() {
   }
   std::string how = "worker closed its pipe";
   if (reaped == pid_) {
-    if (WIFSIGNALED(status)) {
-      how = "worker died: " + SignalName(WTERMSIG(status));
+    const auto sandboxed_signal =
+        config_.sandbox && WIFEXITED(status) ? SignalFromBwrapExit(WEXITSTATUS(status)) : std::nullopt;
+    if (WIFSIGNALED(status) || sandboxed_signal) {
+      how = "worker died: " + SignalName(sandboxed_signal ? *sandboxed_signal : WTERMSIG(status));
     } else if (WIFEXITED(status)) {
       how = "worker exited with code " + std::to_string(WEXITSTATUS(status));
     }
@@ -197,6 +226,12 @@ CallResult PythonWorker::Exchange(const Json& request, double timeout_s) {
   if (!WriteFrame(to_worker_, framed.dump(), &error)) {
     result.outcome = CallOutcome::kCrashed;
     result.detail = DescribeDeath();
+    return result;
+  }
+  std::string over_limit;
+  if (!AwaitAnswer(deadline, &over_limit)) {
+    result.outcome = CallOutcome::kCrashed;
+    result.detail = over_limit;
     return result;
   }
   FrameRead read = ReadFrame(from_worker_, deadline);
@@ -231,9 +266,32 @@ CallResult PythonWorker::Exchange(const Json& request, double timeout_s) {
   return result;
 }
 
+bool PythonWorker::AwaitAnswer(std::chrono::steady_clock::time_point deadline, std::string* why) {
+  if (config_.memory_limit_bytes == 0) {
+    return true;
+  }
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd descriptor{from_worker_, POLLIN, 0};
+    if (poll(&descriptor, 1, static_cast<int>(kMemoryCheckInterval.count())) != 0) {
+      return true;  // an answer, end of file or an error: ReadFrame tells which
+    }
+    const uint64_t used = ProcessTreeAnonBytes(pid_);
+    if (used > config_.memory_limit_bytes) {
+      Kill();
+      *why = "the worker's processes held " + Gib(used) + " of memory, over the limit of " +
+             Gib(config_.memory_limit_bytes) + " (--memory-limit); the worker was killed (SIGKILL)";
+      return false;
+    }
+  }
+  return true;
+}
+
 CallResult PythonWorker::Call(Json request, double timeout_s) {
   if (pid_ <= 0) {
     Start();
+  }
+  if (config_.sandbox) {
+    StageRequestFiles(&request, config_.sandbox->inbox);
   }
   return Exchange(request, timeout_s);
 }

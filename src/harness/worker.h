@@ -1,17 +1,23 @@
 // One long-lived Python worker process (python -m egg_worker) and the channel to it.
 //
-// Call() sends one request frame and waits for its response under a hard wall-clock limit; on timeout the
-// worker's whole process group gets SIGKILL. A dead or killed worker is started afresh by the next Call().
-// A Worker is used from one thread at a time.
+// Call() sends one request frame and waits for its response under a hard wall-clock limit and, if set, a
+// limit on the memory of the worker's processes; past either the worker's whole process group gets SIGKILL. A
+// dead or killed worker is started afresh by the next Call(). With a sandbox the worker runs inside
+// bubblewrap and the files a request names are staged into the sandbox's inbox. A Worker is used from one
+// thread at a time.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/json.h"
+#include "harness/sandbox.h"
 
 namespace egg::harness {
 
@@ -42,6 +48,8 @@ struct WorkerConfig {
   std::vector<std::string> env;      // complete, secret-free environment ("NAME=value")
   std::string log_dir;               // the worker's stderr goes to a file here
   double startup_timeout_s = 300.0;  // for spawn + hello (torch import, CUDA init)
+  std::optional<SandboxSpec> sandbox;  // run inside this sandbox (its folders are removed with the worker)
+  uint64_t memory_limit_bytes = 0;  // kill past this much anonymous memory in the worker's processes; 0: none
 };
 
 class PythonWorker : public WorkerChannel {
@@ -62,6 +70,10 @@ class PythonWorker : public WorkerChannel {
   void Start();
   void Kill();
   CallResult Exchange(const Json& request, double timeout_s);
+  // Waits until the worker answers or the deadline passes; false (the worker killed, *why set) when its
+  // processes went over the memory limit first.
+  bool AwaitAnswer(std::chrono::steady_clock::time_point deadline, std::string* why);
+  std::vector<std::string> CommandLine() const;
   std::string DescribeDeath();
   std::string StderrTail() const;
 

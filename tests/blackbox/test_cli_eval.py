@@ -120,7 +120,8 @@ def test_second_ask_returns_the_stored_row(egg):
 
 def test_secrets_never_reach_the_worker_store_or_logs(egg):
     secret = "sk-egg-test-secret-0123456789"
-    proc, result = egg.eval_json("task_relu.py", "relu_env_dump.py",
+    # without the sandbox (whose read-only inbox keeps the dump from being written): the environment scrub alone
+    proc, result = egg.eval_json("task_relu.py", "relu_env_dump.py", "--no-sandbox",
                                  env={"OPENAI_API_KEY": secret, "ANTHROPIC_API_KEY": secret + "-a",
                                       "TORCH_LOGS_EXTRA": secret})
     assert result["status"] == "ok", result["reason"]
