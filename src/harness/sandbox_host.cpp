@@ -179,6 +179,11 @@ SandboxSpec BuildSpec(const SandboxSetup& setup, const std::string& bwrap, const
   if (getuid() == 0) {
     spec.hidden.insert(spec.hidden.end(), kRootOnlyEtc.begin(), kRootOnlyEtc.end());
   }
+  // bwrap cannot hide what is not there (it would create a mount point in a read-only /etc)
+  std::erase_if(spec.hidden, [](const std::string& path) {
+    std::error_code error;
+    return !fs::exists(fs::symlink_status(path, error));
+  });
   spec.workdir = setup.root;
   spec.gpu = setup.gpu;
   return spec;
