@@ -22,8 +22,9 @@ struct Outcome {
 
 class FakeEvaluator : public CandidateEvaluator {
  public:
-  harness::EvalResult Evaluate(const std::string& candidate_path) override {
-    const std::string source = ReadFile(candidate_path);
+  harness::EvalResult Evaluate(const CandidateFile& candidate) override {
+    files.push_back(candidate);
+    const std::string source = ReadFile(candidate.path);
     const std::string name = source.substr(source.find(' ') + 1);
     ++evaluations[name];
     const Outcome outcome = outcomes.count(name) ? outcomes[name] : Outcome{};
@@ -48,9 +49,11 @@ class FakeEvaluator : public CandidateEvaluator {
   }
   int SmCount() override { return 132; }
 
-  std::vector<harness::ScreenResult> Screen(const std::vector<std::string>& paths) override {
+  std::vector<harness::ScreenResult> Screen(const std::vector<CandidateFile>& candidates) override {
     std::vector<harness::ScreenResult> results;
-    for (const std::string& path : paths) {
+    for (const CandidateFile& candidate : candidates) {
+      const std::string& path = candidate.path;
+      files.push_back(candidate);
       const std::string source = ReadFile(path);
       const std::string name = source.substr(source.find(' ') + 1);
       ++screened[name];
@@ -70,6 +73,7 @@ class FakeEvaluator : public CandidateEvaluator {
   std::map<std::string, Outcome> outcomes;
   std::map<std::string, int> evaluations;
   std::map<std::string, int> screened;
+  std::vector<CandidateFile> files;  // every file evaluated or screened, with its origin
   int profiles = 0;
 };
 
