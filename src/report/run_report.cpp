@@ -160,6 +160,19 @@ std::string ProvenanceMarkdown(const Json& provenance) {
   return out;
 }
 
+// The hybrid backend's LLM design moves refused by the compiler's rules, and why the LLM stopped, if it did.
+std::string HybridMarkdown(const Json& hybrid) {
+  std::string out;
+  for (const Json& refused : hybrid.value("refused_moves", Json::array())) {
+    out += fmt::format("- refused LLM design move in {}: {} ({})\n", refused.value("stage", ""),
+                       refused.value("move", Json()).dump(), refused.value("rule", ""));
+  }
+  if (const Json stopped = hybrid.value("llm_stopped", Json()); stopped.is_string()) {
+    out += "- the LLM stopped: " + stopped.get<std::string>() + "; the expert's search went on\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 Json ProvenanceJson(const pipeline::RunResult& result, const Json& llm) {
@@ -309,12 +322,8 @@ std::string TrajectoryMarkdown(const Json& report) {
   if (report.value("provenance", Json()).is_object()) {
     out += ProvenanceMarkdown(report["provenance"]);
   }
-  for (const Json& refused : report.value("hybrid", Json::object()).value("refused_moves", Json::array())) {
-    out += fmt::format("- refused LLM design move in {}: {} ({})\n", refused.value("stage", ""),
-                       refused.value("move", Json()).dump(), refused.value("rule", ""));
-  }
-  if (const Json stopped = report.value("hybrid", Json::object()).value("llm_stopped", Json()); stopped.is_string()) {
-    out += "- the LLM stopped: " + stopped.get<std::string>() + "; the expert's search went on\n";
+  if (const Json hybrid = report.value("hybrid", Json()); hybrid.is_object()) {
+    out += HybridMarkdown(hybrid);
   }
   return out;
 }
