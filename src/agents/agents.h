@@ -84,7 +84,8 @@ struct Backend {
   std::unique_ptr<ProfileAgent> profile;
   std::unique_ptr<CodeAgent> code;
   std::unique_ptr<DebugAgent> debug;
-  std::function<Json()> details;  // a backend's own report section (hybrid: the LLM's refused moves); may be empty
+  std::function<Json()>
+      details;  // a backend's own report section (hybrid: the LLM's refused moves); may be empty
 };
 
 }  // namespace egg::agents

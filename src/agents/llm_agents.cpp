@@ -244,16 +244,17 @@ class LlmDesignCodeAgent : public CodeAgent {
          {"incumbent_summary", context.incumbent_summary.empty() ? "none" : context.incumbent_summary},
          {"accepted", context.accepted_decisions.empty() ? "none" : context.accepted_decisions},
          {"request_tag", RequestTag(context, "code", index, count)}});
-    const std::function<Parsed<CodeProposal>(const std::string&)> parse = [this, &context](const std::string& reply) {
-      Parsed<HybridReply> parsed = ParseHybridReply(reply);
-      if (!parsed.value) {
-        return Parsed<CodeProposal>{std::nullopt, parsed.problem};
-      }
-      if (parsed.value->edit) {
-        return Parsed<CodeProposal>{parsed.value->edit, ""};
-      }
-      return realizer_.Realize(context, parsed.value->move);
-    };
+    const std::function<Parsed<CodeProposal>(const std::string&)> parse =
+        [this, &context](const std::string& reply) {
+          Parsed<HybridReply> parsed = ParseHybridReply(reply);
+          if (!parsed.value) {
+            return Parsed<CodeProposal>{std::nullopt, parsed.problem};
+          }
+          if (parsed.value->edit) {
+            return Parsed<CodeProposal>{parsed.value->edit, ""};
+          }
+          return realizer_.Realize(context, parsed.value->move);
+        };
     return conversation_->Ask<CodeProposal>("code", context.stage, system, user, parse);
   }
 
@@ -274,16 +275,18 @@ Parsed<HybridReply> ParseHybridReply(const std::string& reply) {
   }
   const auto move = JsonObjectIn(reply);
   if (!move || !move->contains("kernel") || !move->contains("field") || !move->contains("value")) {
-    return {std::nullopt,
-            "neither a design move (a JSON object with \"kernel\", \"field\" and \"value\") nor a source edit (a "
-            "```python block with the whole file)"};
+    return {
+        std::nullopt,
+        "neither a design move (a JSON object with \"kernel\", \"field\" and \"value\") nor a source edit (a "
+        "```python block with the whole file)"};
   }
   return {HybridReply{std::nullopt, *move}, ""};
 }
 
 std::unique_ptr<CodeAgent> MakeLlmDesignCodeAgent(llm::LlmClient& client, store::Store* store,
                                                   const LlmAgentConfig& config, DesignRealizer& realizer) {
-  return std::make_unique<LlmDesignCodeAgent>(std::make_shared<Conversation>(client, store, config), realizer);
+  return std::make_unique<LlmDesignCodeAgent>(std::make_shared<Conversation>(client, store, config),
+                                              realizer);
 }
 
 std::string StopReasonName(StopReason reason) {

@@ -32,7 +32,8 @@ class DesignRealizer {
   // The design record the LLM may move from, as prompt text (its kernels, their designs and legal values);
   // "none" when the incumbent has none.
   virtual std::string DesignRecord(const StageContext& context) = 0;
-  // A design move ({"kernel", "field", "value", "description"}) realized as a candidate, or the rule it breaks.
+  // A design move ({"kernel", "field", "value", "description"}) realized as a candidate, or the rule it
+  // breaks.
   virtual Parsed<CodeProposal> Realize(const StageContext& context, const Json& move) = 0;
 };
 

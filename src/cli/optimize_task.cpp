@@ -280,17 +280,18 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
     final_eval = FinalEvaluation(evaluator, session, task_path, final_path, *result.final, args);
   }
   Report(args.pipeline.progress, DoneEvent(result, final_eval));
-  report::RunMeta meta{run_id,
-                       task_path,
-                       task_hash,
-                       args.backend,
-                       args.eval.device,
-                       model_name,
-                       use_llm ? LlmUsageJson(store, run_id, *client) : Json::object(),
-                       search,
-                       backend.details ? backend.details() : Json(),
-                       graph ? ExpertSection(*graph, task_source, task_name, result.final, final_eval) : Json(),
-                       notes};
+  report::RunMeta meta{
+      run_id,
+      task_path,
+      task_hash,
+      args.backend,
+      args.eval.device,
+      model_name,
+      use_llm ? LlmUsageJson(store, run_id, *client) : Json::object(),
+      search,
+      backend.details ? backend.details() : Json(),
+      graph ? ExpertSection(*graph, task_source, task_name, result.final, final_eval) : Json(),
+      notes};
   const Json report = report::BuildRunReport(result, meta, final_eval ? &*final_eval : nullptr);
   WriteFileAtomic(out_dir + "/report.json", report.dump(2) + "\n");
   WriteFileAtomic(out_dir + "/trajectory.md", report::TrajectoryMarkdown(report));
@@ -354,7 +355,8 @@ void AddSearchOptions(CLI::App& command_ref, OptimizeArgs* args) {
       ->check(CLI::PositiveNumber);
   command
       ->add_flag("--cpu-wall-tuning", args->cpu_wall_tuning,
-                 "Device cpu, expert and hybrid: run the measured stages on the interpreter's wall clock (for tests; "
+                 "Device cpu, expert and hybrid: run the measured stages on the interpreter's wall clock "
+                 "(for tests; "
                  "not performance figures)")
       ->group("");
   command->add_flag("--no-profile", [args](std::int64_t) { args->pipeline.profile = false; },

@@ -8,9 +8,11 @@
 namespace egg::expert {
 namespace {
 
-const std::set<std::string> kIntegerFields = {"xblock", "rblock", "yblock", "split", "num_warps", "num_stages"};
+const std::set<std::string> kIntegerFields = {"xblock", "rblock",    "yblock",
+                                              "split",  "num_warps", "num_stages"};
 const std::set<std::string> kTextFields = {"algorithm", "precision"};
-const std::set<std::string> kPlanFields = {"fuse_reductions", "fuse_epilogues", "cuda_graph", "fuse_attention"};
+const std::set<std::string> kPlanFields = {"fuse_reductions", "fuse_epilogues", "cuda_graph",
+                                           "fuse_attention"};
 
 std::string Names(const std::set<std::string>& names) {
   std::string out;
@@ -28,24 +30,29 @@ std::string FitsRule(const KernelPlan& kernel) {
   switch (kernel.kind) {
     case KernelKind::kMatmul:
       return common +
-             "; matmul: algorithm tiled, splitk (split >= 2 and K >= split * rblock), nhwc, aligned, gemv or direct "
-             "where the product allows it, xblock/yblock/rblock powers of two in [16, 256], precision ieee, tf32 "
+             "; matmul: algorithm tiled, splitk (split >= 2 and K >= split * rblock), nhwc, aligned, gemv or "
+             "direct "
+             "where the product allows it, xblock/yblock/rblock powers of two in [16, 256], precision ieee, "
+             "tf32 "
              "or tf32x3";
     case KernelKind::kAttention:
-      return common + "; attention: algorithm flash, xblock and yblock powers of two in [16, 128], precision tf32 "
-                      "or tf32x3";
+      return common +
+             "; attention: algorithm flash, xblock and yblock powers of two in [16, 128], precision tf32 "
+             "or tf32x3";
     case KernelKind::kRecurrent:
       return common + "; recurrent: algorithm sequential, xblock/yblock/rblock powers of two in [16, 128]";
     default:
       return common + "; " + KernelKindName(kernel.kind) +
-             ": an algorithm of its kind, rblock a power of two covering the row where the algorithm is persistent";
+             ": an algorithm of its kind, rblock a power of two covering the row where the algorithm is "
+             "persistent";
   }
 }
 
 MoveCheck CheckPlanMove(const Candidate& incumbent, const std::string& field, const Json& value,
                         const std::string& description) {
   if (kPlanFields.count(field) == 0) {
-    return Refuse(fmt::format("unknown plan field '{}': the plan's fields are {}", field, Names(kPlanFields)));
+    return Refuse(
+        fmt::format("unknown plan field '{}': the plan's fields are {}", field, Names(kPlanFields)));
   }
   if (!value.is_boolean()) {
     return Refuse(fmt::format("plan.{} takes true or false", field));
@@ -76,9 +83,10 @@ std::string SetField(KernelDesign* design, const std::string& field, const Json&
     if (field == "num_warps" || field == "num_stages") {
       (field == "num_warps" ? design->num_warps : design->num_stages) = static_cast<int>(number);
     } else {
-      (field == "xblock" ? design->xblock : field == "rblock" ? design->rblock
-                                        : field == "yblock"   ? design->yblock
-                                                              : design->split) = number;
+      (field == "xblock"   ? design->xblock
+       : field == "rblock" ? design->rblock
+       : field == "yblock" ? design->yblock
+                           : design->split) = number;
     }
     return "";
   }
@@ -129,13 +137,14 @@ MoveCheck CheckDesignMove(const Candidate& incumbent, const Json& request) {
     return Refuse(fmt::format("the move changes nothing: {}.{} is already {}", name, field, value.dump()));
   }
   if (!DesignFits(*kernel, design)) {
-    return Refuse(fmt::format("DesignFits: {} {} = {} is not a legal design for this kernel ({})", name, field,
-                              value.dump(), FitsRule(*kernel)));
+    return Refuse(fmt::format("DesignFits: {} {} = {} is not a legal design for this kernel ({})", name,
+                              field, value.dump(), FitsRule(*kernel)));
   }
   if (!WorthMeasuring(*kernel, design)) {
-    return Refuse(fmt::format("WorthMeasuring: {} {} = {} does not fit one program's registers or shared memory "
-                              "with num_warps {}",
-                              name, field, value.dump(), design.num_warps));
+    return Refuse(
+        fmt::format("WorthMeasuring: {} {} = {} does not fit one program's registers or shared memory "
+                    "with num_warps {}",
+                    name, field, value.dump(), design.num_warps));
   }
   CandidateDesign moved = incumbent.design;
   moved.kernels[name] = design;
@@ -145,14 +154,17 @@ MoveCheck CheckDesignMove(const Candidate& incumbent, const Json& request) {
 Json DesignRecordJson(const Candidate& incumbent) {
   Json kernels = Json::array();
   for (const KernelReport& kernel : incumbent.kernels) {
-    kernels.push_back(
-        Json{{"name", kernel.name}, {"kind", kernel.kind}, {"ops", kernel.ops}, {"design", kernel.design.ToJson()}});
+    kernels.push_back(Json{{"name", kernel.name},
+                           {"kind", kernel.kind},
+                           {"ops", kernel.ops},
+                           {"design", kernel.design.ToJson()}});
   }
   return Json{{"kernels", kernels},
-              {"plan", {{"fuse_reductions", incumbent.design.plan.fuse_reductions},
-                        {"fuse_epilogues", incumbent.design.plan.fuse_epilogues},
-                        {"cuda_graph", incumbent.design.plan.cuda_graph},
-                        {"fuse_attention", incumbent.design.plan.fuse_attention}}},
+              {"plan",
+               {{"fuse_reductions", incumbent.design.plan.fuse_reductions},
+                {"fuse_epilogues", incumbent.design.plan.fuse_epilogues},
+                {"cuda_graph", incumbent.design.plan.cuda_graph},
+                {"fuse_attention", incumbent.design.plan.fuse_attention}}},
               {"pytorch_ops", incumbent.pytorch_ops}};
 }
 

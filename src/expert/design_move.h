@@ -1,6 +1,7 @@
-// Design moves proposed from outside the compiler (the hybrid backend's LLM): one field of one kernel's design
-// record, or one plan option, checked against the compiler's legality rules (DesignFits, WorthMeasuring)
-// before anything is generated. A refusal is a value: the rule the move breaks, in words the LLM can act on.
+// Design moves proposed from outside the compiler (the hybrid backend's LLM): one field of one kernel's
+// design record, or one plan option, checked against the compiler's legality rules (DesignFits,
+// WorthMeasuring) before anything is generated. A refusal is a value: the rule the move breaks, in words the
+// LLM can act on.
 #pragma once
 
 #include <optional>

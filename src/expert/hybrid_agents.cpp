@@ -27,7 +27,8 @@ class HybridState : public agents::DesignRealizer {
     return base ? DesignRecordJson(base->second).dump(2) : "none";
   }
 
-  agents::Parsed<agents::CodeProposal> Realize(const agents::StageContext& context, const Json& request) override {
+  agents::Parsed<agents::CodeProposal> Realize(const agents::StageContext& context,
+                                               const Json& request) override {
     std::lock_guard lock(mutex_);
     const auto base = BaseLocked(context.incumbent_source);
     if (!base) {
@@ -43,9 +44,10 @@ class HybridState : public agents::DesignRealizer {
       refused_.push_back(Json{{"stage", context.stage}, {"move", request}, {"rule", realized.problem}});
       return {std::nullopt, "the compiler could not realize the design move: " + realized.problem};
     }
-    return {agents::CodeProposal{*realized.source, check.move->description, check.move->move, agents::kAuthorLlm,
-                                 /*untrusted=*/false},
-            ""};
+    return {
+        agents::CodeProposal{*realized.source, check.move->description, check.move->move, agents::kAuthorLlm,
+                             /*untrusted=*/false},
+        ""};
   }
 
   // The incumbent's source when it carries a design record, else the last one that did ("" if none yet).
@@ -76,7 +78,8 @@ class HybridState : public agents::DesignRealizer {
   }
   Json Details() {
     std::lock_guard lock(mutex_);
-    return Json{{"llm_stopped", llm_stopped_.empty() ? Json() : Json(llm_stopped_)}, {"refused_moves", refused_}};
+    return Json{{"llm_stopped", llm_stopped_.empty() ? Json() : Json(llm_stopped_)},
+                {"refused_moves", refused_}};
   }
 
   std::mutex& ExpertMutex() { return expert_mutex_; }
@@ -161,15 +164,16 @@ class HybridDebug : public agents::DebugAgent {
               std::unique_ptr<agents::DebugAgent> llm)
       : state_(std::move(state)), expert_(std::move(expert)), llm_(std::move(llm)) {}
 
-  agents::AgentResult<agents::DebugReport> Repair(const agents::StageContext& context, const std::string& source,
-                                                  const std::string& status, const std::string& reason,
-                                                  int attempt) override {
+  agents::AgentResult<agents::DebugReport> Repair(const agents::StageContext& context,
+                                                  const std::string& source, const std::string& status,
+                                                  const std::string& reason, int attempt) override {
     if (state_->IsCompilerOutput(source)) {
       std::lock_guard lock(state_->ExpertMutex());
       return expert_->Repair(context, source, status, reason, attempt);
     }
     if (const std::string stopped = state_->LlmStopped(); !stopped.empty()) {
-      return {std::nullopt, "the LLM stopped (" + stopped + "): no repair of its file", agents::StopReason::kNone};
+      return {std::nullopt, "the LLM stopped (" + stopped + "): no repair of its file",
+              agents::StopReason::kNone};
     }
     return Softened(llm_->Repair(context, source, status, reason, attempt), *state_);
   }

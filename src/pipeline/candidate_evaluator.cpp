@@ -29,8 +29,10 @@ std::vector<harness::ScreenResult> CandidateEvaluator::Screen(const std::vector<
   return results;
 }
 
-// Screening takes a batch in one worker request; the untrusted ones are the sandbox's to route as in Evaluate.
-std::vector<harness::ScreenResult> HarnessCandidateEvaluator::Screen(const std::vector<CandidateFile>& candidates) {
+// Screening takes a batch in one worker request; the untrusted ones are the sandbox's to route as in
+// Evaluate.
+std::vector<harness::ScreenResult> HarnessCandidateEvaluator::Screen(
+    const std::vector<CandidateFile>& candidates) {
   std::vector<std::string> paths;
   for (const CandidateFile& candidate : candidates) {
     paths.push_back(candidate.path);

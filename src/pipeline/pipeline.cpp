@@ -216,8 +216,8 @@ std::optional<CandidateRecord> Pipeline::Attempt(const agents::StageContext& con
       break;
     }
     // A repair stays its proposal's (author); its source is the repairer's (trust).
-    const agents::CodeProposal repaired{repair.value->source, "repair: " + repair.value->diagnosis, proposal.move,
-                                        proposal.author, repair.value->untrusted};
+    const agents::CodeProposal repaired{repair.value->source, "repair: " + repair.value->diagnosis,
+                                        proposal.move, proposal.author, repair.value->untrusted};
     candidate = Measure(context.stage, "debug", candidate.id, repaired);
     record->candidates.push_back(candidate);
   }
@@ -477,8 +477,15 @@ bool Pipeline::ScreenRound(StageRecord* record, int round, const agents::StageCo
     return false;
   }
   if (order.empty()) {
-    DecisionRecord decision{record->spec.name, round, "", "screened " + std::to_string(proposals.size()) + " designs",
-                            false, "no screened design was correct", incumbent_->MedianMs(), std::nullopt, proposals.front().author};
+    DecisionRecord decision{record->spec.name,
+                            round,
+                            "",
+                            "screened " + std::to_string(proposals.size()) + " designs",
+                            false,
+                            "no screened design was correct",
+                            incumbent_->MedianMs(),
+                            std::nullopt,
+                            proposals.front().author};
     record->decisions.push_back(decision);
     return false;
   }

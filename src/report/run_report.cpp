@@ -121,8 +121,8 @@ void TallyCandidates(const pipeline::RunResult& result, std::map<std::string, So
     std::map<std::string, std::string> proposal_of;  // candidate id -> the proposal it descends from
     for (const auto& candidate : stage.candidates) {
       const auto parent = proposal_of.find(candidate.parent_id);
-      const std::string root = candidate.origin == "debug" && parent != proposal_of.end() ? parent->second
-                                                                                           : candidate.id;
+      const std::string root =
+          candidate.origin == "debug" && parent != proposal_of.end() ? parent->second : candidate.id;
       proposal_of[candidate.id] = root;
       SourceTally& tally = (*tallies)[candidate.author];
       tally.proposed.insert(root);
@@ -155,7 +155,8 @@ std::string ProvenanceMarkdown(const Json& provenance) {
   }
   for (const Json& decision : provenance.value("accepted", Json::array())) {
     out += fmt::format("- accepted from {}: {} {} [{}]\n", decision.value("author", ""),
-                       decision.value("stage", ""), decision.value("candidate_id", ""), decision.value("move", ""));
+                       decision.value("stage", ""), decision.value("candidate_id", ""),
+                       decision.value("move", ""));
   }
   return out;
 }
@@ -193,9 +194,8 @@ Json ProvenanceJson(const pipeline::RunResult& result, const Json& llm) {
   }
   Json provenance = {{"accepted", accepted}};
   for (const auto& [source, tally] : tallies) {
-    provenance[source] = Json{{"proposed", tally.proposed.size()},
-                              {"correct", tally.correct.size()},
-                              {"accepted", tally.accepted}};
+    provenance[source] = Json{
+        {"proposed", tally.proposed.size()}, {"correct", tally.correct.size()}, {"accepted", tally.accepted}};
   }
   if (llm.is_object() && llm.contains("calls")) {
     for (const char* key : {"calls", "input_tokens", "output_tokens", "cost_usd"}) {
@@ -216,29 +216,28 @@ Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
   if (final_eval != nullptr && final_eval->time_ms.candidate) {
     timer = final_eval->time_ms.candidate->timer;
   }
-  return Json{
-      {"run_id", meta.run_id},
-      {"task", meta.task},
-      {"task_hash", meta.task_hash},
-      {"backend", meta.backend},
-      {"device", meta.device},
-      {"model", meta.model},
-      {"status", correct ? "ok" : "failed"},
-      {"stopped_because", result.stopped_because},
-      {"reason", correct ? "" : result.reason},
-      {"timer", timer},
-      {"timer_note", TimerNote(timer)},
-      {"final_candidate_id", result.final ? result.final->id : ""},
-      {"final", final_eval != nullptr ? Json(*final_eval) : Json()},
-      {"timing_protocol", final_eval != nullptr ? final_eval->timing_protocol : Json()},
-      {"stages", stages},
-      {"screened", result.screened},
-      {"llm", meta.llm},
-      {"provenance", ProvenanceJson(result, meta.llm)},
-      {"hybrid", meta.backend_details},
-      {"expert", meta.expert},
-      {"notes", meta.notes},
-      {"options", meta.options}};
+  return Json{{"run_id", meta.run_id},
+              {"task", meta.task},
+              {"task_hash", meta.task_hash},
+              {"backend", meta.backend},
+              {"device", meta.device},
+              {"model", meta.model},
+              {"status", correct ? "ok" : "failed"},
+              {"stopped_because", result.stopped_because},
+              {"reason", correct ? "" : result.reason},
+              {"timer", timer},
+              {"timer_note", TimerNote(timer)},
+              {"final_candidate_id", result.final ? result.final->id : ""},
+              {"final", final_eval != nullptr ? Json(*final_eval) : Json()},
+              {"timing_protocol", final_eval != nullptr ? final_eval->timing_protocol : Json()},
+              {"stages", stages},
+              {"screened", result.screened},
+              {"llm", meta.llm},
+              {"provenance", ProvenanceJson(result, meta.llm)},
+              {"hybrid", meta.backend_details},
+              {"expert", meta.expert},
+              {"notes", meta.notes},
+              {"options", meta.options}};
 }
 
 std::string TrajectoryMarkdown(const Json& report) {

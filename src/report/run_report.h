@@ -27,9 +27,9 @@ Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
                     const harness::EvalResult* final_eval);
 std::string TrajectoryMarkdown(const Json& report);
 
-// Per source (expert, llm): distinct candidates proposed (fully evaluated or screened), those correct (a Debug
-// repair counting for the proposal it repaired) and decisions accepted; with `llm` (the usage section) the
-// LLM's calls, tokens and cost; and every accepted decision with its source.
+// Per source (expert, llm): distinct candidates proposed (fully evaluated or screened), those correct (a
+// Debug repair counting for the proposal it repaired) and decisions accepted; with `llm` (the usage section)
+// the LLM's calls, tokens and cost; and every accepted decision with its source.
 Json ProvenanceJson(const pipeline::RunResult& result, const Json& llm);
 
 }  // namespace egg::report

@@ -225,6 +225,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             status, message = problem
             return self._send(record, status, json.dumps({"error": {"type": "fake_error", "message": message}}))
         action = fake.scenario.next_action(role, stage)
+        if callable(action):  # a scripted reply computed from the request (e.g. from the design record it holds)
+            action = action(record)
         record.action = action
         if action.kind == "hang":
             fake._stopping.wait(action.hang_s)
