@@ -9,6 +9,7 @@
 // throw for model behaviour. Agents are called concurrently for the candidates of a round (Pipeline).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +66,9 @@ class CodeAgent {
     (void)proposal;
     return {};
   }
+  // True when this backend's one-at-a-time proposals (Propose) are tried beside its design space in every
+  // refinement round (hybrid: the expert's space is screened, then the LLM's proposals compete).
+  virtual bool ProposesBesideSpace() const { return false; }
 };
 
 class DebugAgent {
@@ -80,6 +84,8 @@ struct Backend {
   std::unique_ptr<ProfileAgent> profile;
   std::unique_ptr<CodeAgent> code;
   std::unique_ptr<DebugAgent> debug;
+  std::function<Json()>
+      details;  // a backend's own report section (hybrid: the LLM's refused moves); may be empty
 };
 
 }  // namespace egg::agents

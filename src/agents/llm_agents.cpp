@@ -220,7 +220,74 @@ class LlmDebugAgent : public DebugAgent {
   std::shared_ptr<Conversation> conversation_;
 };
 
+class LlmDesignCodeAgent : public CodeAgent {
+ public:
+  LlmDesignCodeAgent(std::shared_ptr<Conversation> conversation, DesignRealizer& realizer)
+      : conversation_(std::move(conversation)), realizer_(realizer) {}
+  AgentResult<CodeProposal> Propose(const StageContext& context, const ProfileReport* proposal, int index,
+                                    int count) override {
+    const std::string system = prompts::Render(
+        prompts::File("code/hybrid.md"),
+        {{"stage", context.stage}, {"tol", Json(context.tol).dump()}, {"knowledge", Knowledge()}});
+    const std::string user = prompts::Render(
+        prompts::File("code/hybrid_user.md"),
+        {{"stage", context.stage},
+         {"objective", context.objective},
+         {"moves", context.moves},
+         {"proposal", proposal ? ToJson(*proposal).dump() : "none"},
+         {"history", HistoryJson(context)},
+         {"design_record", realizer_.DesignRecord(context)},
+         {"task_source", TruncateMiddle(context.task_source, kMaxSourceChars)},
+         {"incumbent_source", context.incumbent_source.empty()
+                                  ? "# none yet"
+                                  : TruncateMiddle(context.incumbent_source, kMaxSourceChars)},
+         {"incumbent_summary", context.incumbent_summary.empty() ? "none" : context.incumbent_summary},
+         {"accepted", context.accepted_decisions.empty() ? "none" : context.accepted_decisions},
+         {"request_tag", RequestTag(context, "code", index, count)}});
+    const std::function<Parsed<CodeProposal>(const std::string&)> parse =
+        [this, &context](const std::string& reply) {
+          Parsed<HybridReply> parsed = ParseHybridReply(reply);
+          if (!parsed.value) {
+            return Parsed<CodeProposal>{std::nullopt, parsed.problem};
+          }
+          if (parsed.value->edit) {
+            return Parsed<CodeProposal>{parsed.value->edit, ""};
+          }
+          return realizer_.Realize(context, parsed.value->move);
+        };
+    return conversation_->Ask<CodeProposal>("code", context.stage, system, user, parse);
+  }
+
+ private:
+  std::shared_ptr<Conversation> conversation_;
+  DesignRealizer& realizer_;
+};
+
 }  // namespace
+
+Parsed<HybridReply> ParseHybridReply(const std::string& reply) {
+  if (reply.find("```python") != std::string::npos) {
+    Parsed<CodeProposal> edit = ParseCodeProposal(reply);
+    if (!edit.value) {
+      return {std::nullopt, edit.problem};
+    }
+    return {HybridReply{edit.value, Json()}, ""};
+  }
+  const auto move = JsonObjectIn(reply);
+  if (!move || !move->contains("kernel") || !move->contains("field") || !move->contains("value")) {
+    return {
+        std::nullopt,
+        "neither a design move (a JSON object with \"kernel\", \"field\" and \"value\") nor a source edit (a "
+        "```python block with the whole file)"};
+  }
+  return {HybridReply{std::nullopt, *move}, ""};
+}
+
+std::unique_ptr<CodeAgent> MakeLlmDesignCodeAgent(llm::LlmClient& client, store::Store* store,
+                                                  const LlmAgentConfig& config, DesignRealizer& realizer) {
+  return std::make_unique<LlmDesignCodeAgent>(std::make_shared<Conversation>(client, store, config),
+                                              realizer);
+}
 
 std::string StopReasonName(StopReason reason) {
   switch (reason) {

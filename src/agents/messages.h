@@ -19,15 +19,24 @@ struct ProfileReport {
   bool near_roofline = false;
 };
 
+// Who proposed a candidate (expert | llm) and whether an LLM wrote its source: untrusted source is to be run
+// in the candidate sandbox; a design move the expert compiler realized is the compiler's source.
+inline constexpr const char* kAuthorExpert = "expert";
+inline constexpr const char* kAuthorLlm = "llm";
+
 struct CodeProposal {
   std::string source;  // the whole candidate file
   std::string description;
   std::string move;
+  std::string author = kAuthorLlm;
+  bool untrusted = true;
 };
 
 struct DebugReport {
   std::string source;  // the whole repaired file
   std::string diagnosis;
+  std::string author = kAuthorLlm;
+  bool untrusted = true;
 };
 
 // One line of a stage's compact history.

@@ -45,9 +45,6 @@ int RunOptimize(OptimizeCommand& command, const GlobalOptions& globals) {
   if (!FileExists(task_path)) {
     throw UsageError("task file not found: " + task_path);
   }
-  if (command.args.backend == "hybrid") {
-    throw UsageError("--backend hybrid is not available yet; use --backend expert or --backend llm");
-  }
   if (command.quick) {
     ApplyQuickSearch(&command.args);
   }

@@ -15,6 +15,7 @@
 #include "expert/candidate.h"
 #include "expert/capture.h"
 #include "expert/expert_agents.h"
+#include "expert/hybrid_agents.h"
 #include "llm/llm.h"
 #include "pipeline/pipeline.h"
 #include "report/run_report.h"
@@ -76,6 +77,9 @@ Json SearchOptionsJson(const OptimizeArgs& args, const std::optional<llm::LlmCon
               {"trials", args.eval.trials}};
   if (args.pipeline.time_budget_s > 0) {  // only when set: runs without one keep their ids
     search["time_budget_s"] = args.pipeline.time_budget_s;
+  }
+  if (args.cpu_wall_tuning) {
+    search["cpu_wall_tuning"] = true;
   }
   if (llm && llm->max_output_tokens > 0) {
     search["max_output_tokens"] = llm->max_output_tokens;
@@ -204,10 +208,8 @@ pipeline::ProgressEvent DoneEvent(const pipeline::RunResult& result,
 
 TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const std::string& task_path,
                             const std::string& out_dir) {
-  if (args.backend == "hybrid") {
-    throw UsageError("--backend hybrid is not available yet; use --backend expert or --backend llm");
-  }
-  const bool use_llm = args.backend == "llm";
+  const bool use_llm = args.backend == "llm" || args.backend == "hybrid";
+  const bool use_expert = args.backend != "llm";
   const EnvMap env = CurrentEnvironment();
   std::optional<llm::LlmConfig> llm_config;
   if (use_llm) {
@@ -217,7 +219,7 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
     }
   }
   const bool on_cpu = args.eval.device == "cpu";
-  args.eval.cpu_wall_timing = on_cpu && use_llm;
+  args.eval.cpu_wall_timing = on_cpu && (use_llm || args.cpu_wall_tuning);
   const std::string task_hash = FileSha256Hex(task_path);
   const Json search = SearchOptionsJson(args, llm_config);
   const std::string run_id =
@@ -228,7 +230,7 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
   fmt::print(stderr, "egg: run {} ({} on {}{})\n", run_id, args.backend, args.eval.device,
              use_llm ? ", model " + model_name : "");
   std::optional<expert::Graph> graph;
-  if (!use_llm) {
+  if (use_expert) {
     graph = Capture(session, task_path, task_name, args);
   }
   CreateDirectories(out_dir);
@@ -241,16 +243,22 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
   harness::Evaluator evaluator(*session.worker, store);
   pipeline::HarnessCandidateEvaluator candidates(evaluator, *session.worker, task_path, args.eval);
   std::unique_ptr<llm::LlmClient> client;
-  agents::Backend backend;
-  std::string notes;
   if (use_llm) {
     client = llm::MakeLlmClient(*llm_config, nullptr);
-    backend = agents::MakeLlmBackend(*client, store, {run_id, search["provider"], model_name});
     args.pipeline.agent_concurrency = llm_config->max_concurrency;
+  }
+  const agents::LlmAgentConfig agent_config{run_id, use_llm ? search["provider"].get<std::string>() : "",
+                                            model_name};
+  agents::Backend backend;
+  std::string notes;
+  if (!use_expert) {
+    backend = agents::MakeLlmBackend(*client, store, agent_config);
   } else {
-    backend = expert::MakeExpertBackend({&*graph, task_source, task_name});
+    const expert::ExpertConfig expert_config{&*graph, task_source, task_name};
+    backend = use_llm ? expert::MakeHybridBackend(expert_config, *client, store, agent_config)
+                      : expert::MakeExpertBackend(expert_config);
     args.pipeline.screen_seeds = true;
-    if (on_cpu) {
+    if (on_cpu && !args.eval.cpu_wall_timing) {
       args.pipeline.tune = false;
       args.pipeline.refine_seeds = false;
       args.pipeline.tuning_note = kCpuTuningNote;
@@ -272,16 +280,18 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
     final_eval = FinalEvaluation(evaluator, session, task_path, final_path, *result.final, args);
   }
   Report(args.pipeline.progress, DoneEvent(result, final_eval));
-  report::RunMeta meta{run_id,
-                       task_path,
-                       task_hash,
-                       args.backend,
-                       args.eval.device,
-                       model_name,
-                       use_llm ? LlmUsageJson(store, run_id, *client) : Json::object(),
-                       search,
-                       graph ? ExpertSection(*graph, task_source, task_name, result.final, final_eval) : Json(),
-                       notes};
+  report::RunMeta meta{
+      run_id,
+      task_path,
+      task_hash,
+      args.backend,
+      args.eval.device,
+      model_name,
+      use_llm ? LlmUsageJson(store, run_id, *client) : Json::object(),
+      search,
+      backend.details ? backend.details() : Json(),
+      graph ? ExpertSection(*graph, task_source, task_name, result.final, final_eval) : Json(),
+      notes};
   Json report = report::BuildRunReport(result, meta, final_eval ? &*final_eval : nullptr);
   report["sandbox"] = session.sandbox.ToJson();
   WriteFileAtomic(out_dir + "/report.json", report.dump(2) + "\n");
@@ -325,7 +335,7 @@ std::string ToleranceHeader(const harness::EvalOptions& options) {
 
 void AddSearchOptions(CLI::App& command_ref, OptimizeArgs* args) {
   CLI::App* command = &command_ref;
-  command->add_option("--backend", args->backend, "expert, llm or hybrid")
+  command->add_option("--backend", args->backend, "expert, llm or hybrid (expert seeds refined by an LLM)")
       ->check(CLI::IsMember({"expert", "llm", "hybrid"}))
       ->default_val("expert");
   command->add_option("--seeds", args->pipeline.seeds, "Structurally different seeds")
@@ -344,6 +354,12 @@ void AddSearchOptions(CLI::App& command_ref, OptimizeArgs* args) {
                       "Budget: wall-clock seconds per task; once spent with a correct kernel in hand, no new "
                       "candidate starts")
       ->check(CLI::PositiveNumber);
+  command
+      ->add_flag("--cpu-wall-tuning", args->cpu_wall_tuning,
+                 "Device cpu, expert and hybrid: run the measured stages on the interpreter's wall clock "
+                 "(for tests; "
+                 "not performance figures)")
+      ->group("");
   command->add_flag("--no-profile", [args](std::int64_t) { args->pipeline.profile = false; },
                     "Skip Nsight Compute before refinement rounds (the Profile agent sees no metrics)");
   command->add_option("--config", args->config_path, "TOML config file with [llm] and [budget]");

@@ -33,6 +33,8 @@ struct OptimizeArgs {
   int llm_concurrency = 0;
   std::string api;
   std::string reasoning_effort;
+  bool cpu_wall_tuning =
+      false;  // device cpu: tune on the interpreter's wall clock (tests), as the LLM backend does
   pipeline::PipelineOptions pipeline;
   harness::EvalOptions eval;
 };

@@ -106,7 +106,9 @@ class ExpertCode : public agents::CodeAgent {
     if (!candidate.source) {
       return {std::nullopt, candidate.problem, agents::StopReason::kNone};
     }
-    return {agents::CodeProposal{*candidate.source, move.description, move.move}, "", agents::StopReason::kNone};
+    return {agents::CodeProposal{*candidate.source, move.description, move.move, agents::kAuthorExpert,
+                                 /*untrusted=*/false},
+            "", agents::StopReason::kNone};
   }
 
   ExpertConfig config_;
@@ -137,7 +139,9 @@ class ExpertDebug : public agents::DebugAgent {
     if (!repaired.source) {
       return {std::nullopt, repaired.problem, agents::StopReason::kNone};
     }
-    return {agents::DebugReport{*repaired.source, status + ": " + move.description}, "", agents::StopReason::kNone};
+    return {agents::DebugReport{*repaired.source, status + ": " + move.description, agents::kAuthorExpert,
+                                /*untrusted=*/false},
+            "", agents::StopReason::kNone};
   }
 
  private:
@@ -167,7 +171,8 @@ agents::ProfileReport AnalyzeProfile(const Json& profile, const std::string& sta
   double pct_of_roof = -1;
   if (roofline.is_object()) {
     pct_of_roof = Number(roofline, "pct_of_roof");
-    report.evidence.push_back("roofline.bound=" + roofline.value("bound", std::string("?")));
+    const Json bound = roofline.value("bound", Json());  // null where the roofline has no bound (CPU)
+    report.evidence.push_back("roofline.bound=" + (bound.is_string() ? bound.get<std::string>() : "?"));
     if (pct_of_roof >= 0) {
       report.evidence.push_back("roofline.pct_of_roof=" + Fixed(pct_of_roof));
     }

@@ -7,16 +7,18 @@ constexpr double kProfileTimeoutS = 600;
 
 }  // namespace
 
-harness::EvalResult HarnessCandidateEvaluator::Evaluate(const std::string& candidate_path) {
-  return evaluator_.Evaluate(task_path_, candidate_path, options_);
+// The single point where a candidate's origin reaches the harness: an untrusted (LLM-written) file is the one
+// to route through the candidate sandbox.
+harness::EvalResult HarnessCandidateEvaluator::Evaluate(const CandidateFile& candidate) {
+  return evaluator_.Evaluate(task_path_, candidate.path, options_);
 }
 
-std::vector<harness::ScreenResult> CandidateEvaluator::Screen(const std::vector<std::string>& candidate_paths) {
+std::vector<harness::ScreenResult> CandidateEvaluator::Screen(const std::vector<CandidateFile>& candidates) {
   std::vector<harness::ScreenResult> results;
-  for (const std::string& path : candidate_paths) {
-    const harness::EvalResult eval = Evaluate(path);
+  for (const CandidateFile& candidate : candidates) {
+    const harness::EvalResult eval = Evaluate(candidate);
     harness::ScreenResult result;
-    result.candidate_path = path;
+    result.candidate_path = candidate.path;
     result.candidate_hash = eval.candidate_hash;
     result.status = eval.status;
     result.reason = eval.reason;
@@ -27,8 +29,15 @@ std::vector<harness::ScreenResult> CandidateEvaluator::Screen(const std::vector<
   return results;
 }
 
-std::vector<harness::ScreenResult> HarnessCandidateEvaluator::Screen(const std::vector<std::string>& candidate_paths) {
-  return evaluator_.Screen(task_path_, candidate_paths, options_, harness::ScreenOptions{});
+// Screening takes a batch in one worker request; the untrusted ones are the sandbox's to route as in
+// Evaluate.
+std::vector<harness::ScreenResult> HarnessCandidateEvaluator::Screen(
+    const std::vector<CandidateFile>& candidates) {
+  std::vector<std::string> paths;
+  for (const CandidateFile& candidate : candidates) {
+    paths.push_back(candidate.path);
+  }
+  return evaluator_.Screen(task_path_, paths, options_, harness::ScreenOptions{});
 }
 
 std::string HarnessCandidateEvaluator::Profile(const std::string& candidate_path) {

@@ -9,13 +9,22 @@
 
 namespace egg::pipeline {
 
+// A candidate file and who wrote it. `untrusted`: an LLM wrote the source (a source edit or a repair), so it
+// is to be run in the candidate sandbox; false only for the expert compiler's own files (its designs, and the
+// LLM's design moves it realized). This is where the pipeline hands a candidate's origin to the harness.
+struct CandidateFile {
+  std::string path;
+  std::string author = "llm";  // expert | llm
+  bool untrusted = true;
+};
+
 class CandidateEvaluator {
  public:
   virtual ~CandidateEvaluator() = default;
-  virtual harness::EvalResult Evaluate(const std::string& candidate_path) = 0;
+  virtual harness::EvalResult Evaluate(const CandidateFile& candidate) = 0;
   // A quick measurement of many candidates for ranking (one correctness trial, a short timing), in order.
   // The default evaluates each fully.
-  virtual std::vector<harness::ScreenResult> Screen(const std::vector<std::string>& candidate_paths);
+  virtual std::vector<harness::ScreenResult> Screen(const std::vector<CandidateFile>& candidates);
   // The `egg profile` JSON of the candidate (ncu metrics and roofline, or the roofline alone).
   virtual std::string Profile(const std::string& candidate_path) = 0;
   virtual int SmCount() = 0;
@@ -29,8 +38,8 @@ class HarnessCandidateEvaluator : public CandidateEvaluator {
         worker_(worker),
         task_path_(std::move(task_path)),
         options_(std::move(options)) {}
-  harness::EvalResult Evaluate(const std::string& candidate_path) override;
-  std::vector<harness::ScreenResult> Screen(const std::vector<std::string>& candidate_paths) override;
+  harness::EvalResult Evaluate(const CandidateFile& candidate) override;
+  std::vector<harness::ScreenResult> Screen(const std::vector<CandidateFile>& candidates) override;
   std::string Profile(const std::string& candidate_path) override;
   int SmCount() override;
 

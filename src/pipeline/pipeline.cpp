@@ -118,21 +118,22 @@ Proposals Pipeline::Batch(const StageRecord& record, int round, const agents::Pr
 }
 
 CandidateRecord Pipeline::Measure(const std::string& stage, const std::string& origin,
-                                  const std::string& parent_id, const std::string& source,
-                                  const std::string& description, const std::string& move) {
+                                  const std::string& parent_id, const agents::CodeProposal& proposal) {
   CandidateRecord candidate;
-  candidate.id = CandidateId(source);
+  candidate.id = CandidateId(proposal.source);
   tried_ids_.insert(candidate.id);
   candidate.stage = stage;
   candidate.origin = origin;
+  candidate.author = proposal.author;
+  candidate.untrusted = proposal.untrusted;
   candidate.parent_id = parent_id;
-  candidate.source = source;
-  candidate.description = description;
-  candidate.move = move;
+  candidate.source = proposal.source;
+  candidate.description = proposal.description;
+  candidate.move = proposal.move;
   candidate.path = options_.run_dir + "/" + candidate.id + ".py";
-  WriteFileAtomic(candidate.path, source);
+  WriteFileAtomic(candidate.path, candidate.source);
   Emit({.kind = ProgressKind::kEvaluate, .stage = stage, .candidate_id = candidate.id, .detail = origin});
-  candidate.eval = evaluator_.Evaluate(candidate.path);
+  candidate.eval = evaluator_.Evaluate({candidate.path, candidate.author, candidate.untrusted});
   Emit({.kind = ProgressKind::kEvaluated,
         .stage = stage,
         .candidate_id = candidate.id,
@@ -140,9 +141,9 @@ CandidateRecord Pipeline::Measure(const std::string& stage, const std::string& o
         .median_ms = candidate.MedianMs()});
   if (store_ != nullptr) {
     store_->PutCandidate({options_.run_id + "/" + candidate.id, options_.run_id, stage, origin,
-                          parent_id.empty() ? "" : options_.run_id + "/" + parent_id, source, description,
-                          move, candidate.eval.key, harness::StatusName(candidate.eval.status),
-                          candidate.MedianMs()});
+                          parent_id.empty() ? "" : options_.run_id + "/" + parent_id, candidate.source,
+                          candidate.description, candidate.move, candidate.eval.key,
+                          harness::StatusName(candidate.eval.status), candidate.MedianMs()});
   }
   return candidate;
 }
@@ -203,8 +204,7 @@ void Pipeline::NoteStop(agents::StopReason stop, const std::string& failure) {
 
 std::optional<CandidateRecord> Pipeline::Attempt(const agents::StageContext& context,
                                                  const agents::CodeProposal& proposal, StageRecord* record) {
-  CandidateRecord candidate =
-      Measure(context.stage, "code", "", proposal.source, proposal.description, proposal.move);
+  CandidateRecord candidate = Measure(context.stage, "code", "", proposal);
   record->candidates.push_back(candidate);
   for (int attempt = 0; !candidate.eval.correct && attempt < options_.debug_attempts && !Stopped();
        ++attempt) {
@@ -215,8 +215,10 @@ std::optional<CandidateRecord> Pipeline::Attempt(const agents::StageContext& con
     if (!repair.value) {
       break;
     }
-    candidate = Measure(context.stage, "debug", candidate.id, repair.value->source,
-                        "repair: " + repair.value->diagnosis, proposal.move);
+    // A repair stays its proposal's (author); its source is the repairer's (trust).
+    const agents::CodeProposal repaired{repair.value->source, "repair: " + repair.value->diagnosis,
+                                        proposal.move, proposal.author, repair.value->untrusted};
+    candidate = Measure(context.stage, "debug", candidate.id, repaired);
     record->candidates.push_back(candidate);
   }
   if (!candidate.eval.correct) {
@@ -231,6 +233,7 @@ void Pipeline::Decide(StageRecord* record, int round, const CandidateRecord& can
   decision.round = round;
   decision.candidate_id = candidate.id;
   decision.move = candidate.move.empty() ? candidate.description : candidate.move;
+  decision.author = candidate.author;
   decision.candidate_ms = candidate.MedianMs();
   decision.incumbent_ms = incumbent_ ? incumbent_->MedianMs() : std::nullopt;
   const bool first = !incumbent_.has_value();
@@ -265,7 +268,8 @@ bool Pipeline::IsDuplicate(StageRecord* record, int round, const agents::CodePro
                           false,
                           "duplicate: this run already evaluated the same source",
                           incumbent_ ? incumbent_->MedianMs() : std::nullopt,
-                          std::nullopt};
+                          std::nullopt,
+                          proposal.author};
   record->decisions.push_back(decision);
   if (store_ != nullptr) {
     store_->PutDecision({options_.run_id, decision.stage, round, options_.run_id + "/" + id, decision.move,
@@ -362,16 +366,24 @@ bool Pipeline::RunRound(StageRecord* record, int round) {
     record->stopped_because = "near the roofline: " + report.value->move;
     return false;
   }
-  std::vector<agents::CodeProposal> space =
-      backend_.code->ProposeSpace(context, report.value ? &*report.value : nullptr);
-  if (!space.empty()) {
-    return ScreenRound(record, round, context, std::move(space));
-  }
+  const agents::ProfileReport* proposal = report.value ? &*report.value : nullptr;
+  std::vector<agents::CodeProposal> space = backend_.code->ProposeSpace(context, proposal);
   bool accepted = false;
-  Proposals proposals =
-      Batch(*record, round, report.value ? &*report.value : nullptr, options_.candidates_per_round);
+  if (!space.empty()) {
+    accepted = ScreenRound(record, round, context, std::move(space));
+    if (!backend_.code->ProposesBesideSpace()) {
+      return accepted;
+    }
+  }
+  // Beside a screened space (hybrid), one-at-a-time proposals compete with the incumbent it left.
+  return ProposalRound(record, round, proposal) || accepted;
+}
+
+bool Pipeline::ProposalRound(StageRecord* record, int round, const agents::ProfileReport* report) {
+  bool accepted = false;
+  Proposals proposals = Batch(*record, round, report, options_.candidates_per_round);
   for (int index = 0; index < options_.candidates_per_round && !Stopped(); ++index) {
-    context = Context(record->spec, *record, round);
+    const agents::StageContext context = Context(record->spec, *record, round);
     auto proposal = proposals.Get(index);
     NoteStop(proposal.stop, proposal.failure);
     if (!proposal.value || IsDuplicate(record, round, *proposal.value)) {
@@ -391,7 +403,8 @@ bool Pipeline::RunRound(StageRecord* record, int round) {
                               false,
                               "not correct after repairs: " + harness::StatusName(failed.eval.status),
                               incumbent_->MedianMs(),
-                              std::nullopt};
+                              std::nullopt,
+                              failed.author};
       record->decisions.push_back(decision);
       if (store_ != nullptr) {
         store_->PutDecision({options_.run_id, decision.stage, round, options_.run_id + "/" + failed.id,
@@ -404,15 +417,15 @@ bool Pipeline::RunRound(StageRecord* record, int round) {
 
 std::vector<size_t> Pipeline::Screen(StageRecord* record, int round, std::vector<agents::CodeProposal>* proposals) {
   std::vector<agents::CodeProposal> fresh;
-  std::vector<std::string> paths;
+  std::vector<CandidateFile> files;
   for (agents::CodeProposal& proposal : *proposals) {
     if (IsDuplicate(record, round, proposal)) {
       continue;
     }
     const std::string id = CandidateId(proposal.source);
     tried_ids_.insert(id);
-    paths.push_back(options_.run_dir + "/" + id + ".py");
-    WriteFileAtomic(paths.back(), proposal.source);
+    files.push_back({options_.run_dir + "/" + id + ".py", proposal.author, proposal.untrusted});
+    WriteFileAtomic(files.back().path, proposal.source);
     fresh.push_back(std::move(proposal));
   }
   *proposals = std::move(fresh);
@@ -422,8 +435,8 @@ std::vector<size_t> Pipeline::Screen(StageRecord* record, int round, std::vector
   Emit({.kind = ProgressKind::kScreen,
         .stage = record->spec.name,
         .round = round,
-        .total = static_cast<int>(paths.size())});
-  const std::vector<harness::ScreenResult> screened = evaluator_.Screen(paths);
+        .total = static_cast<int>(files.size())});
+  const std::vector<harness::ScreenResult> screened = evaluator_.Screen(files);
   EmitScreened(record->spec.name, round, screened);
   std::vector<std::pair<double, size_t>> ranked;
   for (size_t i = 0; i < screened.size() && i < proposals->size(); ++i) {
@@ -439,6 +452,7 @@ std::vector<size_t> Pipeline::Screen(StageRecord* record, int round, std::vector
                              {"round", round},
                              {"id", CandidateId(proposal.source)},
                              {"move", proposal.move},
+                             {"author", proposal.author},
                              {"status", harness::StatusName(result.status)},
                              {"median_ms", median},
                              {"reason", result.reason}});
@@ -463,8 +477,15 @@ bool Pipeline::ScreenRound(StageRecord* record, int round, const agents::StageCo
     return false;
   }
   if (order.empty()) {
-    DecisionRecord decision{record->spec.name, round, "", "screened " + std::to_string(proposals.size()) + " designs",
-                            false, "no screened design was correct", incumbent_->MedianMs(), std::nullopt};
+    DecisionRecord decision{record->spec.name,
+                            round,
+                            "",
+                            "screened " + std::to_string(proposals.size()) + " designs",
+                            false,
+                            "no screened design was correct",
+                            incumbent_->MedianMs(),
+                            std::nullopt,
+                            proposals.front().author};
     record->decisions.push_back(decision);
     return false;
   }

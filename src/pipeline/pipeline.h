@@ -55,6 +55,8 @@ struct CandidateRecord {
   std::string id;
   std::string stage;
   std::string origin;  // code | debug
+  std::string author = "llm";  // who proposed it (expert | llm); a repair keeps its proposal's author
+  bool untrusted = true;       // an LLM wrote its source (CandidateFile)
   std::string parent_id;
   std::string source;
   std::string description;
@@ -73,6 +75,7 @@ struct DecisionRecord {
   std::string reason;
   std::optional<double> incumbent_ms;
   std::optional<double> candidate_ms;
+  std::string author;  // the decided candidate's: expert | llm
 };
 
 struct StageRecord {
@@ -113,12 +116,14 @@ class Pipeline {
   std::optional<CandidateRecord> Attempt(const agents::StageContext& context,
                                          const agents::CodeProposal& proposal, StageRecord* record);
   CandidateRecord Measure(const std::string& stage, const std::string& origin, const std::string& parent_id,
-                          const std::string& source, const std::string& description, const std::string& move);
+                          const agents::CodeProposal& proposal);
   void RunSeeds(StageRecord* record);
   // One brief refinement of a correct seed; it competes for the incumbent like any seed.
   void RefineSeed(StageRecord* record, const CandidateRecord& seed, int index);
   void RunRefinement(StageRecord* record);
   bool RunRound(StageRecord* record, int round);
+  // The Code agent's candidates_per_round proposals, each attempted (Debug repairs) and decided on.
+  bool ProposalRound(StageRecord* record, int round, const agents::ProfileReport* report);
   // Screens the proposals not tried yet (kept in *proposals, in order); returns the indices of those that passed,
   // fastest first (untimed: in proposal order).
   std::vector<size_t> Screen(StageRecord* record, int round, std::vector<agents::CodeProposal>* proposals);

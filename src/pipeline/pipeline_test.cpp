@@ -22,8 +22,9 @@ struct Outcome {
 
 class FakeEvaluator : public CandidateEvaluator {
  public:
-  harness::EvalResult Evaluate(const std::string& candidate_path) override {
-    const std::string source = ReadFile(candidate_path);
+  harness::EvalResult Evaluate(const CandidateFile& candidate) override {
+    files.push_back(candidate);
+    const std::string source = ReadFile(candidate.path);
     const std::string name = source.substr(source.find(' ') + 1);
     ++evaluations[name];
     const Outcome outcome = outcomes.count(name) ? outcomes[name] : Outcome{};
@@ -48,9 +49,11 @@ class FakeEvaluator : public CandidateEvaluator {
   }
   int SmCount() override { return 132; }
 
-  std::vector<harness::ScreenResult> Screen(const std::vector<std::string>& paths) override {
+  std::vector<harness::ScreenResult> Screen(const std::vector<CandidateFile>& candidates) override {
     std::vector<harness::ScreenResult> results;
-    for (const std::string& path : paths) {
+    for (const CandidateFile& candidate : candidates) {
+      const std::string& path = candidate.path;
+      files.push_back(candidate);
       const std::string source = ReadFile(path);
       const std::string name = source.substr(source.find(' ') + 1);
       ++screened[name];
@@ -70,6 +73,7 @@ class FakeEvaluator : public CandidateEvaluator {
   std::map<std::string, Outcome> outcomes;
   std::map<std::string, int> evaluations;
   std::map<std::string, int> screened;
+  std::vector<CandidateFile> files;  // every file evaluated or screened, with its origin
   int profiles = 0;
 };
 
@@ -95,10 +99,12 @@ class ScriptedCode : public agents::CodeAgent {
                                                  const agents::ProfileReport*) override {
     std::vector<agents::CodeProposal> proposals;
     for (const std::string& name : spaces[context.stage]) {
-      proposals.push_back({"ModelNew " + name, "desc " + name, "move " + name});
+      proposals.push_back({"ModelNew " + name, "desc " + name, "move " + name, agents::kAuthorExpert, false});
     }
     return proposals;
   }
+  bool ProposesBesideSpace() const override { return beside_space; }
+  bool beside_space = false;  // hybrid-style: proposals compete after the screened space
   std::map<std::string, std::deque<std::string>> script;
   std::map<std::string, std::vector<std::string>> spaces;  // design spaces per stage (expert-style)
   std::vector<std::string> stages_seen;
@@ -336,6 +342,30 @@ TEST_F(PipelineTest, DesignSpacesAreScreenedAndOnlyTheFastestIsFullyEvaluated) {
   // The second round screens nothing new: the space is exhausted.
   EXPECT_EQ(tiling.stopped_because, "design space exhausted");
   EXPECT_EQ(result.screened.size(), 4U);
+}
+
+TEST_F(PipelineTest, BesideAScreenedSpaceProposalsCompeteAndCarryTheirOrigin) {
+  code_->script["stage1.seeds"] = {"seed"};
+  options_.seeds = 1;
+  options_.rounds = 1;
+  options_.refine_seeds = false;
+  code_->beside_space = true;
+  code_->spaces["stage2.tiling"] = {"tile_a"};
+  code_->script["stage2.tiling"] = {"llm_edit"};
+  evaluator_.outcomes = {{"seed", {harness::EvalStatus::kOk, 10.0}},
+                         {"tile_a", {harness::EvalStatus::kOk, 8.0}},
+                         {"llm_edit", {harness::EvalStatus::kOk, 5.0}}};
+  const RunResult result = Run();
+  const StageRecord& tiling = result.stages[3];
+  ASSERT_EQ(tiling.decisions.size(), 2U);
+  EXPECT_TRUE(tiling.decisions[0].accepted && tiling.decisions[1].accepted);
+  EXPECT_EQ(tiling.decisions[0].author, "expert");
+  EXPECT_EQ(tiling.decisions[1].author, "llm");
+  EXPECT_EQ(result.final->source, "ModelNew llm_edit");
+  for (const CandidateFile& file : evaluator_.files) {
+    const bool expert_file = ReadFile(file.path).find("tile_a") != std::string::npos;
+    EXPECT_EQ(file.untrusted, !expert_file) << file.path;
+  }
 }
 
 TEST_F(PipelineTest, ScreenedSeedsFullyEvaluateOnlyTheFastestThatPasses) {

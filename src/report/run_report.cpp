@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 namespace egg::report {
 namespace {
@@ -22,6 +24,8 @@ Json CandidateJson(const pipeline::CandidateRecord& candidate) {
   return Json{{"id", candidate.id},
               {"status", harness::StatusName(candidate.eval.status)},
               {"origin", candidate.origin},
+              {"author", candidate.author},
+              {"untrusted", candidate.untrusted},
               {"parent_id", candidate.parent_id},
               {"move", candidate.move},
               {"description", candidate.description},
@@ -35,6 +39,7 @@ Json StageJson(const pipeline::StageRecord& stage) {
     decisions.push_back({{"round", decision.round},
                          {"candidate_id", decision.candidate_id},
                          {"move", decision.move},
+                         {"author", decision.author},
                          {"accepted", decision.accepted},
                          {"reason", decision.reason},
                          {"incumbent_ms", decision.incumbent_ms},
@@ -104,7 +109,101 @@ std::string LlmMarkdown(const Json& llm) {
   return out;
 }
 
+struct SourceTally {
+  std::set<std::string> proposed;
+  std::set<std::string> correct;
+  int accepted = 0;
+};
+
+// Candidates by source: each fully evaluated proposal, its repairs counted for it, then the screened designs.
+void TallyCandidates(const pipeline::RunResult& result, std::map<std::string, SourceTally>* tallies) {
+  for (const auto& stage : result.stages) {
+    std::map<std::string, std::string> proposal_of;  // candidate id -> the proposal it descends from
+    for (const auto& candidate : stage.candidates) {
+      const auto parent = proposal_of.find(candidate.parent_id);
+      const std::string root =
+          candidate.origin == "debug" && parent != proposal_of.end() ? parent->second : candidate.id;
+      proposal_of[candidate.id] = root;
+      SourceTally& tally = (*tallies)[candidate.author];
+      tally.proposed.insert(root);
+      if (candidate.eval.correct) {
+        tally.correct.insert(root);
+      }
+    }
+  }
+  for (const Json& screen : result.screened) {
+    SourceTally& tally = (*tallies)[screen.value("author", std::string(agents::kAuthorExpert))];
+    tally.proposed.insert(screen.value("id", ""));
+    if (screen.value("status", "") == "ok") {
+      tally.correct.insert(screen.value("id", ""));
+    }
+  }
+}
+
+std::string ProvenanceMarkdown(const Json& provenance) {
+  std::string out = "\n## Provenance\n";
+  for (const char* source : {agents::kAuthorExpert, agents::kAuthorLlm}) {
+    const Json tally = provenance.value(source, Json::object());
+    out += fmt::format("- {}: {} proposed, {} correct, {} accepted", source, tally.value("proposed", 0),
+                       tally.value("correct", 0), tally.value("accepted", 0));
+    if (tally.contains("calls")) {
+      out += fmt::format(" ({} LLM calls, {} input + {} output tokens, ${:.4f})", tally.value("calls", 0),
+                         tally.value("input_tokens", 0), tally.value("output_tokens", 0),
+                         tally.value("cost_usd", 0.0));
+    }
+    out += "\n";
+  }
+  for (const Json& decision : provenance.value("accepted", Json::array())) {
+    out += fmt::format("- accepted from {}: {} {} [{}]\n", decision.value("author", ""),
+                       decision.value("stage", ""), decision.value("candidate_id", ""),
+                       decision.value("move", ""));
+  }
+  return out;
+}
+
+// The hybrid backend's LLM design moves refused by the compiler's rules, and why the LLM stopped, if it did.
+std::string HybridMarkdown(const Json& hybrid) {
+  std::string out;
+  for (const Json& refused : hybrid.value("refused_moves", Json::array())) {
+    out += fmt::format("- refused LLM design move in {}: {} ({})\n", refused.value("stage", ""),
+                       refused.value("move", Json()).dump(), refused.value("rule", ""));
+  }
+  if (const Json stopped = hybrid.value("llm_stopped", Json()); stopped.is_string()) {
+    out += "- the LLM stopped: " + stopped.get<std::string>() + "; the expert's search went on\n";
+  }
+  return out;
+}
+
 }  // namespace
+
+Json ProvenanceJson(const pipeline::RunResult& result, const Json& llm) {
+  std::map<std::string, SourceTally> tallies = {{agents::kAuthorExpert, {}}, {agents::kAuthorLlm, {}}};
+  TallyCandidates(result, &tallies);
+  Json accepted = Json::array();
+  for (const auto& stage : result.stages) {
+    for (const auto& decision : stage.decisions) {
+      if (decision.accepted) {
+        ++tallies[decision.author].accepted;
+        accepted.push_back(Json{{"stage", decision.stage},
+                                {"round", decision.round},
+                                {"candidate_id", decision.candidate_id},
+                                {"move", decision.move},
+                                {"author", decision.author}});
+      }
+    }
+  }
+  Json provenance = {{"accepted", accepted}};
+  for (const auto& [source, tally] : tallies) {
+    provenance[source] = Json{
+        {"proposed", tally.proposed.size()}, {"correct", tally.correct.size()}, {"accepted", tally.accepted}};
+  }
+  if (llm.is_object() && llm.contains("calls")) {
+    for (const char* key : {"calls", "input_tokens", "output_tokens", "cost_usd"}) {
+      provenance[agents::kAuthorLlm][key] = llm.value(key, Json(0));
+    }
+  }
+  return provenance;
+}
 
 Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
                     const harness::EvalResult* final_eval) {
@@ -117,27 +216,28 @@ Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
   if (final_eval != nullptr && final_eval->time_ms.candidate) {
     timer = final_eval->time_ms.candidate->timer;
   }
-  return Json{
-      {"run_id", meta.run_id},
-      {"task", meta.task},
-      {"task_hash", meta.task_hash},
-      {"backend", meta.backend},
-      {"device", meta.device},
-      {"model", meta.model},
-      {"status", correct ? "ok" : "failed"},
-      {"stopped_because", result.stopped_because},
-      {"reason", correct ? "" : result.reason},
-      {"timer", timer},
-      {"timer_note", TimerNote(timer)},
-      {"final_candidate_id", result.final ? result.final->id : ""},
-      {"final", final_eval != nullptr ? Json(*final_eval) : Json()},
-      {"timing_protocol", final_eval != nullptr ? final_eval->timing_protocol : Json()},
-      {"stages", stages},
-      {"screened", result.screened},
-      {"llm", meta.llm},
-      {"expert", meta.expert},
-      {"notes", meta.notes},
-      {"options", meta.options}};
+  return Json{{"run_id", meta.run_id},
+              {"task", meta.task},
+              {"task_hash", meta.task_hash},
+              {"backend", meta.backend},
+              {"device", meta.device},
+              {"model", meta.model},
+              {"status", correct ? "ok" : "failed"},
+              {"stopped_because", result.stopped_because},
+              {"reason", correct ? "" : result.reason},
+              {"timer", timer},
+              {"timer_note", TimerNote(timer)},
+              {"final_candidate_id", result.final ? result.final->id : ""},
+              {"final", final_eval != nullptr ? Json(*final_eval) : Json()},
+              {"timing_protocol", final_eval != nullptr ? final_eval->timing_protocol : Json()},
+              {"stages", stages},
+              {"screened", result.screened},
+              {"llm", meta.llm},
+              {"provenance", ProvenanceJson(result, meta.llm)},
+              {"hybrid", meta.backend_details},
+              {"expert", meta.expert},
+              {"notes", meta.notes},
+              {"options", meta.options}};
 }
 
 std::string TrajectoryMarkdown(const Json& report) {
@@ -158,7 +258,8 @@ std::string TrajectoryMarkdown(const Json& report) {
                        Ms(stage.value("incumbent_ms", Json())));
     for (const Json& candidate : stage.value("candidates", Json::array())) {
       out += fmt::format(
-          "- candidate {} ({}{}): {} {}\n", candidate.value("id", ""), candidate.value("origin", ""),
+          "- candidate {} ({}{}{}): {} {}\n", candidate.value("id", ""), candidate.value("origin", ""),
+          candidate.value("author", "").empty() ? "" : ", " + candidate.value("author", ""),
           candidate.value("parent_id", "").empty() ? "" : " of " + candidate.value("parent_id", ""),
           candidate.value("status", ""), Ms(candidate.value("median_ms", Json())));
     }
@@ -181,9 +282,10 @@ std::string TrajectoryMarkdown(const Json& report) {
                          Ms(screen.value("median_ms", Json())), reason.empty() ? "" : " (" + reason + ")");
     }
     for (const Json& decision : stage.value("decisions", Json::array())) {
-      out += fmt::format("- {} {} [{}]: {}\n", decision.value("accepted", false) ? "ACCEPTED" : "rejected",
+      const std::string author = decision.value("author", "");
+      out += fmt::format("- {} {} [{}]{}: {}\n", decision.value("accepted", false) ? "ACCEPTED" : "rejected",
                          decision.value("candidate_id", ""), decision.value("move", ""),
-                         decision.value("reason", ""));
+                         author.empty() ? "" : " from " + author, decision.value("reason", ""));
     }
   }
   out += ResultSection(report.value("final", Json()));
@@ -215,6 +317,12 @@ std::string TrajectoryMarkdown(const Json& report) {
   const Json llm = report.value("llm", Json::object());
   if (llm.is_object() && !llm.empty()) {
     out += LlmMarkdown(llm);
+  }
+  if (report.value("provenance", Json()).is_object()) {
+    out += ProvenanceMarkdown(report["provenance"]);
+  }
+  if (const Json hybrid = report.value("hybrid", Json()); hybrid.is_object()) {
+    out += HybridMarkdown(hybrid);
   }
   return out;
 }

@@ -18,6 +18,7 @@ struct RunMeta {
   std::string model;
   Json llm;  // {calls, input_tokens, output_tokens, cost_usd, max_prompt_chars}
   Json options;
+  Json backend_details;  // the backend's own section (hybrid: the LLM's refused design moves, why it stopped)
   Json expert;        // expert backend: the final candidate's kernels, ops in Triton and in PyTorch, design
   std::string notes;  // e.g. why measured tuning was skipped
 };
@@ -25,5 +26,10 @@ struct RunMeta {
 Json BuildRunReport(const pipeline::RunResult& result, const RunMeta& meta,
                     const harness::EvalResult* final_eval);
 std::string TrajectoryMarkdown(const Json& report);
+
+// Per source (expert, llm): distinct candidates proposed (fully evaluated or screened), those correct (a
+// Debug repair counting for the proposal it repaired) and decisions accepted; with `llm` (the usage section)
+// the LLM's calls, tokens and cost; and every accepted decision with its source.
+Json ProvenanceJson(const pipeline::RunResult& result, const Json& llm);
 
 }  // namespace egg::report

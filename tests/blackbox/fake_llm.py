@@ -71,6 +71,12 @@ def profile(bottleneck="memory", move="use a larger BLOCK", near_roofline=False,
     return Action("reply", json.dumps(report))
 
 
+def design_move(kernel: str, field: str, value, description="a design move") -> Action:
+    """A hybrid Code reply that moves one field of the incumbent's design record (the compiler realizes it)."""
+    move = {"kernel": kernel, "field": field, "value": value, "description": description}
+    return Action("reply", f"```json\n{json.dumps(move)}\n```\n")
+
+
 def text(raw: str) -> Action:
     """Any raw reply text (for malformed cases)."""
     return Action("reply", raw)
@@ -219,6 +225,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             status, message = problem
             return self._send(record, status, json.dumps({"error": {"type": "fake_error", "message": message}}))
         action = fake.scenario.next_action(role, stage)
+        if callable(action):  # a scripted reply computed from the request (e.g. from the design record it holds)
+            action = action(record)
         record.action = action
         if action.kind == "hang":
             fake._stopping.wait(action.hang_s)
