@@ -246,16 +246,23 @@ void Store::MergeFrom(const std::string& path) {
   Execute("DETACH DATABASE merged");
 }
 
-// The table's columns but an INTEGER PRIMARY KEY (an autoincrement id, numbered afresh here).
+// Copies the table's columns but an INTEGER PRIMARY KEY of its own (an autoincrement id, numbered afresh here).
 void Store::MergeTable(const std::string& table) {
-  std::string columns;
+  std::vector<std::string> names;
+  std::string row_id;
+  int key_columns = 0;
   Statement info(db_, "SELECT name, type, pk FROM pragma_table_info(?1, 'merged')");
   info.Bind(1, table);
   while (info.Step()) {
-    if (info.Int(2) > 0 && info.Text(1) == "INTEGER") {
-      continue;
+    names.push_back(info.Text(0));
+    key_columns += info.Int(2) > 0 ? 1 : 0;
+    row_id = info.Int(2) > 0 && info.Text(1) == "INTEGER" ? info.Text(0) : row_id;
+  }
+  std::string columns;
+  for (const std::string& name : names) {
+    if (key_columns != 1 || name != row_id) {
+      columns += (columns.empty() ? "\"" : ", \"") + name + "\"";
     }
-    columns += (columns.empty() ? "\"" : ", \"") + info.Text(0) + "\"";
   }
   Execute("INSERT OR REPLACE INTO main.\"" + table + "\" (" + columns + ") SELECT " + columns + " FROM merged.\"" +
           table + "\"");

@@ -164,6 +164,8 @@ TEST_F(StoreTest, MergesAnotherStoreWithFreshAutoincrementIds) {
     other->PutEvaluation(Row("remote", "ok"));
     other->PutRun(Run("run-remote"));
     other->PutLlmCall(Call("run-remote"));
+    other->PutDecision({.run_id = "run-remote", .stage = "stage1.seeds", .round = 2, .candidate_id = "c",
+                        .move = "", .accepted = true, .reason = "", .incumbent_ms = {}, .candidate_ms = {}});
   }
   auto store = Store::Open(path_);
   store->PutEvaluation(Row("local", "ok"));
@@ -175,6 +177,8 @@ TEST_F(StoreTest, MergesAnotherStoreWithFreshAutoincrementIds) {
   ASSERT_TRUE(store->FindRun("run-remote").has_value());
   EXPECT_EQ(store->LlmCallsForRun("run-local").size(), 1U);
   EXPECT_EQ(store->LlmCallsForRun("run-remote").size(), 1U);
+  ASSERT_EQ(store->DecisionsForRun("run-remote").size(), 1U);
+  EXPECT_EQ(store->DecisionsForRun("run-remote")[0].round, 2);
 }
 
 }  // namespace
