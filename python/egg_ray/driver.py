@@ -28,7 +28,8 @@ def connect(ray, address: str) -> None:
 def describe(error: Exception) -> str:
     """A Ray error in one line (its text runs to many)."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+    first = lines[0].split(". ")[0].rstrip(".") if lines else ""
+    return f"{type(error).__name__}: {first}"
 
 
 def error_row(spec: dict, state: dict) -> dict:
@@ -109,7 +110,7 @@ def run(job_path: str, emit) -> int:
         from ray import cloudpickle
     except ImportError:
         emit({"event": "error", "message": f"--ray needs the ray package in {sys.executable} "
-                                           "(pip install 'ray[default]')"})
+                                           "(pip install ray)"})
         return 2
     cloudpickle.register_pickle_by_value(task_module)  # nodes need egg, not this package
     try:
