@@ -25,14 +25,16 @@ std::vector<std::string> DriverEnvironment(const EnvMap& env) {
 }
 
 Json JobJson(const RayJob& job, const EnvMap& env) {
-  return {{"address", job.address}, {"egg", EggRoot(env) + "/egg"}, {"egg_args", job.egg_args},
-          {"device", job.device},   {"per_gpu", job.per_gpu},      {"retries", job.retries},
-          {"out", job.out},         {"tasks", job.tasks}};
+  return {{"address", job.address},   {"egg", EggRoot(env) + "/egg"},
+          {"egg_args", job.egg_args}, {"device", job.device},
+          {"per_gpu", job.per_gpu},   {"retries", job.retries},
+          {"out", job.out},           {"tasks", job.tasks}};
 }
 
 }  // namespace
 
-void RunRayJob(const RayJob& job, const GlobalOptions& globals, const std::function<void(const Json&)>& on_event) {
+void RunRayJob(const RayJob& job, const GlobalOptions& globals,
+               const std::function<void(const Json&)>& on_event) {
   const EnvMap env = CurrentEnvironment();
   const std::string scratch = job.out + "/.ray";
   CreateDirectories(scratch);

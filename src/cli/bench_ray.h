@@ -1,7 +1,8 @@
 // `egg bench --ray ADDRESS`: the suite's tasks as Ray tasks. egg starts the driver (python -m egg_ray), which
 // submits one Ray task per suite task; each runs this egg's `bench` on one task on the node it lands on and
 // sends back its row, its files and its store. The driver writes the files under OUT/tasks/ and reports each
-// finished task as one JSON line; the caller keeps the rows, results.json, the report and the store as without Ray.
+// finished task as one JSON line; the caller keeps the rows, results.json, the report and the store as
+// without Ray.
 #pragma once
 
 #include <functional>
@@ -26,7 +27,8 @@ struct RayJob {
 // Runs the driver to its end, calling `on_event` with each event: {"event": "finished", "task": path, "row":
 // row, "store": path of the task's store or null} or {"event": "retry", "task", "attempt", "reason"}. Throws
 // UsageError when Ray is missing or its cluster cannot be reached, WorkerError when the driver fails.
-void RunRayJob(const RayJob& job, const GlobalOptions& globals, const std::function<void(const Json&)>& on_event);
+void RunRayJob(const RayJob& job, const GlobalOptions& globals,
+               const std::function<void(const Json&)>& on_event);
 
 // The lock file that every egg on this node takes around its work on the GPU it was given (Ray's
 // CUDA_VISIBLE_DEVICES), so that tasks sharing a GPU time their kernels one at a time.

@@ -1,7 +1,8 @@
-// `egg bench DIR | --level N... | --sample kb-sample`: `egg optimize` over a suite of KernelBench-format tasks.
-// One worker per GPU (or --workers on the CPU), tasks handed out from a queue; DIR/results.json (a row per task,
-// KernelBench's metrics per level and tolerance) is rewritten as each task finishes, with each task's outputs
-// under DIR/tasks/ and a KernelBench-layout JSON under DIR/kernelbench/; DIR/report.html at the end.
+// `egg bench DIR | --level N... | --sample kb-sample`: `egg optimize` over a suite of KernelBench-format
+// tasks. One worker per GPU (or --workers on the CPU), tasks handed out from a queue; DIR/results.json (a row
+// per task, KernelBench's metrics per level and tolerance) is rewritten as each task finishes, with each
+// task's outputs under DIR/tasks/ and a KernelBench-layout JSON under DIR/kernelbench/; DIR/report.html at
+// the end.
 // --resume keeps the rows of tasks already finished. With --ray every task is a Ray task (bench_ray.h).
 // Exit 0 when every task ended correct.
 #include <fmt/format.h>
@@ -314,14 +315,15 @@ class Suite {
   Json Summary() const { return report::BenchSummary(rows_, command_.args.eval.tol, command_.also_tol); }
 
   void WriteLocked() const {
-    Json suite = {{"name", command_.sample.empty() ? fs::path(command_.dir).filename().string() : command_.sample},
-                        {"backend", command_.args.backend},
-                        {"device", command_.args.eval.device},
-                        {"tol", command_.args.eval.tol},
-                        {"also_tol", command_.also_tol},
-                        {"workers", command_.workers},
-                        {"per_gpu", command_.per_gpu},
-                        {"quick", command_.quick}};
+    Json suite = {
+        {"name", command_.sample.empty() ? fs::path(command_.dir).filename().string() : command_.sample},
+        {"backend", command_.args.backend},
+        {"device", command_.args.eval.device},
+        {"tol", command_.args.eval.tol},
+        {"also_tol", command_.also_tol},
+        {"workers", command_.workers},
+        {"per_gpu", command_.per_gpu},
+        {"quick", command_.quick}};
     if (!command_.ray.empty()) {
       suite["ray"] = command_.ray;
     }
@@ -349,7 +351,8 @@ class Suite {
   size_t started_ = 0;
 };
 
-// One task's search and its row (with --also-tol's re-checks); a task that could not finish is an "error" row.
+// One task's search and its row (with --also-tol's re-checks); a task that could not finish is an "error"
+// row.
 Json TaskRow(const BenchCommand& command, const OptimizeArgs& args, HarnessSession& session,
              harness::Evaluator& evaluator, const SuiteTask& task) {
   const auto start = Clock::now();
@@ -372,8 +375,12 @@ Json TaskRow(const BenchCommand& command, const OptimizeArgs& args, HarnessSessi
     }
     return row;
   } catch (const EggError& error) {
-    return {{"task", task.path.filename().string()}, {"path", task.path.string()}, {"level", task.level},
-            {"status", "error"}, {"correct", false}, {"reason", error.what()},
+    return {{"task", task.path.filename().string()},
+            {"path", task.path.string()},
+            {"level", task.level},
+            {"status", "error"},
+            {"correct", false},
+            {"reason", error.what()},
             {"wall_s", std::chrono::duration<double>(Clock::now() - start).count()}};
   }
 }
@@ -403,8 +410,8 @@ void RunWorker(const BenchCommand& command, GlobalOptions globals, int worker, i
   }
 }
 
-// On a Ray node: the one task the driver gave, on the GPU Ray gave (CUDA_VISIBLE_DEVICES), into its own store;
-// prints the row as one JSON line.
+// On a Ray node: the one task the driver gave, on the GPU Ray gave (CUDA_VISIBLE_DEVICES), into its own
+// store; prints the row as one JSON line.
 int RunRayTask(const BenchCommand& command, GlobalOptions globals) {
   const EnvMap env = CurrentEnvironment();
   OptimizeArgs args = command.args;
@@ -427,12 +434,17 @@ int RunRayTask(const BenchCommand& command, GlobalOptions globals) {
   return kExitOk;
 }
 
-// Every task of the suite not yet done as a Ray task; the rows and files come back as each finishes, the task's
-// store rows are merged into this one.
+// Every task of the suite not yet done as a Ray task; the rows and files come back as each finishes, the
+// task's store rows are merged into this one.
 void RunOnRay(const BenchCommand& command, const GlobalOptions& globals, Suite* suite) {
   std::map<std::string, std::pair<SuiteTask, size_t>> pending;
-  RayJob job{.address = command.ray, .egg_args = globals.command_line, .device = command.args.eval.device,
-             .per_gpu = command.per_gpu, .retries = command.ray_retries, .out = command.out, .tasks = Json::array()};
+  RayJob job{.address = command.ray,
+             .egg_args = globals.command_line,
+             .device = command.args.eval.device,
+             .per_gpu = command.per_gpu,
+             .retries = command.ray_retries,
+             .out = command.out,
+             .tasks = Json::array()};
   while (auto next = suite->Next()) {
     job.tasks.push_back({{"path", next->first.path.string()}, {"level", next->first.level}});
     pending.emplace(next->first.path.string(), *next);
@@ -440,7 +452,8 @@ void RunOnRay(const BenchCommand& command, const GlobalOptions& globals, Suite* 
   if (pending.empty()) {
     return;
   }
-  const std::unique_ptr<store::Store> store = globals.no_store ? nullptr : OpenStore(globals, CurrentEnvironment());
+  const std::unique_ptr<store::Store> store =
+      globals.no_store ? nullptr : OpenStore(globals, CurrentEnvironment());
   RunRayJob(job, globals, [&](const Json& event) {
     const auto found = pending.find(event.value("task", ""));
     if (found == pending.end()) {
@@ -449,8 +462,9 @@ void RunOnRay(const BenchCommand& command, const GlobalOptions& globals, Suite* 
     const auto& [task, index] = found->second;
     const std::string name = task.path.filename().string();
     if (event.value("event", "") == "retry") {
-      suite->Progress(index, name, fmt::format("attempt {} failed ({}); running it again",
-                                               event.value("attempt", 0), event.value("reason", "")));
+      suite->Progress(index, name,
+                      fmt::format("attempt {} failed ({}); running it again", event.value("attempt", 0),
+                                  event.value("reason", "")));
       return;
     }
     Json row = event.value("row", Json::object());
@@ -463,7 +477,8 @@ void RunOnRay(const BenchCommand& command, const GlobalOptions& globals, Suite* 
       store->MergeFrom(store_path.get<std::string>());
     }
     const std::string node = row.value("ray", Json::object()).value("node", "?");
-    suite->Progress(index, name, "finished " + row.value("status", "") + " on node " + node + SpeedupText(row));
+    suite->Progress(index, name,
+                    "finished " + row.value("status", "") + " on node " + node + SpeedupText(row));
     suite->Finish(row);
     pending.erase(found);
   });
@@ -594,9 +609,10 @@ CommandRunner RegisterBench(CLI::App& app, const GlobalOptions& globals) {
   sub->add_flag("--resume", command->resume, "Keep the rows of tasks already in OUT/results.json");
   sub->add_flag("--quick", command->quick, "Smoke mode: at most 2 seeds, one round per stage, no seed refinement");
   sub->add_flag("--no-report", command->no_report, "Skip OUT/report.html");
-  sub->add_option("--ray", command->ray,
-                  "Run every task as a Ray task on this Ray cluster: host:port, ray://host:port, auto, or local "
-                  "(a cluster on this host); needs the ray package");
+  sub->add_option(
+      "--ray", command->ray,
+      "Run every task as a Ray task on this Ray cluster: host:port, ray://host:port, auto, or local "
+      "(a cluster on this host); needs the ray package");
   sub->add_option("--ray-retries", command->ray_retries,
                   "With --ray: attempts after the first when a node or worker dies under a task (default 2)")
       ->check(CLI::Range(0, 10));

@@ -22,7 +22,8 @@ struct GlobalOptions {
   std::string python;   // empty: WorkerPython()
   bool no_store = false;
   std::string gpu_lock;  // not a flag: egg bench names the lock file of a GPU that several workers share
-  std::vector<std::string> command_line;  // not a flag: the arguments egg was given (egg bench --ray forwards them)
+  std::vector<std::string>
+      command_line;  // not a flag: the arguments egg was given (egg bench --ray forwards them)
 };
 
 void AddGlobalOptions(CLI::App& app, GlobalOptions* options);

@@ -228,8 +228,9 @@ void Store::MergeFrom(const std::string& path) {
                         ", this egg " + std::to_string(kSchemaVersion));
     }
     std::vector<std::string> tables;
-    Statement names(db_, "SELECT name FROM merged.sqlite_master WHERE type = 'table' AND name NOT LIKE "
-                         "'sqlite_%' ORDER BY rowid");
+    Statement names(db_,
+                    "SELECT name FROM merged.sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                    "'sqlite_%' ORDER BY rowid");
     while (names.Step()) {
       tables.push_back(names.Text(0));
     }
@@ -246,7 +247,8 @@ void Store::MergeFrom(const std::string& path) {
   Execute("DETACH DATABASE merged");
 }
 
-// Copies the table's columns but an INTEGER PRIMARY KEY of its own (an autoincrement id, numbered afresh here).
+// Copies the table's columns but an INTEGER PRIMARY KEY of its own (an autoincrement id, numbered afresh
+// here).
 void Store::MergeTable(const std::string& table) {
   std::vector<std::string> names;
   std::string row_id;
@@ -264,8 +266,8 @@ void Store::MergeTable(const std::string& table) {
       columns += (columns.empty() ? "\"" : ", \"") + name + "\"";
     }
   }
-  Execute("INSERT OR REPLACE INTO main.\"" + table + "\" (" + columns + ") SELECT " + columns + " FROM merged.\"" +
-          table + "\"");
+  Execute("INSERT OR REPLACE INTO main.\"" + table + "\" (" + columns + ") SELECT " + columns +
+          " FROM merged.\"" + table + "\"");
 }
 
 std::optional<std::string> Store::FindEvaluation(const std::string& key) {

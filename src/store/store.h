@@ -132,8 +132,9 @@ class Store {
   std::optional<ScreeningRow> FindScreening(const std::string& key);
   void PutScreening(const ScreeningRow& row);
   int SchemaVersion();
-  // Copies every row of another egg store (one a remote `egg bench --ray` task wrote) into this one, replacing
-  // rows with the same key; autoincrement ids are assigned afresh. Throws ConfigError when its schema differs.
+  // Copies every row of another egg store (one a remote `egg bench --ray` task wrote) into this one,
+  // replacing rows with the same key; autoincrement ids are assigned afresh. Throws ConfigError when its
+  // schema differs.
   void MergeFrom(const std::string& path);
 
   // Runs of `egg optimize` (run_records.cpp). Writes replace rows with the same key, so a resumed run

@@ -164,8 +164,15 @@ TEST_F(StoreTest, MergesAnotherStoreWithFreshAutoincrementIds) {
     other->PutEvaluation(Row("remote", "ok"));
     other->PutRun(Run("run-remote"));
     other->PutLlmCall(Call("run-remote"));
-    other->PutDecision({.run_id = "run-remote", .stage = "stage1.seeds", .round = 2, .candidate_id = "c",
-                        .move = "", .accepted = true, .reason = "", .incumbent_ms = {}, .candidate_ms = {}});
+    other->PutDecision({.run_id = "run-remote",
+                        .stage = "stage1.seeds",
+                        .round = 2,
+                        .candidate_id = "c",
+                        .move = "",
+                        .accepted = true,
+                        .reason = "",
+                        .incumbent_ms = {},
+                        .candidate_ms = {}});
   }
   auto store = Store::Open(path_);
   store->PutEvaluation(Row("local", "ok"));
