@@ -50,7 +50,7 @@ export EGG_BWRAP="$bwrap"
 timed_eval() {
   local mode="$1" round="$2" start end rc
   start=$(date +%s.%N)
-  ./egg eval "$task" "$candidate" --json --device cuda --no-cache "$mode" > /tmp/sandbox_one.json 2>> "$log"
+  ./egg eval "$task" "$candidate" --json --device cuda --no-cache --baselines default "$mode" > /tmp/sandbox_one.json 2>> "$log"
   rc=$?
   end=$(date +%s.%N)
   python3 - "$mode" "$round" "$rc" "$start" "$end" >> "$out/sandbox_eval.jsonl" 2>> "$log" <<'PY'

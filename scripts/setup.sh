@@ -32,7 +32,8 @@ else
   python="${EGG_SETUP_PYTHON:-python3}"
   # numpy < 2.4: Triton 3.6's interpreter fails on runtime loop bounds with numpy 2.4 (triton-lang/triton#9171)
   # einops: KernelBench's Mamba2 tasks (level 3, 48 and 49) import it
-  requirements=(torch==2.13.0 triton==3.6.0 "numpy<2.4" einops pytest matplotlib jinja2)
+  # ray: egg bench --ray and its test on a local multi-node cluster (optional at run time)
+  requirements=(torch==2.13.0 triton==3.6.0 "numpy<2.4" einops pytest matplotlib jinja2 ray==2.60.0)
   if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
   fi

@@ -1,8 +1,10 @@
-// `egg bench DIR | --level N... | --sample kb-sample`: `egg optimize` over a suite of KernelBench-format tasks.
-// One worker per GPU (or --workers on the CPU), tasks handed out from a queue; DIR/results.json (a row per task,
-// KernelBench's metrics per level and tolerance) is rewritten as each task finishes, with each task's outputs
-// under DIR/tasks/ and a KernelBench-layout JSON under DIR/kernelbench/; DIR/report.html at the end.
-// --resume keeps the rows of tasks already finished. Exit 0 when every task ended correct.
+// `egg bench DIR | --level N... | --sample kb-sample`: `egg optimize` over a suite of KernelBench-format
+// tasks. One worker per GPU (or --workers on the CPU), tasks handed out from a queue; DIR/results.json (a row
+// per task, KernelBench's metrics per level and tolerance) is rewritten as each task finishes, with each
+// task's outputs under DIR/tasks/ and a KernelBench-layout JSON under DIR/kernelbench/; DIR/report.html at
+// the end.
+// --resume keeps the rows of tasks already finished. With --ray every task is a Ray task (bench_ray.h).
+// Exit 0 when every task ended correct.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -10,12 +12,14 @@
 #include <chrono>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <regex>
 #include <sstream>
 #include <thread>
 
+#include "cli/bench_ray.h"
 #include "cli/commands.h"
 #include "cli/optimize_task.h"
 #include "common/environment.h"
@@ -48,6 +52,12 @@ struct BenchCommand {
   bool resume = false;
   bool quick = false;
   bool no_report = false;
+  std::string ray;      // a Ray cluster's address, auto or local: every task a Ray task (bench_ray.h)
+  int ray_retries = 2;  // attempts after the first when a node or worker dies under a task
+  // Set by the Ray driver on a node: run this one task (a local copy) into --out and print its row as JSON.
+  std::string ray_task;
+  int ray_level = 0;
+  std::string ray_store;  // the task's own store, which goes back to the driver
   OptimizeArgs args;
 };
 
@@ -305,14 +315,18 @@ class Suite {
   Json Summary() const { return report::BenchSummary(rows_, command_.args.eval.tol, command_.also_tol); }
 
   void WriteLocked() const {
-    const Json suite = {{"name", command_.sample.empty() ? fs::path(command_.dir).filename().string() : command_.sample},
-                        {"backend", command_.args.backend},
-                        {"device", command_.args.eval.device},
-                        {"tol", command_.args.eval.tol},
-                        {"also_tol", command_.also_tol},
-                        {"workers", command_.workers},
-                        {"per_gpu", command_.per_gpu},
-                        {"quick", command_.quick}};
+    Json suite = {
+        {"name", command_.sample.empty() ? fs::path(command_.dir).filename().string() : command_.sample},
+        {"backend", command_.args.backend},
+        {"device", command_.args.eval.device},
+        {"tol", command_.args.eval.tol},
+        {"also_tol", command_.also_tol},
+        {"workers", command_.workers},
+        {"per_gpu", command_.per_gpu},
+        {"quick", command_.quick}};
+    if (!command_.ray.empty()) {
+      suite["ray"] = command_.ray;
+    }
     Json sorted = rows_;
     std::sort(sorted.begin(), sorted.end(), [](const Json& a, const Json& b) {
       return std::make_tuple(a.value("level", 0), TaskNumber(a.value("path", "")), a.value("task", "")) <
@@ -337,6 +351,40 @@ class Suite {
   size_t started_ = 0;
 };
 
+// One task's search and its row (with --also-tol's re-checks); a task that could not finish is an "error"
+// row.
+Json TaskRow(const BenchCommand& command, const OptimizeArgs& args, HarnessSession& session,
+             harness::Evaluator& evaluator, const SuiteTask& task) {
+  const auto start = Clock::now();
+  const std::string out_dir = command.out + "/tasks/" + task.path.stem().string();
+  try {
+    const TaskOutcome outcome = OptimizeTask(args, session, task.path.string(), out_dir);
+    Json row = Row(task, outcome, std::chrono::duration<double>(Clock::now() - start).count());
+    for (double tol : command.also_tol) {
+      harness::EvalOptions options = args.eval;
+      options.tol = tol;
+      options.timing = false;
+      const std::string model = out_dir + "/model_new.py";
+      if (FileExists(model)) {
+        const harness::EvalResult result = evaluator.Evaluate(task.path.string(), model, options);
+        row["at_tol"][report::TolKey(tol)] = {{"correct", result.correct},
+                                              {"status", harness::StatusName(result.status)},
+                                              {"max_rel_err", result.max_rel_err},
+                                              {"reason", result.reason}};
+      }
+    }
+    return row;
+  } catch (const EggError& error) {
+    return {{"task", task.path.filename().string()},
+            {"path", task.path.string()},
+            {"level", task.level},
+            {"status", "error"},
+            {"correct", false},
+            {"reason", error.what()},
+            {"wall_s", std::chrono::duration<double>(Clock::now() - start).count()}};
+  }
+}
+
 // One worker's loop: its own session (worker process, store connection) on its own GPU.
 void RunWorker(const BenchCommand& command, GlobalOptions globals, int worker, int gpu, Suite* suite) {
   OptimizeArgs args = command.args;
@@ -357,33 +405,84 @@ void RunWorker(const BenchCommand& command, GlobalOptions globals, int worker, i
     task_args.pipeline.on_stage = [&, index = index](const std::string& stage, std::optional<double> speedup) {
       suite->Progress(index, name, stage + (speedup ? fmt::format(", best {:.2f}x vs eager", *speedup) : ""));
     };
-    const auto start = Clock::now();
-    const std::string out_dir = command.out + "/tasks/" + task.path.stem().string();
-    Json row;
-    try {
-      const TaskOutcome outcome = OptimizeTask(task_args, session, task.path.string(), out_dir);
-      row = Row(task, outcome, std::chrono::duration<double>(Clock::now() - start).count());
-      for (double tol : command.also_tol) {
-        harness::EvalOptions options = args.eval;
-        options.tol = tol;
-        options.timing = false;
-        const std::string model = out_dir + "/model_new.py";
-        if (FileExists(model)) {
-          const harness::EvalResult result = evaluator.Evaluate(task.path.string(), model, options);
-          row["at_tol"][report::TolKey(tol)] = {{"correct", result.correct},
-                                                {"status", harness::StatusName(result.status)},
-                                                {"max_rel_err", result.max_rel_err},
-                                                {"reason", result.reason}};
-        }
-      }
-    } catch (const EggError& error) {
-      row = {{"task", name}, {"path", task.path.string()}, {"level", task.level}, {"status", "error"},
-             {"correct", false}, {"reason", error.what()},
-             {"wall_s", std::chrono::duration<double>(Clock::now() - start).count()}};
-    }
+    const Json row = TaskRow(command, task_args, session, evaluator, task);
     suite->Progress(index, name, "finished " + row.value("status", "") + SpeedupText(row));
     suite->Finish(row);
   }
+}
+
+// On a Ray node: the one task the driver gave, on the GPU Ray gave (CUDA_VISIBLE_DEVICES), into its own
+// store; prints the row as one JSON line.
+int RunRayTask(const BenchCommand& command, GlobalOptions globals) {
+  const EnvMap env = CurrentEnvironment();
+  OptimizeArgs args = command.args;
+  args.eval.gpu_index = 0;
+  if (!command.ray_store.empty()) {
+    globals.db_path = command.ray_store;
+  }
+  if (command.per_gpu > 1 && args.eval.device == "cuda") {
+    globals.gpu_lock = NodeGpuLock(env);
+  }
+  HarnessSession session = OpenHarnessSession(globals, args.device, &args.eval, PolicyForBackend(args.backend));
+  harness::Evaluator evaluator(*session.worker, session.store.get());
+  const SuiteTask task{fs::absolute(command.ray_task), command.ray_level};
+  const std::string name = task.path.filename().string();
+  args.pipeline.on_stage = [&](const std::string& stage, std::optional<double> speedup) {
+    fmt::print(stderr, "egg bench: {}: {}\n", name,
+               stage + (speedup ? fmt::format(", best {:.2f}x vs eager", *speedup) : ""));
+  };
+  fmt::print("{}\n", TaskRow(command, args, session, evaluator, task).dump());
+  return kExitOk;
+}
+
+// Every task of the suite not yet done as a Ray task; the rows and files come back as each finishes, the
+// task's store rows are merged into this one.
+void RunOnRay(const BenchCommand& command, const GlobalOptions& globals, Suite* suite) {
+  std::map<std::string, std::pair<SuiteTask, size_t>> pending;
+  RayJob job{.address = command.ray,
+             .egg_args = globals.command_line,
+             .device = command.args.eval.device,
+             .per_gpu = command.per_gpu,
+             .retries = command.ray_retries,
+             .out = command.out,
+             .tasks = Json::array()};
+  while (auto next = suite->Next()) {
+    job.tasks.push_back({{"path", next->first.path.string()}, {"level", next->first.level}});
+    pending.emplace(next->first.path.string(), *next);
+  }
+  if (pending.empty()) {
+    return;
+  }
+  const std::unique_ptr<store::Store> store =
+      globals.no_store ? nullptr : OpenStore(globals, CurrentEnvironment());
+  RunRayJob(job, globals, [&](const Json& event) {
+    const auto found = pending.find(event.value("task", ""));
+    if (found == pending.end()) {
+      return;  // not a task of this suite, or one already finished
+    }
+    const auto& [task, index] = found->second;
+    const std::string name = task.path.filename().string();
+    if (event.value("event", "") == "retry") {
+      suite->Progress(index, name,
+                      fmt::format("attempt {} failed ({}); running it again", event.value("attempt", 0),
+                                  event.value("reason", "")));
+      return;
+    }
+    Json row = event.value("row", Json::object());
+    row["task"] = name;
+    row["path"] = task.path.string();
+    row["level"] = task.level;
+    row["out_dir"] = command.out + "/tasks/" + task.path.stem().string();
+    const Json store_path = event.value("store", Json());
+    if (store && store_path.is_string()) {
+      store->MergeFrom(store_path.get<std::string>());
+    }
+    const std::string node = row.value("ray", Json::object()).value("node", "?");
+    suite->Progress(index, name,
+                    "finished " + row.value("status", "") + " on node " + node + SpeedupText(row));
+    suite->Finish(row);
+    pending.erase(found);
+  });
 }
 
 std::vector<int> WorkerGpus(const BenchCommand& command) {
@@ -425,31 +524,15 @@ void WriteHtml(const BenchCommand& command, const GlobalOptions& globals) {
   }
 }
 
-int RunBench(BenchCommand& command, const GlobalOptions& globals) {
-  const EnvMap env = CurrentEnvironment();
-  std::vector<SuiteTask> tasks = SuiteTasks(command, env);
-  command.args.eval.device = ResolveDevice(command.args.device, env);
-  if (command.quick) {
-    command.args.pipeline.rounds = 1;
-    command.args.pipeline.seeds = std::min(command.args.pipeline.seeds, 2);
-    command.args.pipeline.refine_seeds = false;
-  }
-  const std::vector<int> gpus = WorkerGpus(command);
-  command.workers = static_cast<int>(gpus.size());
-  CreateDirectories(command.out);
-  Json rows = Json::array();
-  const std::string results_path = command.out + "/results.json";
-  if (command.resume && FileExists(results_path)) {
-    rows = Json::parse(ReadFile(results_path)).value("tasks", Json::array());
-  }
-  Suite suite(command, std::move(tasks), rows);
+void RunWorkers(const BenchCommand& command, const GlobalOptions& globals, const std::vector<int>& gpus,
+                Suite* suite) {
   std::vector<std::thread> threads;
   std::mutex error_mutex;
   std::string first_error;
   for (size_t worker = 0; worker < gpus.size(); ++worker) {
     threads.emplace_back([&, worker, gpu = gpus[worker]] {
       try {
-        RunWorker(command, globals, static_cast<int>(worker), gpu, &suite);
+        RunWorker(command, globals, static_cast<int>(worker), gpu, suite);
       } catch (const std::exception& error) {
         std::lock_guard<std::mutex> lock(error_mutex);
         first_error = first_error.empty() ? error.what() : first_error;
@@ -461,6 +544,32 @@ int RunBench(BenchCommand& command, const GlobalOptions& globals) {
   }
   if (!first_error.empty()) {
     throw WorkerError(first_error);
+  }
+}
+
+int RunBench(BenchCommand& command, const GlobalOptions& globals) {
+  const EnvMap env = CurrentEnvironment();
+  command.args.eval.device = ResolveDevice(command.args.device, env);
+  if (command.quick) {
+    ApplyQuickSearch(&command.args);
+  }
+  if (!command.ray_task.empty()) {
+    return RunRayTask(command, globals);
+  }
+  std::vector<SuiteTask> tasks = SuiteTasks(command, env);
+  const std::vector<int> gpus = WorkerGpus(command);
+  command.workers = static_cast<int>(gpus.size());
+  CreateDirectories(command.out);
+  Json rows = Json::array();
+  const std::string results_path = command.out + "/results.json";
+  if (command.resume && FileExists(results_path)) {
+    rows = Json::parse(ReadFile(results_path)).value("tasks", Json::array());
+  }
+  Suite suite(command, std::move(tasks), rows);
+  if (command.ray.empty()) {
+    RunWorkers(command, globals, gpus, &suite);
+  } else {
+    RunOnRay(command, globals, &suite);
   }
   const Json summary = suite.Summary();
   {
@@ -501,6 +610,16 @@ CommandRunner RegisterBench(CLI::App& app, const GlobalOptions& globals) {
   sub->add_flag("--resume", command->resume, "Keep the rows of tasks already in OUT/results.json");
   sub->add_flag("--quick", command->quick, "Smoke mode: at most 2 seeds, one round per stage, no seed refinement");
   sub->add_flag("--no-report", command->no_report, "Skip OUT/report.html");
+  sub->add_option(
+      "--ray", command->ray,
+      "Run every task as a Ray task on this Ray cluster: host:port, ray://host:port, auto, or local "
+      "(a cluster on this host); needs the ray package");
+  sub->add_option("--ray-retries", command->ray_retries,
+                  "With --ray: attempts after the first when a node or worker dies under a task (default 2)")
+      ->check(CLI::Range(0, 10));
+  sub->add_option("--ray-task", command->ray_task)->group("");
+  sub->add_option("--ray-level", command->ray_level)->group("");
+  sub->add_option("--ray-store", command->ray_store)->group("");
   AddSearchOptions(*sub, &command->args);
   return [sub, command, &globals]() -> int { return sub->parsed() ? RunBench(*command, globals) : -1; };
 }

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/environment.h"
 #include "common/json.h"
@@ -25,6 +26,8 @@ struct GlobalOptions {
   std::string bwrap;             // --bwrap, else $EGG_BWRAP, else bwrap from PATH
   double memory_limit_gib = -1;  // --memory-limit; negative: half the machine's memory, 0: none
   std::string gpu_lock;  // not a flag: egg bench names the lock file of a GPU that several workers share
+  std::vector<std::string>
+      command_line;  // not a flag: the arguments egg was given (egg bench --ray forwards them)
 };
 
 // Whether a command's candidates run in the sandbox (docs/harness.md, "Sandbox") when neither --sandbox nor

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   egg::cli::GlobalOptions globals;
+  globals.command_line.assign(argv + 1, argv + argc);
   egg::cli::AddGlobalOptions(app, &globals);
   std::vector<egg::cli::CommandRunner> commands = {
       egg::cli::RegisterEval(app, globals), egg::cli::RegisterProfile(app, globals),

@@ -214,6 +214,62 @@ void Store::Migrate() {
   }
 }
 
+void Store::MergeFrom(const std::string& path) {
+  {
+    Statement attach(db_, "ATTACH DATABASE ?1 AS merged");
+    attach.Bind(1, path);
+    attach.Step();
+  }
+  try {
+    Statement version(db_, "PRAGMA merged.user_version");
+    version.Step();
+    if (version.Int(0) != kSchemaVersion) {
+      throw ConfigError("the store " + path + " has schema version " + std::to_string(version.Int(0)) +
+                        ", this egg " + std::to_string(kSchemaVersion));
+    }
+    std::vector<std::string> tables;
+    Statement names(db_,
+                    "SELECT name FROM merged.sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                    "'sqlite_%' ORDER BY rowid");
+    while (names.Step()) {
+      tables.push_back(names.Text(0));
+    }
+    Execute("BEGIN IMMEDIATE");
+    for (const std::string& table : tables) {
+      MergeTable(table);
+    }
+    Execute("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    Execute("DETACH DATABASE merged");
+    throw;
+  }
+  Execute("DETACH DATABASE merged");
+}
+
+// Copies the table's columns but an INTEGER PRIMARY KEY of its own (an autoincrement id, numbered afresh
+// here).
+void Store::MergeTable(const std::string& table) {
+  std::vector<std::string> names;
+  std::string row_id;
+  int key_columns = 0;
+  Statement info(db_, "SELECT name, type, pk FROM pragma_table_info(?1, 'merged')");
+  info.Bind(1, table);
+  while (info.Step()) {
+    names.push_back(info.Text(0));
+    key_columns += info.Int(2) > 0 ? 1 : 0;
+    row_id = info.Int(2) > 0 && info.Text(1) == "INTEGER" ? info.Text(0) : row_id;
+  }
+  std::string columns;
+  for (const std::string& name : names) {
+    if (key_columns != 1 || name != row_id) {
+      columns += (columns.empty() ? "\"" : ", \"") + name + "\"";
+    }
+  }
+  Execute("INSERT OR REPLACE INTO main.\"" + table + "\" (" + columns + ") SELECT " + columns +
+          " FROM merged.\"" + table + "\"");
+}
+
 std::optional<std::string> Store::FindEvaluation(const std::string& key) {
   Statement statement(db_, "SELECT result_json FROM evaluations WHERE key = ?1");
   statement.Bind(1, key);

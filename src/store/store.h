@@ -132,6 +132,10 @@ class Store {
   std::optional<ScreeningRow> FindScreening(const std::string& key);
   void PutScreening(const ScreeningRow& row);
   int SchemaVersion();
+  // Copies every row of another egg store (one a remote `egg bench --ray` task wrote) into this one,
+  // replacing rows with the same key; autoincrement ids are assigned afresh. Throws ConfigError when its
+  // schema differs.
+  void MergeFrom(const std::string& path);
 
   // Runs of `egg optimize` (run_records.cpp). Writes replace rows with the same key, so a resumed run
   // that re-derives a record does not duplicate it.
@@ -155,6 +159,7 @@ class Store {
   sqlite3* Db() { return db_; }
   void Execute(const std::string& sql);
   void Migrate();
+  void MergeTable(const std::string& table);
 
   sqlite3* db_;
 };

@@ -28,6 +28,20 @@ class StoreTest : public ::testing::Test {
             "2.11", "3.6",   "1",        "{}",    status,     R"({"status":")" + status + R"("})"};
   }
 
+  static RunRow Run(const std::string& id) {
+    RunRow row;
+    row.id = id;
+    row.task_path = "/t.py";
+    row.status = "ok";
+    return row;
+  }
+  static LlmCallRow Call(const std::string& run_id) {
+    LlmCallRow row;
+    row.run_id = run_id;
+    row.purpose = "seed";
+    return row;
+  }
+
   std::filesystem::path dir_;
   std::string path_;
 };
@@ -141,6 +155,37 @@ TEST_F(StoreTest, MigratesAVersionTwoStoreToScreenings) {
   EXPECT_TRUE(store->FindEvaluation("k1").has_value());
   store->PutScreening({"s", "t", "c", "ok", "", "null", std::nullopt});
   EXPECT_TRUE(store->FindScreening("s").has_value());
+}
+
+TEST_F(StoreTest, MergesAnotherStoreWithFreshAutoincrementIds) {
+  const std::string other_path = (dir_ / "other.db").string();
+  {
+    auto other = Store::Open(other_path);
+    other->PutEvaluation(Row("remote", "ok"));
+    other->PutRun(Run("run-remote"));
+    other->PutLlmCall(Call("run-remote"));
+    other->PutDecision({.run_id = "run-remote",
+                        .stage = "stage1.seeds",
+                        .round = 2,
+                        .candidate_id = "c",
+                        .move = "",
+                        .accepted = true,
+                        .reason = "",
+                        .incumbent_ms = {},
+                        .candidate_ms = {}});
+  }
+  auto store = Store::Open(path_);
+  store->PutEvaluation(Row("local", "ok"));
+  store->PutRun(Run("run-local"));
+  store->PutLlmCall(Call("run-local"));
+  store->MergeFrom(other_path);
+  EXPECT_TRUE(store->FindEvaluation("local").has_value());
+  EXPECT_TRUE(store->FindEvaluation("remote").has_value());
+  ASSERT_TRUE(store->FindRun("run-remote").has_value());
+  EXPECT_EQ(store->LlmCallsForRun("run-local").size(), 1U);
+  EXPECT_EQ(store->LlmCallsForRun("run-remote").size(), 1U);
+  ASSERT_EQ(store->DecisionsForRun("run-remote").size(), 1U);
+  EXPECT_EQ(store->DecisionsForRun("run-remote")[0].round, 2);
 }
 
 }  // namespace
