@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <mutex>
 
 #include "common/hash.h"
@@ -162,6 +163,17 @@ class LlmProfileAgent : public ProfileAgent {
   std::shared_ptr<Conversation> conversation_;
 };
 
+// What every Code prompt shows of the task and the incumbent (code/user.md and code/hybrid_user.md).
+std::map<std::string, std::string> CodeUserValues(const StageContext& context, int index, int count) {
+  return {{"task_source", TruncateMiddle(context.task_source, kMaxSourceChars)},
+          {"incumbent_source", context.incumbent_source.empty()
+                                   ? "# none yet"
+                                   : TruncateMiddle(context.incumbent_source, kMaxSourceChars)},
+          {"incumbent_summary", context.incumbent_summary.empty() ? "none" : context.incumbent_summary},
+          {"accepted", context.accepted_decisions.empty() ? "none" : context.accepted_decisions},
+          {"request_tag", RequestTag(context, "code", index, count)}};
+}
+
 class LlmCodeAgent : public CodeAgent {
  public:
   explicit LlmCodeAgent(std::shared_ptr<Conversation> conversation)
@@ -179,16 +191,9 @@ class LlmCodeAgent : public CodeAgent {
          {"sm_count", std::to_string(context.sm_count)},
          {"proposal", proposal ? ToJson(*proposal).dump() : "none"},
          {"history", HistoryJson(context)}});
-    const std::string user = prompts::Render(
-        prompts::File("code/user.md"),
-        {{"stage_instructions", instructions},
-         {"task_source", TruncateMiddle(context.task_source, kMaxSourceChars)},
-         {"incumbent_source", context.incumbent_source.empty()
-                                  ? "# none yet"
-                                  : TruncateMiddle(context.incumbent_source, kMaxSourceChars)},
-         {"incumbent_summary", context.incumbent_summary.empty() ? "none" : context.incumbent_summary},
-         {"accepted", context.accepted_decisions.empty() ? "none" : context.accepted_decisions},
-         {"request_tag", RequestTag(context, "code", index, count)}});
+    std::map<std::string, std::string> values = CodeUserValues(context, index, count);
+    values["stage_instructions"] = instructions;
+    const std::string user = prompts::Render(prompts::File("code/user.md"), values);
     return conversation_->Ask<CodeProposal>("code", context.stage, system, user, ParseCodeProposal);
   }
 
@@ -229,21 +234,14 @@ class LlmDesignCodeAgent : public CodeAgent {
     const std::string system = prompts::Render(
         prompts::File("code/hybrid.md"),
         {{"stage", context.stage}, {"tol", Json(context.tol).dump()}, {"knowledge", Knowledge()}});
-    const std::string user = prompts::Render(
-        prompts::File("code/hybrid_user.md"),
-        {{"stage", context.stage},
-         {"objective", context.objective},
-         {"moves", context.moves},
-         {"proposal", proposal ? ToJson(*proposal).dump() : "none"},
-         {"history", HistoryJson(context)},
-         {"design_record", realizer_.DesignRecord(context)},
-         {"task_source", TruncateMiddle(context.task_source, kMaxSourceChars)},
-         {"incumbent_source", context.incumbent_source.empty()
-                                  ? "# none yet"
-                                  : TruncateMiddle(context.incumbent_source, kMaxSourceChars)},
-         {"incumbent_summary", context.incumbent_summary.empty() ? "none" : context.incumbent_summary},
-         {"accepted", context.accepted_decisions.empty() ? "none" : context.accepted_decisions},
-         {"request_tag", RequestTag(context, "code", index, count)}});
+    std::map<std::string, std::string> values = CodeUserValues(context, index, count);
+    values.insert({{"stage", context.stage},
+                   {"objective", context.objective},
+                   {"moves", context.moves},
+                   {"proposal", proposal ? ToJson(*proposal).dump() : "none"},
+                   {"history", HistoryJson(context)},
+                   {"design_record", realizer_.DesignRecord(context)}});
+    const std::string user = prompts::Render(prompts::File("code/hybrid_user.md"), values);
     const std::function<Parsed<CodeProposal>(const std::string&)> parse =
         [this, &context](const std::string& reply) {
           Parsed<HybridReply> parsed = ParseHybridReply(reply);
