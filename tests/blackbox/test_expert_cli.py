@@ -658,11 +658,12 @@ def test_optimize_time_budget_must_be_positive(egg):
     assert "--time-budget" in single_error_line(proc)
 
 
-def test_optimize_hybrid_backend_is_one_line_error(egg):
+def test_optimize_hybrid_backend_without_a_model_is_one_line_error(egg):
     shutil.copy(EXPERT_TASKS / "relu_scale_64.py", egg.workdir)
-    proc = egg.run("optimize", "relu_scale_64.py", "--device", "cpu", "--out", "out", "--backend", "hybrid")
+    proc = egg.run("optimize", "relu_scale_64.py", "--device", "cpu", "--out", "out", "--backend", "hybrid",
+                   env={"EGG_LLM_MODEL": ""})
     assert proc.returncode == 2
-    assert "hybrid" in single_error_line(proc)
+    assert "no LLM model" in single_error_line(proc)
     assert not (egg.workdir / "out").exists()
 
 
