@@ -77,7 +77,9 @@ void PrintBaselines(const harness::EvalResult& r) {
   for (const auto& [name, entry] : r.baselines.items()) {
     const Json runs = entry.value("runs", Json::object());
     const Json speedups = r.speedups.is_object() ? r.speedups.value(name, Json::object()) : Json::object();
-    const std::string role = name == r.baseline ? " [headline]" : name == r.beside_baseline ? " [beside]" : "";
+    const std::string role = name == r.baseline          ? " [headline]"
+                             : name == r.beside_baseline ? " [beside]"
+                                                         : "";
     fmt::print("  {:<8} eager {:<22} torch.compile {:<22} eager's rel_l2 vs reference {}{}\n", name,
                RunCell(runs.value("eager", Json::object()), speedups.value("eager", Json())),
                RunCell(runs.value("compile", Json::object()), speedups.value("compile", Json())),
@@ -104,7 +106,8 @@ void PrintHuman(const harness::EvalResult& r) {
   }
   fmt::print("\n");
   if (r.vacuous) {
-    fmt::print("vacuous: the reference output is the same for every input; the trials cannot judge this task\n");
+    fmt::print(
+        "vacuous: the reference output is the same for every input; the trials cannot judge this task\n");
   }
   if (r.time_ms.candidate) {
     fmt::print("time (ms):\n");

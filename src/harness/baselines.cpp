@@ -33,10 +33,12 @@ BaselineRun ParseRun(const Json& j) {
 }
 
 Json RunJson(const BaselineRun& run) {
-  return Json{{"time_ms", run.time}, {"compile_s", run.compile_s}, {"error", run.error}, {"accuracy", run.accuracy}};
+  return Json{
+      {"time_ms", run.time}, {"compile_s", run.compile_s}, {"error", run.error}, {"accuracy", run.accuracy}};
 }
 
-std::optional<double> Ratio(const std::optional<Stats>& baseline, const Stats& candidate, double Stats::*field) {
+std::optional<double> Ratio(const std::optional<Stats>& baseline, const Stats& candidate,
+                            double Stats::* field) {
   if (!baseline || (*baseline).*field <= 0 || candidate.*field <= 0) {
     return std::nullopt;
   }
@@ -51,7 +53,8 @@ std::optional<Stats> RunTime(const PrecisionBaseline* setting, const std::string
   return found == setting->runs.end() ? std::nullopt : found->second.time;
 }
 
-// "candidate 412 GB/s, torch.compile 398 GB/s over at least 1.07 GB moved": a >10x row explained (or exposed).
+// "candidate 412 GB/s, torch.compile 398 GB/s over at least 1.07 GB moved": a >10x row explained (or
+// exposed).
 std::string BandwidthNote(const EvalResult& result) {
   if (!result.io_bytes || !result.time_ms.candidate) {
     return "";
@@ -60,10 +63,11 @@ std::string BandwidthNote(const EvalResult& result) {
   auto rate = [&](const std::optional<Stats>& time) {
     return time && time->mean > 0 ? fmt::format("{:.0f} GB/s", gigabytes / (time->mean / kMsPerSecond)) : "-";
   };
-  return fmt::format("; achieved over the {:.3g} GB any implementation must move: candidate {}, eager {}, "
-                     "torch.compile {} ({})",
-                     gigabytes, rate(result.time_ms.candidate), rate(result.time_ms.eager),
-                     rate(result.time_ms.compile), result.baseline);
+  return fmt::format(
+      "; achieved over the {:.3g} GB any implementation must move: candidate {}, eager {}, "
+      "torch.compile {} ({})",
+      gigabytes, rate(result.time_ms.candidate), rate(result.time_ms.eager), rate(result.time_ms.compile),
+      result.baseline);
 }
 
 }  // namespace
@@ -128,7 +132,8 @@ void AddSpeedups(const BaselineResult& baseline, EvalResult* result) {
   result->baselines = baseline.Empty() ? Json() : BaselineJson(baseline);
   result->time_ms.eager = RunTime(headline, "eager");
   result->time_ms.compile = RunTime(headline, "compile");
-  if (headline != nullptr && headline->runs.contains("compile") && !headline->runs.at("compile").error.empty()) {
+  if (headline != nullptr && headline->runs.contains("compile") &&
+      !headline->runs.at("compile").error.empty()) {
     result->compile_baseline_error = headline->runs.at("compile").error;
   }
   const auto& candidate = result->time_ms.candidate;
@@ -150,7 +155,8 @@ void AddSpeedups(const BaselineResult& baseline, EvalResult* result) {
   const bool suspicious = result->speedup_vs_eager.value_or(0) > kSuspiciousSpeedup ||
                           result->speedup_vs_compile.value_or(0) > kSuspiciousSpeedup;
   if (suspicious) {
-    result->flags.push_back("speedup_over_10x: review this candidate before trusting it" + BandwidthNote(*result));
+    result->flags.push_back("speedup_over_10x: review this candidate before trusting it" +
+                            BandwidthNote(*result));
   }
 }
 

@@ -90,7 +90,8 @@ class EvaluatorTest : public ::testing::Test {
 };
 
 TEST_F(EvaluatorTest, ComputesSpeedupsAgainstEverySettingWithTheStrictHeadlineAtTightTolerance) {
-  worker_.script.push_back(FakeWorker::Ok(BaselineJson({{"default", 1.5, 0.8}, {"strict", 2.0, 1.0}, {"tf32", 1.0, 0.5}})));
+  worker_.script.push_back(
+      FakeWorker::Ok(BaselineJson({{"default", 1.5, 0.8}, {"strict", 2.0, 1.0}, {"tf32", 1.0, 0.5}})));
   worker_.script.push_back(FakeWorker::Ok(OkEval(0.5)));
   Evaluator evaluator(worker_, store_.get());
   const EvalResult result = evaluator.Evaluate(task_, candidate_, options_);
@@ -116,7 +117,8 @@ TEST_F(EvaluatorTest, ComputesSpeedupsAgainstEverySettingWithTheStrictHeadlineAt
 
 TEST_F(EvaluatorTest, LooseToleranceHeadlineIsPyTorchsDefaultWithTf32Beside) {
   options_.tol = 1e-2;
-  worker_.script.push_back(FakeWorker::Ok(BaselineJson({{"default", 1.5, 0.8}, {"strict", 2.0, 0.0}, {"tf32", 1.0, 0.5}})));
+  worker_.script.push_back(
+      FakeWorker::Ok(BaselineJson({{"default", 1.5, 0.8}, {"strict", 2.0, 0.0}, {"tf32", 1.0, 0.5}})));
   worker_.script.push_back(FakeWorker::Ok(OkEval(0.5)));
   Evaluator evaluator(worker_, store_.get());
   const EvalResult result = evaluator.Evaluate(task_, candidate_, options_);
@@ -168,7 +170,8 @@ TEST_F(EvaluatorTest, FlagsSpeedupsAboveTenXWithTheAchievedBandwidth) {
   const EvalResult result = evaluator.Evaluate(task_, candidate_, options_);
   ASSERT_EQ(result.flags.size(), 1U);
   EXPECT_NE(result.flags[0].find("speedup_over_10x"), std::string::npos);
-  EXPECT_NE(result.flags[0].find("candidate 4000 GB/s, eager 364 GB/s"), std::string::npos) << result.flags[0];
+  EXPECT_NE(result.flags[0].find("candidate 4000 GB/s, eager 364 GB/s"), std::string::npos)
+      << result.flags[0];
 }
 
 TEST_F(EvaluatorTest, TimeoutAndCrashBecomeStoredStatuses) {

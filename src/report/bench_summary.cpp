@@ -57,7 +57,8 @@ std::string HeadlineSetting(const std::string& tol_key) {
 }
 
 // fast_p_<name> and speedup_<name> of `values` (speedups of correct tasks) among `total` tasks.
-void AddSpeedupMetrics(const std::vector<double>& values, size_t total, const std::string& name, Json* metrics) {
+void AddSpeedupMetrics(const std::vector<double>& values, size_t total, const std::string& name,
+                       Json* metrics) {
   Json fast = Json::object();
   for (double p : kFastThresholds) {
     const auto count = std::count_if(values.begin(), values.end(), [p](double v) { return v > p; });
@@ -89,7 +90,8 @@ Json TotalTimes(const std::vector<Json>& rows, const std::string& tol_key, const
         row_ms[setting + "." + run] = MeanAt(value.value("time_ms", Json()));
       }
     }
-    if (row_ms.empty() || std::any_of(row_ms.begin(), row_ms.end(), [](const auto& kv) { return kv.second <= 0; })) {
+    if (row_ms.empty() ||
+        std::any_of(row_ms.begin(), row_ms.end(), [](const auto& kv) { return kv.second <= 0; })) {
       continue;
     }
     ++counted;
@@ -188,10 +190,11 @@ Json TolMetrics(const std::vector<Json>& rows, const std::string& tol_key, const
     }
   }
   const size_t total = rows.size();
-  Json metrics = {{"correct", correct},
-                  {"correct_rate", total == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(total)},
-                  {"vacuous", vacuous},
-                  {"baseline", headline}};
+  Json metrics = {
+      {"correct", correct},
+      {"correct_rate", total == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(total)},
+      {"vacuous", vacuous},
+      {"baseline", headline}};
   AddSpeedupMetrics(headline_eager, total, "vs_eager", &metrics);
   AddSpeedupMetrics(headline_compile, total, "vs_compile", &metrics);
   Json baselines = Json::object();

@@ -65,15 +65,18 @@ std::string Ms(const Json& value) {
   return value.is_number() ? fmt::format("{:.4f} ms", value.get<double>()) : "-";
 }
 
-std::string Speedup(const Json& value) { return value.is_number() ? fmt::format("{:.2f}x", value.get<double>()) : "-"; }
+std::string Speedup(const Json& value) {
+  return value.is_number() ? fmt::format("{:.2f}x", value.get<double>()) : "-";
+}
 
 // The final candidate's tolerance and its speedup against every PyTorch baseline setting, headline first.
 std::string ResultSection(const Json& final) {
   if (!final.is_object()) {
     return "";
   }
-  std::string out = fmt::format("\n## Result\nverified at tol {:g}{}\n", final.value("tol", 0.0),
-                                final.value("vacuous", false) ? " (vacuous task: the reference never changes)" : "");
+  std::string out =
+      fmt::format("\n## Result\nverified at tol {:g}{}\n", final.value("tol", 0.0),
+                  final.value("vacuous", false) ? " (vacuous task: the reference never changes)" : "");
   const Json speedups = final.value("speedups", Json());
   if (!speedups.is_object()) {
     return out;
