@@ -81,9 +81,10 @@ const PrecisionBaseline* BaselineResult::Find(const std::string& setting) const 
   return nullptr;
 }
 
+std::string HeadlineSettingFor(double tol) { return tol >= kLooseTol ? "default" : "strict"; }
+
 HeadlineBaselines HeadlineFor(double tol, const BaselineResult& baseline) {
-  const bool loose = tol >= kLooseTol;
-  HeadlineBaselines names{loose ? "default" : "strict", loose ? "tf32" : "default"};
+  HeadlineBaselines names{HeadlineSettingFor(tol), tol >= kLooseTol ? "tf32" : "default"};
   if (baseline.Find(names.headline) == nullptr) {
     names.headline = baseline.Empty() ? "" : baseline.settings.front().setting;
   }

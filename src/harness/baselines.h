@@ -44,6 +44,8 @@ struct HeadlineBaselines {
   std::string beside;
 };
 HeadlineBaselines HeadlineFor(double tol, const BaselineResult& baseline);
+// The rule alone, for any tolerance: "default" at tol >= 1e-3, else "strict".
+std::string HeadlineSettingFor(double tol);
 
 // The `settings` object of the worker's baseline result; throws WorkerError when it is not one.
 BaselineResult ParseBaselineSettings(const Json& settings);

@@ -7,6 +7,8 @@
 #include <map>
 #include <regex>
 
+#include "harness/baselines.h"
+
 namespace egg::report {
 namespace {
 
@@ -49,12 +51,6 @@ Json SpeedupStats(const std::vector<double>& values) {
 }
 
 constexpr const char* kRuns[] = {"eager", "compile", "max-autotune"};
-constexpr double kLooseTol = 1e-3;
-
-// The baseline a tolerance's headline is measured against (harness/baselines.h's rule).
-std::string HeadlineSetting(const std::string& tol_key) {
-  return std::stod(tol_key) >= kLooseTol ? "default" : "strict";
-}
 
 // fast_p_<name> and speedup_<name> of `values` (speedups of correct tasks) among `total` tasks.
 void AddSpeedupMetrics(const std::vector<double>& values, size_t total, const std::string& name,
@@ -154,7 +150,7 @@ int TaskLevel(const std::string& path) {
 }
 
 Json TolMetrics(const std::vector<Json>& rows, const std::string& tol_key, const std::string& run_tol_key) {
-  const std::string headline = HeadlineSetting(tol_key);
+  const std::string headline = harness::HeadlineSettingFor(std::stod(tol_key));
   size_t correct = 0;
   size_t vacuous = 0;
   std::map<std::string, std::map<std::string, std::vector<double>>> speedups;  // setting -> run -> values
