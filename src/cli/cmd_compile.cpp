@@ -23,10 +23,40 @@ struct CompileArgs {
   std::string out;
   std::string device = "auto";
   std::string design_json;
+  std::string graph_file;  // a captured IR (the worker's capture result) to compile instead of capturing
   int seed = 0;
   bool json = false;
   harness::EvalOptions options;
 };
+
+expert::ParsedGraph CaptureTask(CompileArgs& args, const GlobalOptions& globals,
+                                const std::string& task_path) {
+  HarnessSession session = OpenHarnessSession(globals, args.device, &args.options, SandboxPolicy::kOptional);
+  expert::CaptureOptions capture;
+  capture.device = args.options.device;
+  capture.init_seed = args.options.init_seed;
+  return expert::CaptureGraph(*session.worker, task_path, capture);
+}
+
+// A graph saved from an earlier capture (the worker's `graph` field): compiling it needs no worker, which
+// makes the compiler's output reproducible from files alone (tests/golden compares it across compiler
+// changes).
+expert::ParsedGraph ReadGraphFile(const std::string& path) {
+  if (!FileExists(path)) {
+    throw UsageError("--graph file not found: " + path);
+  }
+  Json ir;
+  try {
+    ir = Json::parse(ReadFile(path));
+  } catch (const Json::exception& error) {
+    throw UsageError("--graph is not JSON: " + std::string(error.what()));
+  }
+  expert::ParsedGraph graph = expert::ParseGraph(ir.is_object() && ir.contains("graph") ? ir["graph"] : ir);
+  if (!graph.graph) {
+    throw UsageError("--graph is not a captured graph: " + graph.problem);
+  }
+  return graph;
+}
 
 int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
   const std::string task_path = AbsolutePath(args.task);
@@ -46,11 +76,8 @@ int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
       throw UsageError("--design: seed must be 0.." + std::to_string(expert::kSeedFamilies - 1));
     }
   }
-  HarnessSession session = OpenHarnessSession(globals, args.device, &args.options, SandboxPolicy::kOptional);
-  expert::CaptureOptions capture;
-  capture.device = args.options.device;
-  capture.init_seed = args.options.init_seed;
-  const expert::ParsedGraph graph = expert::CaptureGraph(*session.worker, task_path, capture);
+  const expert::ParsedGraph graph =
+      args.graph_file.empty() ? CaptureTask(args, globals, task_path) : ReadGraphFile(args.graph_file);
   if (!graph.graph) {
     fmt::print(stderr, "egg: {}\n", graph.problem);
     return kExitCandidateFailed;
@@ -109,6 +136,8 @@ CommandRunner RegisterCompile(CLI::App& app, const GlobalOptions& globals) {
   command->add_option("--out", args->out, "Candidate file to write (default egg-out/<task>_expert.py)");
   command->add_option("--seed", args->seed, "Seed design family (0, 1, 2)")->check(CLI::Range(0, 2));
   command->add_option("--design", args->design_json, "A design record (JSON) to generate instead of a seed");
+  command->add_option("--graph", args->graph_file,
+                      "Compile this captured graph (JSON) instead of capturing the task");
   command->add_flag("--json", args->json, "Print the plan and design as JSON");
   command->add_option("--device", args->device, "cuda, cpu or auto")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));

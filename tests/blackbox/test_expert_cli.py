@@ -529,6 +529,38 @@ def test_compile_missing_task_is_one_line_error(egg):
     assert not (egg.workdir / "bad.py").exists()
 
 
+CAPTURE_TO_FILE = """
+import json, sys
+from egg_worker import capture
+result = capture.handle_capture({"task": sys.argv[1], "device": "cpu"})
+assert result["status"] == "ok", result
+json.dump(result["graph"], open(sys.argv[2], "w"))
+"""
+
+
+def test_compile_of_a_saved_graph_is_the_captured_compile(compiled):
+    """`--graph` compiles a graph saved from the worker's capture: the same file as capturing it (no worker)."""
+    egg, _ = compiled
+    graph = egg.workdir / "softmax.graph.json"
+    subprocess.run([sys.executable, "-c", CAPTURE_TO_FILE, str(egg.workdir / "softmax_8x32.py"), str(graph)],
+                   check=True, env={**os.environ, "PYTHONPATH": str(ROOT / "python"), "TRITON_INTERPRET": "1"})
+    proc = egg.run("compile", "softmax_8x32.py", "--graph", str(graph), "--seed", "0", "--out", "out/from_graph.py",
+                   env={**os.environ, "EGG_PYTHON": "/nonexistent/python"})
+    assert proc.returncode == 0, proc.stderr
+    assert (egg.workdir / "out" / "from_graph.py").read_text() == (egg.workdir / "out" / "softmax_s0.py").read_text()
+
+
+@pytest.mark.parametrize("content", [None, "{not json", '{"nodes": 3}'])
+def test_compile_of_a_bad_graph_file_is_one_line_error(egg, content):
+    shutil.copy(EXPERT_TASKS / "softmax_8x32.py", egg.workdir)
+    if content is not None:
+        (egg.workdir / "g.json").write_text(content)
+    proc = egg.run("compile", "softmax_8x32.py", "--graph", "g.json", "--out", "bad.py")
+    assert proc.returncode == 2, proc.stderr
+    assert "graph" in single_error_line(proc)
+    assert not (egg.workdir / "bad.py").exists()
+
+
 def test_compile_of_an_uncapturable_task_exits_1(egg):
     (egg.workdir / "data_dependent.py").write_text(DATA_DEPENDENT_TASK)
     proc = egg.run("compile", "data_dependent.py", "--out", "dd.py", "--device", "cpu")
