@@ -39,18 +39,13 @@ def graph_path(task: Path) -> Path:
 
 
 def _capture_on(spec, device):
-    """The worker's own capture without its reference forward (the output's structure comes from the export's
-    output spec). On the meta device first: no memory for KernelBench's multi-GB inputs, no arithmetic, and the
-    same graph as on the CPU (where a task's code needs real values, the CPU is used)."""
-    import torch
+    """The worker's own capture. On the meta device first: no memory for KernelBench's multi-GB inputs, no
+    arithmetic, and the same graph as on the CPU (where a task's code needs real values, the CPU is used)."""
     from egg_worker import capture, loader
 
     model = loader.build_model(spec.Model, spec, device, 42)
     inputs = loader.make_inputs(spec, 42, device)
-    exported = capture._exported(model, inputs)
-    ir = capture.graph_ir(exported, inputs)
-    out_spec = exported.call_spec.out_spec
-    ir["returns"] = "tensor" if out_spec.is_leaf() else {tuple: "tuple", list: "list"}.get(out_spec.type, "tensor")
+    ir = capture.capture(model, inputs)  # its reference forward, on meta, computes shapes only
     ir["device"] = "cpu"
     del model, inputs
     return ir
@@ -84,7 +79,7 @@ def capture_one(task: str) -> str:
 def cmd_capture(args) -> int:
     todo = [str(task) for task in tasks(args.levels) if not graph_path(task).exists()]
     print(f"capturing {len(todo)} task(s) into {golden_dir() / 'graphs'}", flush=True)
-    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, max_tasks_per_child=8) as pool:
+    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for line in pool.map(capture_one, todo):
             print(line, flush=True)
     return 0
