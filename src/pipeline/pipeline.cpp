@@ -281,7 +281,9 @@ bool Pipeline::IsDuplicate(StageRecord* record, int round, const agents::CodePro
 void Pipeline::RunSeeds(StageRecord* record) {
   record->rounds_run = 1;
   Emit({.kind = ProgressKind::kPlan, .stage = record->spec.name, .total = options_.seeds});
-  if (options_.screen_seeds) {
+  // Screening picks among seeds; a single one goes straight to its full evaluation (on the CPU the screen
+  // would only run it once more in the interpreter).
+  if (options_.screen_seeds && options_.seeds > 1) {
     RunScreenedSeeds(record);
     return;
   }

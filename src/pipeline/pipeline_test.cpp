@@ -386,6 +386,20 @@ TEST_F(PipelineTest, ScreenedSeedsFullyEvaluateOnlyTheFastestThatPasses) {
   EXPECT_TRUE(debug_->repaired.empty());
 }
 
+TEST_F(PipelineTest, ASingleSeedIsNotScreenedOnlyEvaluated) {
+  code_->script["stage1.seeds"] = {"only"};
+  options_.seeds = 1;
+  options_.screen_seeds = true;
+  options_.refine_seeds = false;
+  options_.tune = false;
+  evaluator_.outcomes = {{"only", {harness::EvalStatus::kOk, 2.0}}};
+  const RunResult result = Run();
+  EXPECT_TRUE(evaluator_.screened.empty());
+  EXPECT_EQ(evaluator_.evaluations["only"], 1);
+  ASSERT_TRUE(result.correct);
+  EXPECT_EQ(result.final->source, "ModelNew only");
+}
+
 TEST_F(PipelineTest, WhenNoSeedPassesTheScreenEachIsRepaired) {
   code_->script["stage1.seeds"] = {"broken", "also_broken"};
   options_.screen_seeds = true;
