@@ -11,9 +11,11 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/fs.h"
-#include "expert/candidate.h"
-#include "expert/capture.h"
-#include "expert/design_space.h"
+#include "expert/codegen/candidate_file.h"
+#include "expert/design/candidate.h"
+#include "expert/design/design_space.h"
+#include "expert/design/legality.h"
+#include "expert/ir/capture.h"
 
 namespace egg::cli {
 namespace {
