@@ -11,11 +11,7 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/fs.h"
-#include "expert/codegen/candidate_file.h"
-#include "expert/design/candidate.h"
-#include "expert/design/design_space.h"
-#include "expert/design/legality.h"
-#include "expert/ir/capture.h"
+#include "expert/expert.h"
 
 namespace egg::cli {
 namespace {
