@@ -11,9 +11,7 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/fs.h"
-#include "expert/candidate.h"
-#include "expert/capture.h"
-#include "expert/design_space.h"
+#include "expert/expert.h"
 
 namespace egg::cli {
 namespace {

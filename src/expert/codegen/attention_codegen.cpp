@@ -1,0 +1,149 @@
+// Attention as one flash-style Triton kernel (templates/triton/attention.py.mustache): the pattern
+// out = bmm(softmax(X(bmm(Q, K^T))), V) found in the captured graph (ParseAttention), then per (query block,
+// batch) program the Q tile loaded once and a loop over key blocks: scores by tl.dot, X computed from them by
+// the emitter (scales, masks: whatever the graph does), online softmax, acc += tl.dot(p, v).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+
+#include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/templates.h"
+#include "expert/plan/plan.h"
+
+namespace egg::expert {
+namespace {
+
+constexpr int64_t kMinDot = 16;         // tl.dot's smallest tile side
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+
+}  // namespace
+
+KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kernel,
+                                     const std::map<int, TensorMeta>& memory,
+                                     const std::map<int, TensorMeta>& layouts) {
+  const AttentionSpec& at = *kernel.attention;
+  const KernelDesign& design = kernel.design;
+  MaskSet masks{{{"mindex", "mmask"},
+                 {"nindex", "nmask"},
+                 {"nvindex", "nvmask"},
+                 {"dqindex", "dqmask"},
+                 {"dkindex", "dkmask"},
+                 {"dvindex", "dvmask"}},
+                {{"mmask & nmask", "smask"}, {"mmask & dvmask", "omask"}},
+                "smask"};
+  masks.max_concat_pieces = kMaxConcatPiecesInTiles;
+  KernelEmitter emitter(graph, memory, masks);
+  const Index b = Index::Var("bindex", at.batch);
+  const Index m = Index::Var("mindex", at.lq);
+  const Index n = Index::Var("nindex", at.lk);
+  const Index nv = Index::Var("nvindex", at.lk);
+  const Index dq = Index::Var("dqindex", at.d);
+  const Index dk = Index::Var("dkindex", at.d);
+  const Index dv = Index::Var("dvindex", at.dv);
+  // flash products are never ieee: tf32x3 keeps float32 accuracy on the tensor cores
+  const std::string precision = design.precision == "tf32" ? "tf32" : "tf32x3";
+  emitter.OpenScope(1);
+  const Operand q = emitter.Emit(at.q, {b, m, dq});
+  emitter.Line(fmt::format("q = tl.where(mmask & dqmask, ({}).to(tl.float32), 0.0)", q.code));
+  const std::string prologue = Join(emitter.CloseScope());
+  emitter.OpenScope(2);
+  const Index scores_flat = (b * at.lq + m) * at.lk + n;
+  const auto x_index = Delinearize(scores_flat, ValueAt(graph, at.x).meta->shape);
+  if (at.mask >= 0) {  // a key block masked for every query row of the program contributes nothing
+    const Operand mask = emitter.Emit(at.mask, BroadcastIndex(x_index, ValueAt(graph, at.x).meta->shape,
+                                                              ValueAt(graph, at.mask).meta->shape));
+    emitter.Line(fmt::format("live = tl.max(tl.where(smask & (({}) {} 0), 1, 0))", mask.code,
+                             at.masked_when ? "==" : "!="));
+    emitter.Line("if live > 0:");
+    emitter.OpenScope(3);
+  }
+  const Operand kt = emitter.Emit(at.kt, {b, dk, n});
+  emitter.Line(fmt::format("kt = tl.where(dkmask & nmask, ({}).to(tl.float32), 0.0)", kt.code));
+  emitter.Line(fmt::format("s = tl.dot(q, kt, input_precision=\"{}\")", precision));
+  emitter.DefineRow(at.s_value, Operand{"s", DType::kFloat32, false}, scores_flat);
+  const Operand x = emitter.Emit(at.x, x_index);
+  emitter.Line(fmt::format("x = tl.where(nmask, ({}).to(tl.float32), float(\"-inf\"))", x.code));
+  const Operand v = emitter.Emit(at.v, {b, nv, dv});
+  emitter.Line(fmt::format("v = tl.where(nvmask & dvmask, ({}).to(tl.float32), 0.0)", v.code));
+  for (const char* line : {"m_new = tl.maximum(m_i, tl.max(x, 1))",
+                           "# a row with no finite score yet subtracts 0: its exponentials are 0, not nan",
+                           "m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)",
+                           "alpha = tl.exp(m_i - m_safe)", "p = tl.exp(x - m_safe[:, None])",
+                           "l_i = l_i * alpha + tl.sum(p, 1)"}) {
+    emitter.Line(line);
+  }
+  emitter.Line(fmt::format("acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=\"{}\")", precision));
+  emitter.Line("m_i = m_new");
+  if (at.mask >= 0) {
+    const std::vector<std::string> live = emitter.CloseScope();
+    emitter.Append(live);
+  }
+  const std::string loop = Join(emitter.CloseScope());
+  if (q.scalar || kt.scalar || v.scalar) {
+    throw NotFusable("a constant attention operand");
+  }
+  const int out = graph.nodes.at(static_cast<size_t>(at.node)).value;
+  const Index out_flat = (b * at.lq + m) * at.dv + dv;
+  const Operand result{"out", DType::kFloat32, false};
+  emitter.DefineRow(out, result, out_flat);
+  for (int root : kernel.roots) {
+    const bool stored = std::find(kernel.stores.begin(), kernel.stores.end(), root) != kernel.stores.end();
+    if (root == out) {
+      if (stored) {
+        emitter.Store(out, {b, m, dv}, result, layouts.at(out), "omask");
+      }
+      continue;
+    }
+    const auto index = Delinearize(out_flat, ValueAt(graph, root).meta->shape);  // an elementwise epilogue
+    const Operand value = emitter.Emit(root, index);
+    if (stored) {
+      emitter.Store(root, index, value, layouts.at(root), "omask");
+    }
+  }
+  templates::Values values;
+  values.text["name"] = kernel.name;
+  std::string params;
+  for (size_t i = 0; i < emitter.PointerValues().size(); ++i) {
+    params += "ptr" + std::to_string(i) + ", ";
+  }
+  values.text["params"] = params;
+  std::string summary;
+  for (int root : kernel.roots) {
+    summary += (summary.empty() ? "" : ", ") + ValueAt(graph, root).name;
+  }
+  values.text["summary"] = summary;
+  values.text["batch"] = std::to_string(at.batch);
+  values.text["lq"] = std::to_string(at.lq);
+  values.text["lk"] = std::to_string(at.lk);
+  values.text["d"] = std::to_string(at.d);
+  values.text["dv"] = std::to_string(at.dv);
+  values.text["block_d"] = std::to_string(std::max(kMinDot, NextPowerOfTwo(at.d)));
+  values.text["block_dv"] = std::to_string(std::max(kMinDot, NextPowerOfTwo(at.dv)));
+  values.text["precision"] = precision;
+  values.flags["safe"] = at.safe;
+  values.text["prologue"] = prologue;
+  values.text["loop"] = loop;
+  values.text["body"] = Join(emitter.CloseScope());
+  KernelSource source;
+  source.name = kernel.name;
+  source.int64_indexing = emitter.MaxAddress() > kInt32Max;
+  values.flags["int64"] = source.int64_indexing;
+  source.code = templates::Render("triton/attention.py.mustache", values);
+  const int64_t grid_m = (at.lq + design.xblock - 1) / design.xblock;
+  source.launches.push_back({kernel.name,
+                             emitter.PointerValues(),
+                             fmt::format("({}, {})", grid_m, at.batch),
+                             {{"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}},
+                             {}});
+  source.helpers = emitter.Helpers();
+  source.loaded = emitter.Loaded();
+  source.computed = emitter.Computed();
+  source.computed.insert(at.absorbed.begin(), at.absorbed.end());
+  source.computed.insert(at.node);
+  return source;
+}
+
+}  // namespace egg::expert

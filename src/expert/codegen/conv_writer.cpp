@@ -1,0 +1,330 @@
+// Convolutions: implicit GEMMs (tiled, nhwc with a channels-last repack) and the direct form.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "expert/codegen/kernel_writer.h"
+
+namespace egg::expert::writer {
+
+KernelSource KernelWriter::WriteDirectConvolution() {
+  const MatmulSpec& mm = *kernel_.matmul;
+  const ConvShape& conv = *mm.conv;
+  const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
+  const TensorMeta& out_meta = MetaOf(graph_, out);
+  const int64_t numel = out_meta.Numel();
+  const Index x = Index::Var("xindex", numel);
+  std::vector<std::string> lines;
+  const auto flat = Delinearize(x, out_meta.shape);
+  std::vector<Index> out_index;
+  for (size_t d = 0; d < flat.size(); ++d) {
+    out_index.push_back(
+        Named(d == 0 ? "image" : (d == 1 ? "channel" : "opos" + std::to_string(d - 2)), flat[d], lines));
+  }
+  const Index channel = out_index[1];
+  const Index group = Named("group", channel.FloorDiv(mm.n), lines);
+  for (const std::string& line : lines) {
+    emitter_.Line(line);
+  }
+  const int64_t in_per_group = conv.in_channels / conv.groups;
+  emitter_.Line("acc = tl.zeros([XBLOCK], dtype=tl.float32)");
+  emitter_.Line(fmt::format("for ci in tl.static_range({}):", in_per_group));
+  int depth = 1;
+  emitter_.OpenScope(++depth);
+  const Index ci = Index::Var("ci", in_per_group);
+  std::vector<Index> input = {out_index[0], group * in_per_group + ci};
+  std::vector<Index> weight = {channel, ci};
+  std::string valid;
+  for (size_t s = 0; s < conv.kernel.size(); ++s) {
+    const std::string tap = "t" + std::to_string(s);
+    emitter_.Line(fmt::format("for {} in tl.static_range({}):", tap, conv.kernel[s]));
+    emitter_.OpenScope(++depth);
+    const Index offset = Index::Var(tap, conv.kernel[s]);
+    const Index position =
+        out_index[s + 2] * conv.stride[s] - Index(conv.padding[s]) + offset * conv.dilation[s];
+    RequireInside(position, conv.in_size[s], valid);
+    input.push_back(position);
+    weight.push_back(offset);
+  }
+  const Operand a = EmitUnder(mm.a, input, valid, "valid");
+  const Operand w = emitter_.Emit(mm.b, weight);
+  const std::string term = fmt::format("({}).to(tl.float32) * ({}).to(tl.float32)", a.code, w.code);
+  emitter_.Line(valid.empty() ? "acc += " + term : fmt::format("acc += tl.where(valid, {}, 0.0)", term));
+  for (int level = depth; level > 1; --level) {
+    emitter_.Append(emitter_.CloseScope());
+  }
+  std::string result = "acc";
+  if (mm.bias >= 0) {
+    result += " + (" + emitter_.Emit(mm.bias, {channel}).code + ").to(tl.float32)";
+  }
+  emitter_.Line("product = " + result);
+  const Operand product{"product", DType::kFloat32, false};
+  emitter_.DefineRow(out, product, x);
+  StoreIfNeeded(out, flat, product, "xmask");
+  WriteEpilogues(x, out);
+  std::string window;
+  for (int64_t k : conv.kernel) {
+    window += (window.empty() ? "" : "x") + std::to_string(k);
+  }
+  templates::Values values;
+  values.text["numel"] = std::to_string(numel);
+  values.text["kind"] = "convolution (direct)";
+  values.text["window"] = fmt::format("{} input channel(s) x {}", in_per_group, window);
+  values.text["body"] = Join(emitter_.CloseScope());
+  const int64_t xblock = kernel_.design.xblock;
+  return Finish("triton/pool.py.mustache", values, fmt::format("(triton.cdiv({}, {}),)", numel, xblock),
+                {{"XBLOCK", xblock}});
+}
+
+KernelSource KernelWriter::WriteConvolution() {
+  const MatmulSpec& mm = *kernel_.matmul;
+  const ConvShape& conv = *mm.conv;
+  if (conv.transposed) {
+    return WriteTransposedConvolution();
+  }
+  if (kernel_.design.algorithm == "direct") {
+    return WriteDirectConvolution();
+  }
+  if (kernel_.design.algorithm == "nhwc") {
+    return WriteChannelsLastConvolution();
+  }
+  const Index g = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
+  const Index m = Index::Var("mindex", mm.m);
+  const Index n = Index::Var("nindex", mm.n);
+  const int64_t in_per_group = conv.in_channels / conv.groups;
+  std::vector<int64_t> rows_shape = {conv.images};
+  rows_shape.insert(rows_shape.end(), conv.out_size.begin(), conv.out_size.end());
+  std::vector<int64_t> k_shape = {in_per_group};
+  k_shape.insert(k_shape.end(), conv.kernel.begin(), conv.kernel.end());
+  const auto row = Delinearize(m, rows_shape);
+  const auto kb = Delinearize(Index::Var("kbindex", mm.k), k_shape);
+  ConvTiles tiles;
+  const auto rows = NamedRows(row, tiles.prologue);
+  const auto ka = NamedTaps(Delinearize(Index::Var("kaindex", mm.k), k_shape), tiles.loop);
+  tiles.input = {rows[0], g * in_per_group + ka[0]};
+  for (size_t s = 0; s < conv.kernel.size(); ++s) {
+    const Index position = Named(
+        "pos" + std::to_string(s),
+        rows[s + 1] * conv.stride[s] - Index(conv.padding[s]) + ka[s + 1] * conv.dilation[s], tiles.loop);
+    RequireInside(position, conv.in_size[s], tiles.input_valid);
+    tiles.input.push_back(position);
+  }
+  // weight [out, in / groups, kernel...] read as [k, n]
+  tiles.weight = {g * mm.n + n, kb[0]};
+  tiles.weight.insert(tiles.weight.end(), kb.begin() + 1, kb.end());
+  tiles.out = {row[0], g * mm.n + n};
+  tiles.out.insert(tiles.out.end(), row.begin() + 1, row.end());
+  return FinishConvolution(tiles, g * mm.n + n);
+}
+
+KernelSource KernelWriter::WriteChannelsLastConvolution() {
+  const MatmulSpec& mm = *kernel_.matmul;
+  const ConvShape& conv = *mm.conv;
+  const int64_t in_per_group = conv.in_channels / conv.groups;
+  const int64_t taps = Product(conv.kernel);
+  const int64_t positions = conv.images * Product(conv.in_size);
+  const int scratch = ScratchId(0);
+  const Index g = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
+  const Index n = Index::Var("nindex", mm.n);
+  std::vector<int64_t> rows_shape = {conv.images};
+  rows_shape.insert(rows_shape.end(), conv.out_size.begin(), conv.out_size.end());
+  const auto row = Delinearize(Index::Var("mindex", mm.m), rows_shape);
+  std::vector<std::string> prologue;
+  const auto rows = NamedRows(row, prologue);
+  // per tap: its offsets, the rows' input positions, their validity and their base in the NHWC copy
+  std::vector<std::string> tap_lines;
+  const auto offsets = Delinearize(Index::Var("tap", taps), conv.kernel);
+  Index base = rows[0];
+  std::string valid;
+  for (size_t s = 0; s < conv.kernel.size(); ++s) {
+    const Index offset = Named("ktap" + std::to_string(s), offsets[s], tap_lines);
+    const Index position =
+        Named("pos" + std::to_string(s),
+              rows[s + 1] * conv.stride[s] - Index(conv.padding[s]) + offset * conv.dilation[s], tap_lines);
+    RequireInside(position, conv.in_size[s], valid);
+    base = base * conv.in_size[s] + position;
+  }
+  tap_lines.push_back("tvalid = mmask" + (valid.empty() ? "" : " & " + valid));
+  tap_lines.push_back("tbase = " + (base * conv.in_channels + g * in_per_group).Code());
+  emitter_.OpenScope(3);
+  emitter_.Line(fmt::format("a = tl.load({} + (tbase + kaindex), tvalid & kamask, other=0.0)",
+                            emitter_.PointerName(scratch)));
+  const int64_t weight_row = taps * in_per_group;
+  const Index weight_at = (g * mm.n + n) * weight_row + Index::Var("tap", taps) * in_per_group +
+                          Index::Var("kbindex", in_per_group);
+  emitter_.Line(fmt::format("b = tl.load({} + ({}), kbmask & nmask, other=0.0)",
+                            emitter_.PointerName(ScratchId(1)), weight_at.Code()));
+  const std::string loop = Join(emitter_.CloseScope());
+  std::string result = "acc";
+  if (mm.bias >= 0) {
+    result += " + (" + emitter_.Emit(mm.bias, {g * mm.n + n}).code + ").to(tl.float32)";
+  }
+  emitter_.Line("product = " + result);
+  std::vector<Index> out_index = {row[0], g * mm.n + n};
+  out_index.insert(out_index.end(), row.begin() + 1, row.end());
+  // A 3x3 window unrolled, a 7x7x7 one a loop; ieee products never unrolled: their tl.dot is FMA code as
+  // large as the tile, nine copies of a 128x64x64 one took ptxas over five minutes for sm_90.
+  constexpr int64_t kUnrolledTaps = 9;
+  const bool unrolled =
+      taps <= kUnrolledTaps && kernel_.design.precision != "ieee" && !kernel_.design.precision.empty();
+  templates::Values values;
+  values.flags["channels_last"] = true;
+  values.text["tap_range"] = fmt::format("{}({})", unrolled ? "tl.static_range" : "range", taps);
+  values.text["tap_lines"] = Indented(tap_lines, 2);
+  values.text["channels"] = std::to_string(in_per_group);
+  wide_scratch_ = positions * conv.in_channels > kInt32Max;
+  const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
+  KernelSource source = FinishMatmul(loop, out, out_index, Linearize(out_index, MetaOf(graph_, out).shape),
+                                     Indented(prologue, 1), std::move(values));
+  source.a_tile_loads = 1;  // the NHWC tile (its mask is the tap's row validity, not mmask by name)
+  std::vector<int64_t> image_shape = {conv.images};
+  image_shape.insert(image_shape.end(), conv.in_size.begin(), conv.in_size.end());
+  const auto at = Delinearize(Index::Var("pindex", positions), image_shape);
+  std::vector<Index> input = {at[0], Index::Var("cindex", conv.in_channels)};
+  input.insert(input.end(), at.begin() + 1, at.end());
+  source.scratch.push_back({positions * conv.in_channels, DType::kFloat32});
+  // (image, position) x channel tiles: the NCHW read runs along positions, the NHWC write along channels
+  PrependRepack(source, mm.a, input, positions, conv.in_channels, conv.in_channels, scratch, "_nhwc",
+                "channels-last repack of a convolution input, read along positions, written along channels");
+  // the weight [out, in / groups, kernel...] as rows [out, (tap, channel)]
+  const Index column = Index::Var("cindex", weight_row);
+  std::vector<Index> weight_index = {Index::Var("pindex", conv.out_channels), column.Mod(in_per_group)};
+  const auto tap_offsets = Delinearize(column.FloorDiv(in_per_group), conv.kernel);
+  weight_index.insert(weight_index.end(), tap_offsets.begin(), tap_offsets.end());
+  source.scratch.push_back({conv.out_channels * weight_row, DType::kFloat32});
+  PrependRepack(source, mm.b, weight_index, conv.out_channels, weight_row, weight_row, ScratchId(1),
+                "_weight", "convolution weight as rows of (kernel tap, input channel)");
+  return source;
+}
+
+void KernelWriter::PrependRepack(KernelSource& source, int value, const std::vector<Index>& index,
+                                 int64_t rows, int64_t columns, int64_t stride, int scratch,
+                                 const std::string& suffix, const std::string& what) {
+  KernelEmitter repack(
+      graph_, memory_,
+      MaskSet{{{"pindex", "pmask"}, {"cindex", "cmask"}}, {{"pmask & cmask", "mask"}}, "mask"});
+  repack.OpenScope(1);
+  const Operand copied = repack.Emit(value, index);
+  if (copied.scalar) {
+    throw NotFusable("a constant matrix operand");
+  }
+  repack.Line(fmt::format("tl.store({} + (pindex * {} + cindex), ({}).to(tl.float32), mask)",
+                          repack.PointerName(scratch), stride, copied.code));
+  constexpr int64_t kRepackColumns = 32;
+  constexpr int64_t kRepackTile = 2048;
+  const int64_t block_c = std::min(kRepackColumns, NextPowerOfTwo(columns));
+  const int64_t block_p = std::min(kRepackTile / block_c, NextPowerOfTwo(rows));
+  templates::Values values;
+  const std::string function = kernel_.name + suffix;
+  values.text["name"] = function;
+  values.text["what"] = what;
+  values.text["rows"] = std::to_string(rows);
+  values.text["columns"] = std::to_string(columns);
+  values.text["summary"] = Summary(graph_, kernel_);
+  values.text["params"] = PointerParams(repack);
+  values.text["body"] = Join(repack.CloseScope());
+  values.flags["int64"] = repack.MaxAddress() > kInt32Max || wide_scratch_;
+  source.code = templates::Render("triton/repack.py.mustache", values) + "\n\n" + source.code;
+  source.launches.insert(source.launches.begin(), {function,
+                                                   repack.PointerValues(),
+                                                   fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))",
+                                                               rows, block_p, columns, block_c),
+                                                   {{"BLOCK_P", block_p}, {"BLOCK_C", block_c}},
+                                                   {}});
+  source.loaded.insert(repack.Loaded().begin(), repack.Loaded().end());
+  source.computed.insert(repack.Computed().begin(), repack.Computed().end());
+  source.int64_indexing = source.int64_indexing || values.flags["int64"];
+}
+
+Index KernelWriter::Named(const std::string& name, const Index& value, std::vector<std::string>& lines) {
+  const auto& terms = value.Terms();
+  if (value.IsConstant() || (terms.size() == 1 && terms[0].first == 1 && value.Constant() == 0 &&
+                             (terms[0].second->kind == IndexAtom::Kind::kVar ||
+                              terms[0].second->kind == IndexAtom::Kind::kRuntime))) {
+    return value;
+  }
+  lines.push_back(name + " = " + value.Code());
+  emitter_.BindRuntime(name, emitter_.LanesOf(value));
+  return Index::Runtime(name, value.Lo(), value.Hi());
+}
+
+std::vector<Index> KernelWriter::NamedRows(const std::vector<Index>& row,
+                                           std::vector<std::string>& prologue) {
+  std::vector<Index> named;
+  for (size_t d = 0; d < row.size(); ++d) {
+    named.push_back(Named(d == 0 ? "image" : "row" + std::to_string(d - 1), row[d], prologue));
+  }
+  return named;
+}
+
+std::vector<Index> KernelWriter::NamedTaps(const std::vector<Index>& k, std::vector<std::string>& loop) {
+  std::vector<Index> named;
+  for (size_t d = 0; d < k.size(); ++d) {
+    named.push_back(Named(d == 0 ? "kchannel" : "ktap" + std::to_string(d - 1), k[d], loop));
+  }
+  return named;
+}
+
+void KernelWriter::And(std::string& conjunction, const std::string& condition) {
+  conjunction = conjunction.empty() ? "(" + condition + ")" : conjunction + " & (" + condition + ")";
+}
+
+void KernelWriter::RequireInside(const Index& position, int64_t size, std::string& valid) {
+  if (position.Lo() < 0) {
+    And(valid, position.Code() + " >= 0");
+  }
+  if (position.Hi() >= size) {
+    And(valid, fmt::format("{} < {}", position.Code(), size));
+  }
+}
+
+KernelSource KernelWriter::FinishConvolution(const ConvTiles& tiles, const Index& channel) {
+  const MatmulSpec& mm = *kernel_.matmul;
+  const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
+  emitter_.OpenScope(2);
+  for (const std::string& line : tiles.loop) {
+    emitter_.Line(line);
+  }
+  const Operand a = EmitUnder(mm.a, tiles.input, tiles.input_valid, "valid");
+  const Operand bt = EmitUnder(mm.b, tiles.weight, tiles.weight_valid, "wvalid");
+  if (a.scalar || bt.scalar) {
+    throw NotFusable("a constant convolution operand");
+  }
+  // A tile loaded straight from memory is already zero where masked (its lanes use every tile variable).
+  auto direct = [&](int value, const std::vector<Index>& index, const char* row_mask,
+                    const char* column_mask) {
+    Index lanes;
+    for (const Index& i : index) {
+      lanes = lanes + i;
+    }
+    const std::string mask = emitter_.MaskFor(lanes);
+    return memory_.count(value) != 0 && MetaOf(graph_, value).dtype == DType::kFloat32 &&
+           mask.find(row_mask) != std::string::npos && mask.find(column_mask) != std::string::npos;
+  };
+  auto extra = [](const std::string& valid, const std::string& name) {
+    return valid.empty() ? "" : " & " + name;
+  };
+  if (direct(mm.a, tiles.input, "mmask", "kamask")) {
+    emitter_.Line("a = " + a.code);
+  } else {
+    emitter_.Line(fmt::format("a = tl.where(mmask & kamask{}, ({}).to(tl.float32), 0.0)",
+                              extra(tiles.input_valid, "valid"), a.code));
+  }
+  if (direct(mm.b, tiles.weight, "kbmask", "nmask")) {
+    emitter_.Line("b = " + bt.code);
+  } else {
+    emitter_.Line(fmt::format("b = tl.where(kbmask & nmask{}, ({}).to(tl.float32), 0.0)",
+                              extra(tiles.weight_valid, "wvalid"), bt.code));
+  }
+  const std::string loop = Join(emitter_.CloseScope());
+  std::string result = "acc";
+  if (mm.bias >= 0) {
+    const Operand bias = emitter_.Emit(mm.bias, {channel});
+    result += " + (" + bias.code + ").to(tl.float32)";
+  }
+  emitter_.Line("product = " + result);
+  return FinishMatmul(loop, out, tiles.out, Linearize(tiles.out, MetaOf(graph_, out).shape),
+                      Indented(tiles.prologue, 1));
+}
+
+}  // namespace egg::expert::writer

@@ -1,0 +1,740 @@
+#include "expert/codegen/emitter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace egg::expert {
+namespace {
+
+// The terms of a mask expression joined by " & ".
+std::vector<std::string> MaskTerms(const std::string& mask) {
+  std::vector<std::string> terms;
+  size_t start = 0;
+  while (start < mask.size()) {
+    const size_t end = std::min(mask.find(" & ", start), mask.size());
+    terms.push_back(mask.substr(start, end - start));
+    start = end + 3;
+  }
+  return terms;
+}
+
+int64_t NormalizeDim(int64_t dim, size_t rank) {
+  const auto r = static_cast<int64_t>(rank);
+  return dim < 0 ? dim + std::max<int64_t>(r, 1) : dim;
+}
+
+const std::vector<int64_t>& ShapeOf(const Graph& graph, int value) {
+  const Value& v = graph.values.at(static_cast<size_t>(value));
+  if (!v.meta) {
+    throw NotFusable(v.name + " is not a tensor");
+  }
+  return v.meta->shape;
+}
+
+// A reshape maps groups of dimensions whose sizes multiply to the same product onto each other; only within a
+// group that really splits or merges dimensions is a flat index formed. Size-1 dimensions map to index 0.
+std::vector<Index> Reshape(const std::vector<Index>& index, const std::vector<int64_t>& out_shape,
+                           const std::vector<int64_t>& in_shape) {
+  std::vector<size_t> out_dims;
+  std::vector<size_t> in_dims;
+  for (size_t d = 0; d < out_shape.size(); ++d) {
+    if (out_shape[d] != 1) {
+      out_dims.push_back(d);
+    }
+  }
+  for (size_t d = 0; d < in_shape.size(); ++d) {
+    if (in_shape[d] != 1) {
+      in_dims.push_back(d);
+    }
+  }
+  std::vector<Index> result(in_shape.size(), Index(0));
+  size_t i = 0;
+  size_t j = 0;
+  while (i < out_dims.size() && j < in_dims.size()) {
+    std::vector<Index> group_index{index[out_dims[i]]};
+    std::vector<int64_t> group_out{out_shape[out_dims[i]]};
+    std::vector<int64_t> group_in{in_shape[in_dims[j]]};
+    std::vector<size_t> group_in_dims{in_dims[j]};
+    int64_t out_product = out_shape[out_dims[i++]];
+    int64_t in_product = in_shape[in_dims[j++]];
+    while (out_product != in_product) {
+      if (out_product < in_product) {
+        if (i >= out_dims.size()) {
+          return Delinearize(Linearize(index, out_shape), in_shape);
+        }
+        group_index.push_back(index[out_dims[i]]);
+        group_out.push_back(out_shape[out_dims[i]]);
+        out_product *= out_shape[out_dims[i++]];
+      } else {
+        if (j >= in_dims.size()) {
+          return Delinearize(Linearize(index, out_shape), in_shape);
+        }
+        group_in.push_back(in_shape[in_dims[j]]);
+        group_in_dims.push_back(in_dims[j]);
+        in_product *= in_shape[in_dims[j++]];
+      }
+    }
+    const auto mapped = group_index.size() == 1 && group_in.size() == 1
+                            ? group_index
+                            : Delinearize(Linearize(group_index, group_out), group_in);
+    for (size_t k = 0; k < group_in_dims.size(); ++k) {
+      result[group_in_dims[k]] = mapped[k];
+    }
+  }
+  return result;
+}
+
+std::vector<int64_t> IntsOf(const Node& node, size_t position, const std::string& key) {
+  const Arg* arg = node.ArgAt(position, key);
+  if (arg == nullptr) {
+    return {};
+  }
+  auto ints = arg->AsInts();
+  if (!ints) {
+    throw NotFusable(node.op + ": non-constant " + key);
+  }
+  return *ints;
+}
+
+int64_t IntOf(const Node& node, size_t position, const std::string& key, int64_t fallback) {
+  const Arg* arg = node.ArgAt(position, key);
+  if (arg == nullptr || arg->kind == Arg::Kind::kNone) {
+    return fallback;
+  }
+  if (arg->kind != Arg::Kind::kInt) {
+    throw NotFusable(node.op + ": non-constant " + key);
+  }
+  return arg->i;
+}
+
+// The index of a dense tensor (some permutation of a contiguous layout) holding storage position `position`.
+std::vector<Index> DenseIndexOf(const Index& position, const TensorMeta& meta) {
+  std::vector<size_t> order(meta.shape.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return meta.stride[a] > meta.stride[b]; });
+  std::vector<int64_t> permuted;
+  for (size_t d : order) {
+    permuted.push_back(meta.shape[d]);
+  }
+  const auto expected = ContiguousStrides(permuted);
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (meta.shape[order[k]] != 1 && meta.stride[order[k]] != expected[k]) {
+      throw NotFusable("as_strided over a non-dense layout");
+    }
+  }
+  const auto local = Delinearize(position - Index(meta.offset), permuted);
+  std::vector<Index> index(meta.shape.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    index[order[k]] = local[k];
+  }
+  return index;
+}
+
+std::string And(const std::string& a, const std::string& b) {
+  if (a.empty()) {
+    return b;
+  }
+  if (b.empty()) {
+    return a;
+  }
+  return "(" + a + ") & (" + b + ")";
+}
+
+}  // namespace
+
+std::string JoinIndexKeys(const std::vector<Index>& index) {
+  std::string key;
+  for (const Index& component : index) {
+    key += component.Key() + ",";
+  }
+  return key;
+}
+
+std::vector<Index> BroadcastIndex(const std::vector<Index>& index, const std::vector<int64_t>& out_shape,
+                                  const std::vector<int64_t>& input_shape) {
+  std::vector<Index> out(input_shape.size());
+  const size_t offset = out_shape.size() - std::min(out_shape.size(), input_shape.size());
+  for (size_t d = 0; d < input_shape.size(); ++d) {
+    const size_t o = d + offset;
+    if (input_shape[d] == 1 || o >= out_shape.size()) {
+      out[d] = Index(0);
+    } else {
+      out[d] = index[o];
+    }
+  }
+  return out;
+}
+
+std::vector<Index> ViewSourceIndex(const Graph& graph, const Node& node, const std::vector<Index>& index) {
+  const int source = ViewSource(node);
+  const std::vector<int64_t>& in_shape = ShapeOf(graph, source);
+  const std::vector<int64_t>& out_shape = ShapeOf(graph, node.value);
+  const std::string& op = node.op;
+  if (op == "aten.view.default" || op == "aten._unsafe_view.default" || op == "aten.reshape.default" ||
+      op == "aten.view_copy.default" || op == "aten.unsqueeze.default" || op == "aten.unsqueeze_copy.default" ||
+      op == "aten.squeeze.dim" || op == "aten.squeeze.dims" || op == "aten.squeeze.default" ||
+      op == "aten.squeeze_copy.dims" || op == "prims.squeeze.default" || op == "aten.view_as.default") {
+    return Reshape(index, out_shape, in_shape);
+  }
+  if (op == "aten.alias.default" || op == "aten.detach.default" || op == "aten.lift_fresh_copy.default" ||
+      op == "aten.clone.default" || op == "aten.contiguous.default") {
+    return index;
+  }
+  if (op == "aten.permute.default" || op == "aten.permute_copy.default") {
+    const auto dims = IntsOf(node, 1, "dims");
+    std::vector<Index> out(in_shape.size());
+    for (size_t i = 0; i < dims.size(); ++i) {
+      out[static_cast<size_t>(NormalizeDim(dims[i], in_shape.size()))] = index[i];
+    }
+    return out;
+  }
+  if (op == "aten.transpose.int" || op == "aten.t.default") {
+    int64_t d0 = 0;
+    int64_t d1 = 1;
+    if (op == "aten.transpose.int") {
+      d0 = NormalizeDim(IntOf(node, 1, "dim0", 0), in_shape.size());
+      d1 = NormalizeDim(IntOf(node, 2, "dim1", 1), in_shape.size());
+    }
+    std::vector<Index> out = index;
+    if (in_shape.size() >= 2) {
+      std::swap(out[static_cast<size_t>(d0)], out[static_cast<size_t>(d1)]);
+    }
+    return out;
+  }
+  if (op == "aten.expand.default" || op == "aten.expand_copy.default") {
+    return BroadcastIndex(index, out_shape, in_shape);
+  }
+  if (op == "prims.broadcast_in_dim.default") {
+    const auto dims = IntsOf(node, 2, "broadcast_dimensions");
+    std::vector<Index> out(in_shape.size());
+    for (size_t k = 0; k < in_shape.size(); ++k) {
+      const auto o = static_cast<size_t>(dims.at(k));
+      out[k] = (in_shape[k] == 1 && out_shape[o] != 1) ? Index(0) : index[o];
+    }
+    return out;
+  }
+  if (op == "aten.slice.Tensor") {
+    const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
+    int64_t start = IntOf(node, 2, "start", 0);
+    const int64_t step = IntOf(node, 4, "step", 1);
+    if (start < 0) {
+      start += in_shape[dim];
+    }
+    start = std::clamp<int64_t>(start, 0, in_shape[dim]);
+    std::vector<Index> out = index;
+    out[dim] = index[dim] * step + Index(start);
+    return out;
+  }
+  if (op == "aten.narrow.default") {
+    const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
+    int64_t start = IntOf(node, 2, "start", 0);
+    if (start < 0) {
+      start += in_shape[dim];
+    }
+    std::vector<Index> out = index;
+    out[dim] = index[dim] + Index(start);
+    return out;
+  }
+  if (op == "aten.select.int") {
+    const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
+    int64_t at = IntOf(node, 2, "index", 0);
+    if (at < 0) {
+      at += in_shape[dim];
+    }
+    std::vector<Index> out = index;
+    out.insert(out.begin() + static_cast<std::ptrdiff_t>(dim), Index(at));
+    return out;
+  }
+  if (op == "aten.unfold.default") {  // windows of `size` every `step` along `dim`, the window a new last dim
+    const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dimension", 0), in_shape.size()));
+    const int64_t step = IntOf(node, 3, "step", 1);
+    std::vector<Index> out(index.begin(), index.end() - 1);
+    out[dim] = index[dim] * step + index.back();
+    return out;
+  }
+  if (op == "aten.flip.default") {
+    std::vector<Index> out = index;
+    for (int64_t dim : IntsOf(node, 1, "dims")) {
+      const auto d = static_cast<size_t>(NormalizeDim(dim, in_shape.size()));
+      out[d] = Index(in_shape[d] - 1) - index[d];
+    }
+    return out;
+  }
+  if (op == "aten.as_strided.default") {
+    const auto strides = IntsOf(node, 2, "stride");
+    const Value& in = graph.values.at(static_cast<size_t>(source));
+    const int64_t offset = IntOf(node, 3, "storage_offset", in.meta->offset);
+    return DenseIndexOf(Offset(index, strides, offset), *in.meta);
+  }
+  throw NotFusable("unknown view " + op);
+}
+
+KernelEmitter::KernelEmitter(const Graph& graph, const std::map<int, TensorMeta>& memory, MaskSet masks)
+    : graph_(graph), memory_(memory), masks_(std::move(masks)) {
+  scopes_.push_back(Scope{1, {}, {}});
+}
+
+void KernelEmitter::Line(const std::string& text) {
+  Scope& scope = scopes_.back();
+  scope.lines.push_back(std::string(static_cast<size_t>(scope.indent) * 4, ' ') + text);
+}
+
+void KernelEmitter::Append(const std::vector<std::string>& lines) {
+  Scope& scope = scopes_.back();
+  scope.lines.insert(scope.lines.end(), lines.begin(), lines.end());
+}
+
+void KernelEmitter::OpenScope(int indent) { scopes_.push_back(Scope{indent, {}, {}}); }
+
+std::vector<std::string> KernelEmitter::CloseScope() {
+  std::vector<std::string> lines = std::move(scopes_.back().lines);
+  if (scopes_.size() > 1) {
+    scopes_.pop_back();
+  } else {
+    scopes_.back() = Scope{1, {}, {}};
+  }
+  return lines;
+}
+
+std::string KernelEmitter::Temp(const std::string& prefix) { return prefix + std::to_string(next_temp_++); }
+
+void KernelEmitter::PushCondition(const std::string& condition) { conditions_.push_back(condition); }
+void KernelEmitter::PopCondition() { conditions_.pop_back(); }
+
+std::string KernelEmitter::Condition() const {
+  std::string condition;
+  for (const std::string& c : conditions_) {
+    condition = And(condition, c);
+  }
+  return condition;
+}
+
+std::string KernelEmitter::PointerName(int value) {
+  auto found = pointer_names_.find(value);
+  if (found != pointer_names_.end()) {
+    return found->second;
+  }
+  const std::string name = "ptr" + std::to_string(pointer_values_.size());
+  pointer_values_.push_back(value);
+  pointer_names_[value] = name;
+  return name;
+}
+
+MaskSet MaskSet::Flat() { return MaskSet{{{"xindex", "xmask"}}, {}, "xindex"}; }
+
+MaskSet MaskSet::Tiles() {
+  MaskSet tiles{{{"mindex", "mmask"}, {"nindex", "nmask"}, {"kaindex", "kamask"}, {"kbindex", "kbmask"}},
+                {{"mmask & nmask", "omask"}},
+                "omask"};
+  tiles.max_concat_pieces = kMaxConcatPiecesInTiles;
+  return tiles;
+}
+
+MaskSet MaskSet::Rows() {
+  return MaskSet{{{"xindex", "xmask"}, {"rindex", "rmask"}}, {{"xmask & rmask", "mask"}}, "xindex"};
+}
+
+std::set<std::string> KernelEmitter::LanesOf(const Index& index) const {
+  std::set<std::string> used;
+  for (const auto& [var, mask] : masks_.vars) {
+    if (index.Uses(var)) {
+      used.insert(var);
+    }
+  }
+  for (const auto& [name, vars] : runtime_vars_) {
+    if (index.Uses(name)) {
+      used.insert(vars.begin(), vars.end());
+    }
+  }
+  return used;
+}
+
+std::string KernelEmitter::MaskFor(const Index& address, bool conditions) const {
+  std::set<std::string> used;
+  for (const auto& [var, mask] : masks_.vars) {
+    if (address.Uses(var)) {
+      used.insert(var);
+    }
+  }
+  for (const auto& [name, vars] : runtime_vars_) {
+    if (address.Uses(name)) {
+      used.insert(vars.begin(), vars.end());
+    }
+  }
+  std::string mask;
+  for (const auto& [var, var_mask] : masks_.vars) {
+    if (used.count(var) != 0 && !var_mask.empty()) {
+      mask = mask.empty() ? var_mask : mask + " & " + var_mask;
+    }
+  }
+  if (const auto found = masks_.combined.find(mask); found != masks_.combined.end()) {
+    mask = found->second;
+  }
+  if (used.empty()) {
+    // An address of no lane variable (a constant, or a program id such as a convolution's group) is the same,
+    // in-bounds address for every lane: the lane conditions (padding, cat slices) do not apply to it, and a
+    // block mask on a scalar pointer does not compile.
+    return mask;
+  }
+  return conditions ? And(mask, Condition()) : mask;
+}
+
+void KernelEmitter::DefineRow(int value, const Operand& operand, const Index& row) { rows_[value] = Row{operand, row}; }
+
+Operand KernelEmitter::Emit(int value, const std::vector<Index>& index) {
+  const std::string key = std::to_string(value) + "@" + JoinIndexKeys(index) + "|" + Condition();
+  for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
+    const auto found = scope->cse.find(key);
+    if (found != scope->cse.end()) {
+      return found->second;
+    }
+  }
+  Operand operand = Compute(value, index);
+  scopes_.back().cse[key] = operand;
+  return operand;
+}
+
+Operand KernelEmitter::Compute(int value, const std::vector<Index>& index) {
+  const Value& v = graph_.values.at(static_cast<size_t>(value));
+  if (const auto row = rows_.find(value); row != rows_.end()) {
+    const Index flat = Linearize(index, v.meta->shape);
+    if (!(flat == row->second.row)) {
+      throw NotFusable(v.name + " is read at another row (" + flat.Code() + " vs " + row->second.row.Code() + ")");
+    }
+    return row->second.operand;
+  }
+  if (memory_.count(value) != 0) {
+    return Load(value, index);
+  }
+  if (v.kind != ValueKind::kNode || !v.meta) {
+    throw NotFusable(v.name + " is not available in memory");
+  }
+  const Node& node = graph_.nodes.at(static_cast<size_t>(v.node));
+  computed_.insert(v.node);
+  switch (ClassifyOp(node.op)) {
+    case OpClass::kView:
+      return Emit(ViewSource(node), ViewSourceIndex(graph_, node, index));
+    case OpClass::kPointwise:
+      return Pointwise(node, v, index);
+    case OpClass::kConcat:
+      return node.op == "aten.constant_pad_nd.default" ? Pad(node, v, index) : Concat(node, v, index);
+    case OpClass::kGather:
+      return Gather(node, v, index);
+    default:
+      throw NotFusable(v.name + " (" + node.op + ") is not computed in this kernel");
+  }
+}
+
+Operand KernelEmitter::Bind(const std::string& expression, DType dtype) {
+  const std::string name = Temp();
+  Line(name + " = " + expression);
+  return Operand{name, dtype, false};
+}
+
+Operand KernelEmitter::Load(int value, const std::vector<Index>& index) {
+  const TensorMeta& layout = memory_.at(value);
+  const Index address = Offset(index, layout.stride, layout.offset);
+  max_address_ = std::max(max_address_, address.Hi());
+  loaded_.insert(value);
+  const std::string pointer = PointerName(value);
+  // The lane conditions (padding, cat slices, pooling windows) keep a load's address inside its tensor; every
+  // consumer selects with tl.where under the same condition. A load whose every index is inside its dimension
+  // for every lane (a per-channel parameter in a padded convolution's prologue) needs only the lane masks:
+  // masking it by the condition would turn a broadcast row of BLOCK_K values into a full gathered tile.
+  bool inside = index.size() == layout.shape.size();
+  for (size_t d = 0; inside && d < index.size(); ++d) {
+    inside = index[d].Lo() >= 0 && index[d].Hi() < layout.shape[d];
+  }
+  const std::string mask = MaskFor(address, !inside);
+  const std::string other = layout.dtype == DType::kBool ? "0" : (IsFloating(layout.dtype) ? "0.0" : "0");
+  if (mask.empty()) {
+    return Bind(fmt::format("tl.load({} + ({}))", pointer, address.Code()), layout.dtype);
+  }
+  Operand loaded =
+      Bind(fmt::format("tl.load({} + ({}), {}, other={})", pointer, address.Code(), mask, other), layout.dtype);
+  if (layout.dtype == DType::kFloat32) {
+    std::set<std::string>& terms = float_load_masks_[loaded.code];
+    for (const std::string& term : MaskTerms(mask)) {
+      terms.insert(term);
+      for (const auto& [expression, name] : masks_.combined) {  // a precomputed mask stands for its terms
+        if (name == term) {
+          for (const std::string& part : MaskTerms(expression)) {
+            terms.insert(part);
+          }
+        }
+      }
+    }
+  }
+  return loaded;
+}
+
+bool KernelEmitter::ZeroWhereMasked(const Operand& operand, const std::vector<std::string>& masks) const {
+  const auto found = float_load_masks_.find(operand.code);
+  if (operand.scalar || found == float_load_masks_.end()) {
+    return false;
+  }
+  return std::all_of(masks.begin(), masks.end(), [&](const std::string& mask) { return found->second.count(mask); });
+}
+
+Operand KernelEmitter::Pointwise(const Node& node, const Value& out, const std::vector<Index>& index) {
+  if (node.op == "aten.arange.start_step" || node.op == "aten.arange.default" || node.op == "aten.arange.start") {
+    return Arange(node, out, index);
+  }
+  std::vector<Operand> operands;
+  bool all_scalar = true;
+  for (const Arg& arg : node.args) {
+    Operand operand;
+    if (arg.kind == Arg::Kind::kValue) {
+      const Value& input = graph_.values.at(static_cast<size_t>(arg.value));
+      if (!input.meta) {
+        if (!input.scalar.IsNumber()) {
+          throw NotFusable(node.name + ": non-numeric scalar input");
+        }
+        operand = Operand{input.scalar.kind == Arg::Kind::kFloat ? FloatLiteral(input.scalar.f)
+                                                                 : std::to_string(static_cast<int64_t>(input.scalar.AsDouble())),
+                          DType::kFloat32, true};
+      } else {
+        operand = Emit(arg.value, BroadcastIndex(index, out.meta->shape, input.meta->shape));
+        all_scalar = all_scalar && operand.scalar;
+      }
+    } else if (arg.kind == Arg::Kind::kFloat) {
+      operand = Operand{FloatLiteral(arg.f), DType::kFloat32, true};
+    } else if (arg.kind == Arg::Kind::kInt) {
+      operand = Operand{std::to_string(arg.i), DType::kInt64, true};
+    } else if (arg.kind == Arg::Kind::kBool) {
+      operand = Operand{arg.b ? "1" : "0", DType::kBool, true};
+    }
+    operands.push_back(operand);
+  }
+  const PointwiseCode code = LowerPointwise(node, operands, out.meta->dtype);
+  if (!code.code) {
+    throw NotFusable(code.problem);
+  }
+  helpers_.insert(helpers_.end(), code.helpers.begin(), code.helpers.end());
+  if (all_scalar) {
+    return Operand{*code.code, out.meta->dtype, true};
+  }
+  return Bind(*code.code, out.meta->dtype);
+}
+
+// arange(start, end, step)[i] = start + step * i: the index itself, as a value.
+Operand KernelEmitter::Arange(const Node& node, const Value& out, const std::vector<Index>& index) {
+  const bool only_end = node.op == "aten.arange.default";
+  const Arg* start = only_end ? nullptr : node.ArgAt(0, "start");
+  const Arg* step = node.op == "aten.arange.start_step" ? node.ArgAt(2, "step") : nullptr;
+  auto literal = [](const Arg* arg, const std::string& fallback) {
+    if (arg == nullptr || !arg->IsNumber()) {
+      return fallback;
+    }
+    return arg->kind == Arg::Kind::kFloat ? FloatLiteral(arg->f) : std::to_string(static_cast<int64_t>(arg->AsDouble()));
+  };
+  std::string code = "(" + index.at(0).Code() + ")";
+  const std::string factor = literal(step, "1");
+  if (factor != "1") {
+    code = factor + " * " + code;
+  }
+  const std::string offset = literal(start, "0");
+  if (offset != "0") {
+    code = offset + " + " + code;
+  }
+  // An index of no lane variable is a scalar: it takes the kernel's tile shape. One of lane variables has their
+  // shape already (in a matrix product's operand tile, the tile variable's would not broadcast with it).
+  const bool scalar = LanesOf(index.at(0)).empty();
+  const std::string tile = masks_.tile_var.empty() || !scalar ? code : "(" + code + " + tl.zeros_like(" + masks_.tile_var + "))";
+  return Bind(tile + ".to(" + TritonDType(out.meta->dtype) + ")", out.meta->dtype);
+}
+
+// constant_pad_nd(x, pad, value): `pad` holds (before, after) pairs from the last dim backwards (negative ones
+// crop); the input is read under the in-bounds condition, `value` is taken elsewhere.
+Operand KernelEmitter::Pad(const Node& node, const Value& out, const std::vector<Index>& index) {
+  const int source = ViewSource(node);
+  const auto& in_shape = ShapeOf(graph_, source);
+  const auto pad = IntsOf(node, 1, "pad");
+  if (pad.size() % 2 != 0 || pad.size() / 2 > in_shape.size()) {
+    throw NotFusable(node.name + ": bad padding");
+  }
+  std::vector<Index> in_index = index;
+  std::string condition;
+  for (size_t k = 0; k < pad.size() / 2; ++k) {
+    const size_t d = in_shape.size() - 1 - k;
+    in_index[d] = index[d] - Index(pad[2 * k]);
+    const Index& at = in_index[d];
+    const std::string code = at.Code();
+    if (at.Lo() < 0) {
+      condition = And(condition, fmt::format("({}) >= 0", code));
+    }
+    if (at.Hi() >= in_shape[d]) {
+      condition = And(condition, fmt::format("({}) < {}", code, in_shape[d]));
+    }
+  }
+  if (condition.empty()) {
+    return Emit(source, in_index);
+  }
+  const Arg* fill = node.ArgAt(2, "value");
+  const double value = fill != nullptr && fill->IsNumber() ? fill->AsDouble() : 0.0;
+  const std::string literal = IsFloating(out.meta->dtype) ? FloatLiteral(value)
+                                                           : std::to_string(static_cast<int64_t>(value));
+  PushCondition(condition);
+  const Operand operand = Emit(source, in_index);
+  PopCondition();
+  return Bind(fmt::format("tl.where({}, {}, {})", condition, operand.code, literal), out.meta->dtype);
+}
+
+Operand KernelEmitter::Concat(const Node& node, const Value& out, const std::vector<Index>& index) {
+  const Arg& tensors = node.args.at(0);
+  const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), out.meta->shape.size()));
+  struct Piece {
+    std::string condition;
+    Operand operand;
+  };
+  std::vector<Piece> pieces;
+  int64_t offset = 0;
+  for (const Arg& item : tensors.list) {
+    const auto& shape = ShapeOf(graph_, item.value);
+    if (shape.size() != out.meta->shape.size()) {
+      continue;  // legacy empty tensor
+    }
+    const int64_t size = shape[dim];
+    if (size == 0) {
+      continue;
+    }
+    const Index& at = index[dim];
+    const bool always = at.Lo() >= offset && at.Hi() < offset + size;
+    const bool never = at.Hi() < offset || at.Lo() >= offset + size;
+    if (!never) {
+      std::string condition;
+      if (!always) {
+        const std::string code = at.Code();
+        condition = offset == 0 ? fmt::format("({}) < {}", code, size)
+                                : fmt::format("(({0}) >= {1}) & (({0}) < {2})", code, offset, offset + size);
+      }
+      std::vector<Index> piece_index = index;
+      piece_index[dim] = at - Index(offset);
+      if (!condition.empty()) {
+        PushCondition(condition);
+      }
+      Operand operand = Emit(item.value, piece_index);
+      if (!condition.empty()) {
+        PopCondition();
+      }
+      pieces.push_back(Piece{condition, operand});
+      if (always) {
+        break;
+      }
+    }
+    offset += size;
+  }
+  if (pieces.empty()) {
+    throw NotFusable(node.name + ": empty concatenation");
+  }
+  if (pieces.size() > masks_.max_concat_pieces) {
+    throw NotFusable(fmt::format("{}: {} concatenated pieces, at most {} read in this kernel", node.name,
+                                 pieces.size(), masks_.max_concat_pieces));
+  }
+  // One tl.where a line, from the last piece back: a nested expression of a few hundred pieces (a stack of
+  // every time step of an unrolled loop) is past Python's parser nesting limit.
+  Operand selected = pieces.back().operand;
+  for (size_t i = pieces.size() - 1; i-- > 0;) {
+    const std::string code =
+        fmt::format("tl.where({}, {}, {})", pieces[i].condition, pieces[i].operand.code, selected.code);
+    selected = Bind(code, out.meta->dtype);
+  }
+  return pieces.size() == 1 ? Bind(selected.code, out.meta->dtype) : selected;
+}
+
+Operand KernelEmitter::Gather(const Node& node, const Value& out, const std::vector<Index>& index) {
+  const int source = node.args.at(0).value;
+  const auto& in_shape = ShapeOf(graph_, source);
+  if (node.op == "aten.index_select.default" || node.op == "aten.index.Tensor") {
+    return IndexSelect(node, index);
+  }
+  const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
+  const int index_value = node.args.at(2).value;
+  const auto position_index = BroadcastIndex(index, out.meta->shape, ShapeOf(graph_, index_value));
+  std::vector<Index> source_index = index;
+  source_index.resize(in_shape.size());
+  source_index[dim] = Positions(index_value, position_index, in_shape[dim], false);
+  return Emit(source, source_index);
+}
+
+// The positions `index_value` holds at `position_index`, as a runtime index into a dim of `size` (negative
+// positions count from the end where `wrap`); a load at it takes the masks of the lanes they were read at.
+Index KernelEmitter::Positions(int index_value, const std::vector<Index>& position_index, int64_t size, bool wrap) {
+  Operand positions = Emit(index_value, position_index);
+  if (wrap) {
+    positions = Bind(fmt::format("tl.where({0} < 0, {0} + {1}, {0})", positions.code, size), positions.dtype);
+  }
+  for (const Index& component : position_index) {
+    for (const auto& [var, mask] : masks_.vars) {
+      if (component.Uses(var)) {
+        runtime_vars_[positions.code].insert(var);
+      }
+    }
+  }
+  return Index::Runtime(positions.code, 0, size - 1);
+}
+
+// index_select(x, dim, positions) and x[..., positions, ...] (aten.index.Tensor with one index tensor): the
+// dim indexed is read at the positions the index tensor holds at the output's indices in its place.
+Operand KernelEmitter::IndexSelect(const Node& node, const std::vector<Index>& index) {
+  const int source = node.args.at(0).value;
+  const auto& in_shape = ShapeOf(graph_, source);
+  size_t dim = 0;
+  int index_value = -1;
+  if (node.op == "aten.index_select.default") {
+    dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
+    index_value = node.args.at(2).value;
+  } else {
+    const auto& indices = node.args.at(1).list;
+    for (size_t k = 0; k < indices.size(); ++k) {
+      if (indices[k].kind == Arg::Kind::kValue) {
+        if (index_value >= 0) {
+          throw NotFusable(node.name + ": more than one index tensor");
+        }
+        dim = k;
+        index_value = indices[k].value;
+      } else if (indices[k].kind != Arg::Kind::kNone) {
+        throw NotFusable(node.name + ": unsupported index");
+      }
+    }
+  }
+  if (index_value < 0 || graph_.values.at(static_cast<size_t>(index_value)).meta->dtype == DType::kBool) {
+    throw NotFusable(node.name + ": no integer index tensor");
+  }
+  const auto& positions_shape = ShapeOf(graph_, index_value);
+  const size_t rank = node.op == "aten.index_select.default" ? 1 : positions_shape.size();
+  if (positions_shape.size() != rank || index.size() != in_shape.size() - 1 + rank) {
+    throw NotFusable(node.name + ": unsupported index");
+  }
+  const std::vector<Index> position_index(index.begin() + static_cast<std::ptrdiff_t>(dim),
+                                          index.begin() + static_cast<std::ptrdiff_t>(dim + rank));
+  std::vector<Index> source_index(index.begin(), index.begin() + static_cast<std::ptrdiff_t>(dim));
+  source_index.push_back(Positions(index_value, position_index, in_shape[dim], true));
+  source_index.insert(source_index.end(), index.begin() + static_cast<std::ptrdiff_t>(dim + rank), index.end());
+  return Emit(source, source_index);
+}
+
+void KernelEmitter::Store(int value, const std::vector<Index>& index, const Operand& operand,
+                          const TensorMeta& layout, const std::string& mask) {
+  const Index address = Offset(index, layout.stride, layout.offset);
+  max_address_ = std::max(max_address_, address.Hi());
+  const std::string pointer = PointerName(value);
+  const std::string full_mask = And(mask, Condition());
+  std::string data = operand.code;
+  if (operand.scalar) {
+    data = fmt::format("tl.full({}.shape, {}, {})", mask, operand.code, TritonDType(layout.dtype));
+  } else if (operand.dtype != layout.dtype) {
+    data = layout.dtype == DType::kBool ? "(" + data + " != 0)" : data + ".to(" + TritonDType(layout.dtype) + ")";
+  }
+  // A fixed address (a single-element result), or a matrix tile's address that misses a tile variable (a single
+  // row), is broadcast to the tile so value and pointer shapes agree.
+  const bool partial_tile = mask == masks_.tile_var && MaskFor(address) != mask;
+  const std::string where = (address.IsConstant() || partial_tile) && !masks_.tile_var.empty()
+                                ? fmt::format("{} + ({}) + tl.zeros_like({})", pointer, address.Code(), masks_.tile_var)
+                                : fmt::format("{} + ({})", pointer, address.Code());
+  Line(fmt::format("tl.store({}, {}{})", where, data, full_mask.empty() ? "" : ", " + full_mask));
+}
+
+}  // namespace egg::expert

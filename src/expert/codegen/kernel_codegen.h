@@ -1,0 +1,74 @@
+// Triton source for one planned kernel, from its fusion group, its design record and the kernel templates
+// (templates/triton/*.py.mustache). Throws NotFusable when the group cannot be computed as one kernel.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "expert/codegen/emitter.h"
+#include "expert/plan/plan.h"
+
+namespace egg::expert {
+
+// One launch of a jitted function. Pointer arguments are values, or scratch buffers as ScratchId(i).
+struct KernelLaunch {
+  std::string function;
+  std::vector<int> pointers;
+  std::string grid;                           // Python expression of the launch grid
+  std::map<std::string, int64_t> constexprs;  // XBLOCK, RBLOCK...
+  // Runtime integer arguments after the pointers, in the function's parameter order: one compiled variant serves
+  // every value (a recurrent layer's direction and offsets).
+  std::vector<std::pair<std::string, int64_t>> scalars;
+};
+
+inline int ScratchId(size_t index) { return -1 - static_cast<int>(index); }
+inline bool IsScratch(int pointer) { return pointer < 0; }
+inline size_t ScratchIndex(int pointer) { return static_cast<size_t>(-1 - pointer); }
+
+struct Scratch {
+  int64_t numel = 0;
+  DType dtype = DType::kFloat32;
+  bool zeroed = false;  // torch.zeros (counters), not torch.empty
+};
+
+struct KernelSource {
+  std::string name;
+  std::string code;  // the @triton.jit function(s)
+  std::vector<KernelLaunch> launches;
+  std::vector<Scratch> scratch;  // temporary buffers the launches share (split reductions' partials)
+  std::vector<Helper> helpers;
+  std::set<int> loaded;    // values read from memory
+  std::set<int> computed;  // nodes computed in this kernel
+  bool int64_indexing = false;
+  // Matrix products: the tile-shaped loads in one K step, of the A side ([BLOCK_M, BLOCK_K]) and of the B side
+  // ([BLOCK_K, BLOCK_N]): each is staged in shared memory once per pipeline stage.
+  int a_tile_loads = 0;
+  int b_tile_loads = 0;
+};
+
+// `memory`: values in memory before this kernel runs (with layouts); `layouts`: the layouts of the values this
+// kernel stores (plan.stores). Reductions and pooled or scanned results are computed in registers.
+KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
+                            const std::map<int, TensorMeta>& layouts);
+
+// A recurrent kernel (kind kRecurrent): per layer and direction, the input projection of every time step as one
+// GEMM, then a time loop computing h @ W_hh^T, the gates and the states (recurrent_codegen.cpp).
+KernelSource GenerateRecurrentKernel(const Graph& graph, const KernelPlan& kernel,
+                                     const std::map<int, TensorMeta>& memory, const std::map<int, TensorMeta>& layouts);
+
+// Lines joined by newlines (no trailing one): the code a template slot takes.
+std::string Join(const std::vector<std::string>& lines);
+
+// An attention kernel (kind kAttention): the flash loop over key blocks with an online softmax
+// (attention_codegen.cpp).
+KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kernel,
+                                     const std::map<int, TensorMeta>& memory,
+                                     const std::map<int, TensorMeta>& layouts);
+
+// The index of the anchor of a reduction kernel for row `x` and reduced position `r`.
+std::vector<Index> AnchorIndex(const std::vector<int64_t>& shape, const std::vector<int64_t>& reduced,
+                               const Index& x, const Index& r);
+
+}  // namespace egg::expert

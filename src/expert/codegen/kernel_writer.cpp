@@ -1,0 +1,232 @@
+#include "expert/codegen/kernel_writer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "expert/design/legality.h"
+
+namespace egg::expert::writer {
+
+const TensorMeta& MetaOf(const Graph& graph, int value) {
+  const Value& v = ValueAt(graph, value);
+  if (!v.meta) {
+    throw NotFusable(v.name + " has no tensor type");
+  }
+  return *v.meta;
+}
+
+bool Contains(const std::vector<int>& values, int value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
+}
+
+std::string Summary(const Graph& graph, const KernelPlan& kernel) {
+  std::vector<std::string> names;
+  for (int root : kernel.roots) {
+    names.push_back(ValueAt(graph, root).name);
+  }
+  std::string text;
+  for (const std::string& name : names) {
+    text += (text.empty() ? "" : ", ") + name;
+  }
+  return text;
+}
+
+// Identity element of a reduction's accumulator, as code for its dtype.
+std::string Identity(const std::string& kind, DType dtype) {
+  const bool floating = IsFloating(dtype);
+  if (kind == "max" || kind == "argmax" || kind == "max_with_index") {
+    return floating ? "float('-inf')" : "-9223372036854775807";
+  }
+  if (kind == "min" || kind == "argmin" || kind == "min_with_index") {
+    return floating ? "float('inf')" : "9223372036854775807";
+  }
+  if (kind == "prod" || kind == "all") {
+    return "1";
+  }
+  return "0";
+}
+
+DType AccumulatorType(const std::string& kind, DType input) {
+  if (kind == "any" || kind == "all") {
+    return DType::kInt32;
+  }
+  if (IsFloating(input)) {
+    return input == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  }
+  if (kind == "sum" || kind == "prod" || kind == "mean") {
+    return DType::kInt64;
+  }
+  return input;
+}
+
+KernelSource KernelWriter::Write() {
+  switch (kernel_.kind) {
+    case KernelKind::kPointwise:
+      return WritePointwise();
+    case KernelKind::kReduction:
+      return WriteReduction();
+    case KernelKind::kPool:
+      return WritePool();
+    case KernelKind::kScan:
+      return WriteScan();
+    case KernelKind::kMatmul:
+      return WriteMatmul();
+    case KernelKind::kRecurrent:
+    case KernelKind::kAttention:
+      break;
+  }
+  throw NotFusable("unknown kernel kind");
+}
+
+void KernelWriter::StoreIfNeeded(int value, const std::vector<Index>& index, const Operand& operand,
+                                 const std::string& mask) {
+  if (Stored(value)) {
+    emitter_.Store(value, index, operand, layouts_.at(value), mask);
+  }
+}
+
+std::string KernelWriter::PointerParams(const KernelEmitter& emitter) {
+  std::string params;
+  for (size_t i = 0; i < emitter.PointerValues().size(); ++i) {
+    params += "ptr" + std::to_string(i) + ", ";
+  }
+  return params;
+}
+
+std::string KernelWriter::Indented(const std::vector<std::string>& lines, int depth) {
+  std::string code;
+  for (const std::string& line : lines) {
+    code += (code.empty() ? "" : "\n") + std::string(static_cast<size_t>(4 * depth), ' ') + line;
+  }
+  return code;
+}
+
+KernelSource KernelWriter::Finish(const std::string& template_name, templates::Values values,
+                                  const std::string& grid, std::map<std::string, int64_t> constexprs,
+                                  const std::string& function) {
+  KernelSource source;
+  source.name = kernel_.name;
+  source.int64_indexing =
+      emitter_.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max || wide_scratch_;
+  values.text["name"] = function.empty() ? kernel_.name : function;
+  values.text["params"] = PointerParams(emitter_);
+  values.text["summary"] = Summary(graph_, kernel_);
+  values.flags["int64"] = source.int64_indexing;
+  source.code = templates::Render(template_name, values);
+  source.launches.push_back({function.empty() ? kernel_.name : function,
+                             emitter_.PointerValues(),
+                             grid,
+                             std::move(constexprs),
+                             {}});
+  source.helpers = emitter_.Helpers();
+  source.loaded = emitter_.Loaded();
+  source.computed = emitter_.Computed();
+  for (const ReductionSpec& spec : kernel_.reductions) {
+    source.computed.insert(spec.node);
+  }
+  if (kernel_.pool) {
+    source.computed.insert(kernel_.pool->node);
+  }
+  if (kernel_.scan) {
+    source.computed.insert(kernel_.scan->node);
+  }
+  if (kernel_.matmul) {
+    source.computed.insert(kernel_.matmul->node);
+  }
+  return source;
+}
+
+void KernelWriter::WriteEpilogues(const Index& flat, int producer) {
+  for (int root : kernel_.roots) {
+    if (root == producer) {
+      continue;
+    }
+    const auto index = Delinearize(flat, MetaOf(graph_, root).shape);
+    const Operand value = emitter_.Emit(root, index);
+    const char* mask = kernel_.kind == KernelKind::kScan ? "mask" : (DotTiles(kernel_) ? "omask" : "xmask");
+    StoreIfNeeded(root, index, value, mask);
+  }
+}
+
+Operand KernelWriter::EmitUnder(int value, const std::vector<Index>& index, const std::string& valid,
+                                const std::string& name) {
+  if (valid.empty()) {
+    return emitter_.Emit(value, index);
+  }
+  emitter_.Line(name + " = " + valid);
+  emitter_.PushCondition(name);
+  const Operand operand = emitter_.Emit(value, index);
+  emitter_.PopCondition();
+  return operand;
+}
+
+KernelSource KernelWriter::WritePointwise() {
+  const int64_t numel = Product(kernel_.shape);
+  const Index x = Index::Var("xindex", numel);
+  for (int root : kernel_.roots) {
+    const TensorMeta& meta = MetaOf(graph_, root);
+    const auto index = Delinearize(x, meta.shape);
+    const Operand value = emitter_.Emit(root, index);
+    StoreIfNeeded(root, index, value, "xmask");
+  }
+  templates::Values values;
+  values.text["numel"] = std::to_string(numel);
+  values.text["body"] = Join(emitter_.CloseScope());
+  const int64_t xblock = kernel_.design.xblock;
+  return Finish("triton/pointwise.py.mustache", values, fmt::format("(triton.cdiv({}, {}),)", numel, xblock),
+                {{"XBLOCK", xblock}});
+}
+
+}  // namespace egg::expert::writer
+
+namespace egg::expert {
+
+std::string Join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& line : lines) {
+    out += line + "\n";
+  }
+  if (!out.empty()) {
+    out.pop_back();
+  }
+  return out;
+}
+
+std::vector<Index> AnchorIndex(const std::vector<int64_t>& shape, const std::vector<int64_t>& reduced,
+                               const Index& x, const Index& r) {
+  std::vector<int64_t> kept_shape;
+  std::vector<int64_t> reduced_shape;
+  std::vector<bool> is_reduced(shape.size(), false);
+  for (int64_t d : reduced) {
+    is_reduced[static_cast<size_t>(d)] = true;
+  }
+  for (size_t d = 0; d < shape.size(); ++d) {
+    (is_reduced[d] ? reduced_shape : kept_shape).push_back(shape[d]);
+  }
+  const auto kept_index = Delinearize(x, kept_shape);
+  const auto reduced_index = Delinearize(r, reduced_shape);
+  std::vector<Index> index(shape.size());
+  size_t k = 0;
+  size_t j = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    index[d] = is_reduced[d] ? reduced_index[j++] : kept_index[k++];
+  }
+  return index;
+}
+
+KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel,
+                            const std::map<int, TensorMeta>& memory,
+                            const std::map<int, TensorMeta>& layouts) {
+  if (kernel.kind == KernelKind::kRecurrent) {
+    return GenerateRecurrentKernel(graph, kernel, memory, layouts);
+  }
+  if (kernel.kind == KernelKind::kAttention) {
+    return GenerateAttentionKernel(graph, kernel, memory, layouts);
+  }
+  const bool rows = kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
+  const MaskSet masks = DotTiles(kernel) ? MaskSet::Tiles() : (rows ? MaskSet::Rows() : MaskSet::Flat());
+  writer::KernelWriter writer(graph, kernel, memory, layouts, masks);
+  return writer.Write();
+}
+}  // namespace egg::expert

@@ -1,0 +1,254 @@
+// The writer of one kernel of kinds pointwise, reduction, pool, scan and matmul (codegen/ only): one class
+// whose parts live by kind in kernel_writer.cpp (common), reduction_writer.cpp, split_reduction_writer.cpp,
+// pool_writer.cpp, scan_writer.cpp, matmul_writer.cpp, conv_writer.cpp and transposed_conv_writer.cpp.
+#pragma once
+
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "expert/codegen/emitter.h"
+#include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/templates.h"
+#include "expert/plan/plan.h"
+
+namespace egg::expert::writer {
+
+inline constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+inline constexpr int64_t kCombineTile = 4096;
+inline constexpr int64_t kMatmulGroupRows = 8;  // matmul tile rows that sweep N together (L2 reuse of B)
+
+const TensorMeta& MetaOf(const Graph& graph, int value);
+bool Contains(const std::vector<int>& values, int value);
+std::string Summary(const Graph& graph, const KernelPlan& kernel);
+std::string Identity(const std::string& kind, DType dtype);
+DType AccumulatorType(const std::string& kind, DType input);
+
+class KernelWriter {
+ public:
+  KernelWriter(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
+               const std::map<int, TensorMeta>& layouts, MaskSet masks)
+      : graph_(graph),
+        kernel_(kernel),
+        memory_(memory),
+        layouts_(layouts),
+        emitter_(graph, memory, std::move(masks)) {}
+
+  KernelSource Write();
+
+ private:
+  bool Stored(int value) const { return Contains(kernel_.stores, value); }
+
+  void StoreIfNeeded(int value, const std::vector<Index>& index, const Operand& operand,
+                     const std::string& mask);
+
+  // The pointer parameters of a jitted function whose body `emitter` wrote: ptr0, ptr1, ...
+  static std::string PointerParams(const KernelEmitter& emitter);
+
+  // Lines at `depth` levels of four spaces, joined: a template slot's code.
+  static std::string Indented(const std::vector<std::string>& lines, int depth);
+
+  // `function`: the jitted function's name when it is not the kernel's (the first of two launches).
+  KernelSource Finish(const std::string& template_name, templates::Values values, const std::string& grid,
+                      std::map<std::string, int64_t> constexprs, const std::string& function = "");
+
+  KernelSource WritePointwise();
+
+  // The input index of reduction `spec` at row x, reduced position r.
+  std::vector<Index> ReductionInputIndex(const ReductionSpec& spec, const Index& x, const Index& r);
+
+  // Emits the per-element contribution of `spec` at the current tile and the code combining it into the
+  // accumulators; returns the final row values after the loop via `finish`.
+  struct Accumulator {
+    std::vector<std::string> init;                 // before the loop
+    std::vector<std::string> update;               // inside the loop (after the input is emitted)
+    std::vector<std::string> finish;               // after the loop
+    std::vector<std::pair<int, Operand>> results;  // output value -> row operand
+  };
+
+  Accumulator Accumulate(const ReductionSpec& spec, const Operand& input, bool looped, const std::string& tag,
+                         const std::string& center);
+
+  void EmitReductionPass(const ReductionSpec& spec, size_t number, bool looped, const std::string& center,
+                         const std::string& tag, Accumulator* out);
+
+  std::string LoopHeader() const;
+
+  std::string TileLines(bool looped) const;
+
+  void DefineResults(const ReductionSpec& spec, const Accumulator& acc);
+
+  // var/std/var_mean in two passes: mean, then the centred sum of squares.
+  void EmitVariance(const ReductionSpec& spec, size_t number, bool looped);
+
+  // Few long rows: kernel 1 reduces chunks of every row in parallel into partials, kernel 2 combines them and
+  // computes what the rows feed.
+  KernelSource WriteSplitReduction();
+
+  // A reduction unit: a plain accumulator, a variance (Welford when streamed), or an online-softmax pair.
+  struct Unit {
+    enum class Kind { kPlain, kVariance, kOnline };
+    Kind kind = Kind::kPlain;
+    size_t spec = 0;
+    size_t partner = 0;  // kOnline: the sum of exp(u - max)
+  };
+
+  const ReductionSpec* ReductionOf(int root) const;
+
+  static bool IsVariance(const ReductionSpec& spec);
+
+  std::vector<Unit> Units(bool online) const;
+
+  std::vector<int> UnitOutputs(const Unit& unit) const;
+
+  // Whether `value`, computed in this kernel, reads any of `targets` (directly or through inlined ops).
+  bool Reads(int value, const std::set<int>& targets, std::set<int>* seen) const;
+
+  // Consecutive units that do not read each other's results share one loop over the row.
+  std::vector<std::vector<Unit>> Groups(const std::vector<Unit>& units) const;
+
+  // Streamed mean and M2 per lane (Welford), combined across lanes with Chan's formula.
+  Accumulator WelfordAccumulate(const ReductionSpec& spec, const Operand& input, const std::string& tag);
+
+  void WelfordResults(const ReductionSpec& spec, const std::string& mean, const std::string& m2,
+                      Accumulator* acc);
+
+  Accumulator OnlineAccumulate(const ReductionSpec& max_spec, const ReductionSpec& sum_spec,
+                               const Operand& input, const std::string& t);
+
+  void EmitLoopGroup(const std::vector<Unit>& group);
+
+  void EmitPersistentUnit(const Unit& unit, size_t number);
+
+  KernelSource WriteReduction();
+
+  KernelSource WritePool();
+
+  std::string AvgDivisor(const PoolSpec& pool, const TensorMeta& in, const TensorMeta& out,
+                         const std::vector<Index>& out_index, size_t first_spatial,
+                         const std::vector<std::string>& starts, const std::vector<std::string>& ends);
+
+  // Pointwise roots after a pooled or scanned value, computed where that value is (same flat position).
+  void WriteEpilogues(const Index& flat, int producer);
+
+  // One program per BLOCK_M x BLOCK_N output tile (and batch), a loop over K in BLOCK_K steps with tl.dot on
+  // tiles loaded through the emitter (so views such as transposes are plain index arithmetic, and pointwise
+  // producers of the operands are computed on the fly), fp32 accumulation, then addmm's bias and the fused
+  // elementwise consumers on the accumulator tile before a single store.
+  KernelSource WriteMatmul();
+
+  // The row stride of an operand's aligned copy: `columns` rounded up to 32 floats, so that every row starts
+  // on a 128-byte line and the tile loads vectorize.
+  static int64_t AlignedStride(int64_t columns);
+
+  struct IndexMask {
+    int cond = -1;                  // the where's condition value
+    bool product_when_true = true;  // where(cond, product, other), else where(cond, other, product)
+  };
+
+  // The where that is the only reader of matmul output `out`, when its condition is computed from indices
+  // alone (iota, comparisons, arithmetic on scalars): the lanes it drops can be known before the K loop.
+  std::optional<IndexMask> IndexMaskedReader(int out) const;
+
+  // True when `value` is computed by pointwise and view ops from scalars and iotas alone (no tensor read).
+  bool IndexOnly(int value) const;
+
+  // A convolution as an implicit GEMM (no im2col buffer): per group (the batch axis), rows m = (image, output
+  // position), columns n = the group's output channels, k = (input channel of the group, kernel offset). The
+  // input tile is gathered at position * stride - padding + offset * dilation, masked to zero in the padding;
+  // the weight tile is read as [k, n]; the bias and fused consumers apply to the accumulator before one
+  // store. A convolution with few channels per group (depthwise: one) computed directly: one output element
+  // per lane, its (input channel of the group, kernel offset) products unrolled and summed in fp32 FMAs. The
+  // implicit GEMM would pad a one-column N tile to tl.dot's 16 and run a K of a few taps.
+  KernelSource WriteDirectConvolution();
+
+  KernelSource WriteConvolution();
+
+  // A convolution as a channels-last implicit GEMM. A first launch copies the input, computed through the
+  // emitter at its NCHW index (so a fused producer still runs there, once per element), into a scratch buffer
+  // laid out [images, *in_size, in_channels]. The GEMM then orders K as (kernel tap, channel of the group):
+  // per tap, each row's input position and validity are [BLOCK_M, 1] vectors computed once, and the A tile of
+  // BLOCK_K channels is one load contiguous along K at the row's base, not a gather delinearized per K step.
+  // The weight is copied too, into [output channel, tap, channel of the group] rows: read in place at
+  // [output channel, channel, tap] its K step strides by the tap count, and the H200 measured that
+  // gather 1.3-6x slower than the NCHW form (bench/results/h200-nhwc-aligned); the copy is a small launch per
+  // forward.
+  KernelSource WriteChannelsLastConvolution();
+
+  // A first launch `<kernel>SUFFIX` that copies `value`, computed through an emitter of its own at `index`
+  // (over the lane variables pindex < rows and cindex < columns), into scratch buffer `scratch` as rows of
+  // `stride` elements: [BLOCK_P, BLOCK_C] tiles, so that a read running along either variable and the write
+  // (along columns) both stay contiguous. A fused producer of `value` runs here, once per element.
+  void PrependRepack(KernelSource& source, int value, const std::vector<Index>& index, int64_t rows,
+                     int64_t columns, int64_t stride, int scratch, const std::string& suffix,
+                     const std::string& what);
+
+  struct ConvTiles {
+    std::vector<Index> input, weight, out;  // the gathered input, the weight read as [k, n], the output
+    std::string input_valid, weight_valid;  // conditions on the loaded tiles (empty: none)
+    std::vector<std::string> prologue;      // lines before the K loop (values per row or per program)
+    std::vector<std::string> loop;          // lines at the top of each K step
+  };
+
+  // `value` computed once into `name` by a line added to `lines` (a constant or a lone variable stays as it
+  // is): the interpreter evaluates every operation of an expression each time it appears. Loads at the name
+  // take the masks of the lane variables the value depends on.
+  Index Named(const std::string& name, const Index& value, std::vector<std::string>& lines);
+
+  // The (image, position...) coordinates of the rows, computed before the K loop.
+  std::vector<Index> NamedRows(const std::vector<Index>& row, std::vector<std::string>& prologue);
+
+  // The (input channel, kernel offset...) coordinates of a K step's input tile, computed once per step.
+  std::vector<Index> NamedTaps(const std::vector<Index>& k, std::vector<std::string>& loop);
+
+  static void And(std::string& conjunction, const std::string& condition);
+
+  // The conditions that keep `position` inside [0, size), where its range can leave it.
+  static void RequireInside(const Index& position, int64_t size, std::string& valid);
+
+  // A transposed convolution, one dense convolution per output phase (sub-pixel form): the batch axis is
+  // (group, phase), rows are (image, q) for output positions q * stride + phase, k = (input channel, the
+  // phase's taps). Per-phase offsets, tap counts and input bases are computed once per program (the
+  // prologue); taps past a phase's count, and rows past its output extent, are masked where phases differ.
+  KernelSource WriteTransposedConvolution();
+
+  // One spatial dim of a transposed convolution's phase: the first kernel offset, the input position of q and
+  // tap 0 (constants where every phase agrees, else values the prologue computes), the count of taps where it
+  // differs between phases (code, else empty) and the output position.
+  struct PhaseTerms {
+    Index first, base, out;
+    std::string count;
+  };
+
+  PhaseTerms TransposedTerms(const ConvShape& conv, size_t s, const Index& phase_code, const Index& q,
+                             std::vector<std::string>& prologue);
+
+  // The loop body (input and weight tiles, zero where masked), the bias, and the accumulator's store with its
+  // fused consumers at `tiles.out`.
+  KernelSource FinishConvolution(const ConvTiles& tiles, const Index& channel);
+
+  // `value` at `index`, its loads masked by `valid` (named `name` in the code) where that is not empty.
+  Operand EmitUnder(int value, const std::vector<Index>& index, const std::string& valid,
+                    const std::string& name);
+
+  // `values`: what a variant's template sections take besides the common ones (the channels-last loop's).
+  KernelSource FinishMatmul(const std::string& loop, int out, const std::vector<Index>& out_index,
+                            const Index& flat, const std::string& prologue = "",
+                            templates::Values values = {});
+
+  KernelSource WriteScan();
+
+  const Graph& graph_;
+  const KernelPlan& kernel_;
+  const std::map<int, TensorMeta>& memory_;
+  const std::map<int, TensorMeta>& layouts_;
+  KernelEmitter emitter_;
+  bool wide_scratch_ = false;  // a scratch buffer past int32 offsets (split-K partials)
+  bool skip_dropped_tiles_ =
+      false;  // the matmul prologue computes k_end: no K loop where a where drops the tile
+};
+
+}  // namespace egg::expert::writer

@@ -1,0 +1,49 @@
+#include "expert/codegen/lowering_probe.h"
+
+#include <gtest/gtest.h>
+
+#include "expert/ir/test_graphs.h"
+
+namespace egg::expert {
+namespace {
+
+std::map<int, TensorMeta> DenseStores(const Graph& graph, const KernelPlan& kernel) {
+  std::map<int, TensorMeta> layouts;
+  for (int value : kernel.stores) {
+    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
+  }
+  return layouts;
+}
+
+TEST(LoweringProbeTest, APlannedSoftmaxLowersAndReadsOnlyItsInput) {
+  const Graph graph = testing::Fixture("level1_23_Softmax");
+  const Plan plan = MakePlan(graph, {});
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  const LoweringProbe probe =
+      ProbeLowering(graph, plan.kernels[0], plan.memory_before[0], DenseStores(graph, plan.kernels[0]));
+  EXPECT_TRUE(probe.lowers) << probe.problem;
+  EXPECT_EQ(probe.loaded, std::set<int>{graph.Inputs()[0]});
+}
+
+TEST(LoweringProbeTest, AKernelReadingWhatIsNotInMemoryDoesNotLowerAndSaysWhy) {
+  const Graph graph = testing::Fixture("level1_3_Batched_matrix_multiplication");
+  const Plan plan = MakePlan(graph, {});
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  const LoweringProbe probe = ProbeLowering(graph, plan.kernels[0], {}, DenseStores(graph, plan.kernels[0]));
+  EXPECT_FALSE(probe.lowers);
+  EXPECT_FALSE(probe.problem.empty());
+}
+
+TEST(LoweringProbeTest, AMatrixProductStagesOneTileOfEachOperand) {
+  const Graph graph = testing::Fixture("level1_3_Batched_matrix_multiplication");
+  const Plan plan = MakePlan(graph, {});
+  const LoweringProbe probe =
+      ProbeLowering(graph, plan.kernels[0], plan.memory_before[0], DenseStores(graph, plan.kernels[0]));
+  ASSERT_TRUE(probe.lowers) << probe.problem;
+  EXPECT_EQ(probe.a_tile_loads, 1);
+  EXPECT_EQ(probe.b_tile_loads, 1);
+  EXPECT_EQ(probe.loaded.size(), 2U);
+}
+
+}  // namespace
+}  // namespace egg::expert

@@ -1,0 +1,136 @@
+// Pooling kernels (max, avg, adaptive avg) with their epilogues.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "expert/codegen/kernel_writer.h"
+
+namespace egg::expert::writer {
+
+KernelSource KernelWriter::WritePool() {
+  const PoolSpec& pool = *kernel_.pool;
+  const TensorMeta& in = MetaOf(graph_, pool.input);
+  const TensorMeta& out = MetaOf(graph_, pool.output);
+  const int64_t numel = out.Numel();
+  const Index x = Index::Var("xindex", numel);
+  const auto out_index = Delinearize(x, out.shape);
+  const size_t rank = out.shape.size();
+  const size_t first_spatial = rank - static_cast<size_t>(pool.spatial);
+  const bool is_max = pool.kind == "max";
+  emitter_.Line(fmt::format("acc = tl.full([XBLOCK], {}, tl.float32)", is_max ? "float('-inf')" : "0.0"));
+  std::vector<std::string> starts;
+  std::vector<std::string> ends;
+  std::vector<Index> window_index(out_index.begin(),
+                                  out_index.begin() + static_cast<std::ptrdiff_t>(first_spatial));
+  std::string window_text;
+  int depth = 1;
+  std::vector<std::string> conditions;
+  for (int s = 0; s < pool.spatial; ++s) {
+    const auto sd = static_cast<size_t>(s);
+    const size_t d = first_spatial + sd;
+    const int64_t in_size = in.shape[d];
+    const int64_t out_size = out.shape[d];
+    const std::string k = "k" + std::to_string(s);
+    Index position;
+    if (pool.adaptive) {
+      const Index start = (out_index[d] * in_size).FloorDiv(out_size);
+      const Index end = ((out_index[d] + Index(1)) * in_size + Index(out_size - 1)).FloorDiv(out_size);
+      position = start + Index::Var(k, pool.kernel[sd]);
+      conditions.push_back(fmt::format("({}) < ({})", position.Code(), end.Code()));
+      starts.push_back(start.Code());
+      ends.push_back(end.Code());
+    } else {
+      position = out_index[d] * pool.stride[sd] - Index(pool.padding[sd]) +
+                 Index::Var(k, pool.kernel[sd]) * pool.dilation[sd];
+      if (pool.padding[sd] > 0 || pool.ceil_mode) {
+        conditions.push_back(fmt::format("(({0}) >= 0) & (({0}) < {1})", position.Code(), in_size));
+      }
+      const Index start = out_index[d] * pool.stride[sd] - Index(pool.padding[sd]);
+      starts.push_back(start.Code());
+      ends.push_back(
+          fmt::format("tl.minimum({} + {}, {})", start.Code(), pool.kernel[sd], in_size + pool.padding[sd]));
+    }
+    window_index.push_back(position);
+    window_text += (window_text.empty() ? "" : "x") + std::to_string(pool.kernel[sd]);
+    emitter_.Line(fmt::format("for {} in tl.static_range({}):", k, pool.kernel[sd]));
+    emitter_.OpenScope(++depth);
+  }
+  std::string valid;
+  for (const std::string& c : conditions) {
+    valid = valid.empty() ? c : "(" + valid + ") & (" + c + ")";
+  }
+  if (!valid.empty()) {
+    emitter_.Line("valid = " + valid);
+    emitter_.PushCondition("valid");
+  }
+  const Operand value = emitter_.Emit(pool.input, window_index);
+  std::string element = "(" + value.code + ").to(tl.float32)";
+  if (!valid.empty()) {
+    element = fmt::format("tl.where(valid, {}, {})", element, is_max ? "float('-inf')" : "0.0");
+    emitter_.PopCondition();
+  }
+  emitter_.Line(is_max ? fmt::format("acc = tl.maximum(acc, {})", element)
+                       : fmt::format("acc = acc + {}", element));
+  for (int s = pool.spatial; s-- > 0;) {
+    emitter_.Append(emitter_.CloseScope());
+  }
+  std::string result = "acc";
+  if (!is_max) {
+    result = "acc / " + AvgDivisor(pool, in, out, out_index, first_spatial, starts, ends);
+  }
+  const Operand pooled{"pooled", out.dtype, false};
+  emitter_.Line("pooled = (" + result + ").to(" + TritonDType(out.dtype) + ")");
+  emitter_.DefineRow(pool.output, pooled, x);
+  StoreIfNeeded(pool.output, out_index, pooled, "xmask");
+  WriteEpilogues(x, pool.output);
+  templates::Values values;
+  values.text["numel"] = std::to_string(numel);
+  values.text["kind"] = pool.kind + " pooling";
+  values.text["window"] = window_text;
+  values.text["body"] = Join(emitter_.CloseScope());
+  const int64_t xblock = kernel_.design.xblock;
+  return Finish("triton/pool.py.mustache", values, fmt::format("(triton.cdiv({}, {}),)", numel, xblock),
+                {{"XBLOCK", xblock}});
+}
+
+std::string KernelWriter::AvgDivisor(const PoolSpec& pool, const TensorMeta& in, const TensorMeta& out,
+                                     const std::vector<Index>& out_index, size_t first_spatial,
+                                     const std::vector<std::string>& starts,
+                                     const std::vector<std::string>& ends) {
+  if (pool.divisor_override) {
+    return FloatLiteral(static_cast<double>(*pool.divisor_override));
+  }
+  bool uniform = !pool.adaptive;
+  for (int s = 0; s < pool.spatial && uniform; ++s) {
+    const auto sd = static_cast<size_t>(s);
+    const size_t d = first_spatial + sd;
+    const bool no_edge = pool.padding[sd] == 0 && !pool.ceil_mode;
+    uniform = no_edge || (pool.count_include_pad && (out.shape[d] - 1) * pool.stride[sd] + pool.kernel[sd] <=
+                                                        in.shape[d] + 2 * pool.padding[sd]);
+  }
+  if (uniform) {
+    int64_t size = 1;
+    for (int64_t k : pool.kernel) {
+      size *= k;
+    }
+    return FloatLiteral(static_cast<double>(size));
+  }
+  std::string divisor;
+  for (int s = 0; s < pool.spatial; ++s) {
+    const auto sd = static_cast<size_t>(s);
+    const size_t d = first_spatial + sd;
+    std::string extent;
+    if (pool.adaptive) {
+      extent = fmt::format("(({}) - ({}))", ends[sd], starts[sd]);
+    } else if (pool.count_include_pad) {
+      extent = fmt::format("({} - ({}))", ends[sd], starts[sd]);
+    } else {
+      extent = fmt::format("(tl.minimum({}, {}) - tl.maximum({}, 0))", ends[sd], in.shape[d], starts[sd]);
+    }
+    divisor += (divisor.empty() ? "" : " * ") + extent;
+  }
+  (void)out_index;
+  return "(" + divisor + ").to(tl.float32)";
+}
+
+}  // namespace egg::expert::writer

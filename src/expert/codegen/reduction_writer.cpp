@@ -1,0 +1,507 @@
+// Reduction kernels: persistent (a row tile in registers), looped (streamed in RBLOCK tiles, Welford
+// variance) and online softmax.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "expert/codegen/kernel_writer.h"
+
+namespace egg::expert::writer {
+
+std::vector<Index> KernelWriter::ReductionInputIndex(const ReductionSpec& spec, const Index& x,
+                                                     const Index& r) {
+  const TensorMeta& in = MetaOf(graph_, spec.input);
+  return AnchorIndex(in.shape, spec.dims, x, r);
+}
+
+KernelWriter::Accumulator KernelWriter::Accumulate(const ReductionSpec& spec, const Operand& input,
+                                                   bool looped, const std::string& tag,
+                                                   const std::string& center) {
+  Accumulator acc;
+  const DType in_type = input.dtype;
+  const DType acc_type = AccumulatorType(spec.kind, in_type);
+  const std::string tl_acc = TritonDType(acc_type);
+  std::string value = input.code;
+  if (acc_type != in_type) {
+    value = "(" + value + ").to(" + tl_acc + ")";
+  }
+  if (!center.empty()) {
+    value = "(" + value + " - " + center + ")";
+  }
+  const std::string a = "acc" + tag;
+  const std::string kind = spec.kind;
+  const DType out_type = MetaOf(graph_, spec.outputs.at(0)).dtype;
+  auto result = [&](int value_id, const std::string& code, DType dtype) {
+    acc.results.emplace_back(value_id, Operand{code, dtype, false});
+  };
+  const std::string count = std::to_string(spec.Length());
+  if (kind == "sum" || kind == "mean" || kind == "var" || kind == "std" || kind == "var_mean" ||
+      kind == "any" || kind == "prod" || kind == "all") {
+    std::string element = value;
+    if (kind == "var" || kind == "std" || kind == "var_mean") {
+      element = "(" + value + " * " + value + ")";
+    } else if (kind == "any" || kind == "all") {
+      element = "(" + value + " != 0).to(tl.int32)";
+    }
+    const bool multiply = kind == "prod";
+    const std::string identity = Identity(kind, acc_type);
+    const std::string combine_fn =
+        multiply ? "_egg_prod" : (kind == "all" ? "tl.min" : (kind == "any" ? "tl.max" : "tl.sum"));
+    if (looped) {
+      acc.init.push_back(fmt::format("{} = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
+      if (multiply) {
+        acc.update.push_back(fmt::format("{0} = {0} * tl.where(mask, {1}, {2})", a, element, identity));
+      } else if (kind == "any" || kind == "all") {
+        acc.update.push_back(fmt::format("{0} = tl.where(mask, {3}({0}, {1}), {0})", a, element, identity,
+                                         kind == "any" ? "tl.maximum" : "tl.minimum"));
+      } else {
+        acc.update.push_back(fmt::format("{0} = {0} + tl.where(mask, {1}, {2})", a, element, identity));
+      }
+      acc.finish.push_back(multiply ? fmt::format("red{0} = tl.reduce({1}, 1, _egg_prod)[:, None]", tag, a)
+                                    : fmt::format("red{0} = {1}({2}, 1)[:, None]", tag, combine_fn, a));
+    } else {
+      acc.update.push_back(
+          multiply ? fmt::format("red{0} = tl.reduce(tl.where(mask, {1}, {2}), 1, _egg_prod)[:, None]", tag,
+                                 element, identity)
+                   : fmt::format("red{0} = {1}(tl.where(mask, {2}, {3}), 1)[:, None]", tag, combine_fn,
+                                 element, identity));
+    }
+    const std::string red = "red" + tag;
+    if (kind == "sum" || kind == "prod") {
+      result(spec.outputs[0], red, out_type);
+    } else if (kind == "mean") {
+      result(spec.outputs[0], fmt::format("({} / {})", red, count), out_type);
+    } else if (kind == "any" || kind == "all") {
+      result(spec.outputs[0], "(" + red + " != 0)", out_type);
+    }
+    // var, std, var_mean are finished by the caller (two passes).
+    acc.results.emplace_back(-1, Operand{red, acc_type, false});
+    return acc;
+  }
+  if (kind == "max" || kind == "min") {
+    const std::string fn = kind == "max" ? "maximum" : "minimum";
+    const std::string identity = Identity(kind, acc_type);
+    if (looped) {
+      acc.init.push_back(fmt::format("{} = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
+      acc.update.push_back(fmt::format("{0} = tl.where(mask, tl.{1}({0}, {2}), {0})", a, fn, value));
+      acc.finish.push_back(fmt::format("red{} = tl.{}({}, 1)[:, None]", tag, kind, a));
+    } else {
+      acc.update.push_back(
+          fmt::format("red{} = tl.{}(tl.where(mask, {}, {}), 1)[:, None]", tag, kind, value, identity));
+    }
+    result(spec.outputs[0], "red" + tag, out_type);
+    return acc;
+  }
+  // argmax / argmin / max_with_index / min_with_index: (value, index) pairs, ties to the first index.
+  const bool is_max = kind == "argmax" || kind == "max_with_index";
+  const std::string identity = Identity(is_max ? "max" : "min", acc_type);
+  const std::string combine = is_max ? "_egg_argmax_combine" : "_egg_argmin_combine";
+  const std::string better = is_max ? ">" : "<";
+  if (looped) {
+    acc.init.push_back(fmt::format("{}v = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
+    acc.init.push_back(fmt::format("{}i = tl.zeros([XBLOCK, RBLOCK], tl.int64)", a));
+    acc.update.push_back(fmt::format("take{0} = mask & (({1} {2} {3}v) | (({1} != {1}) & ({3}v == {3}v)))",
+                                     tag, value, better, a));
+    acc.update.push_back(fmt::format("{0}v = tl.where(take{1}, {2}, {0}v)", a, tag, value));
+    acc.update.push_back(
+        fmt::format("{0}i = tl.where(take{1}, rindex.to(tl.int64) + tl.zeros_like({0}i), {0}i)", a, tag));
+    acc.finish.push_back(fmt::format("redv{0}, redi{0} = tl.reduce(({1}v, {1}i), 1, {2})", tag, a, combine));
+  } else {
+    acc.update.push_back(
+        fmt::format("redv{0}, redi{0} = tl.reduce((tl.where(mask, {1}, {2}), rindex.to(tl.int64) + "
+                    "tl.zeros([XBLOCK, RBLOCK], tl.int64)), 1, {3})",
+                    tag, value, identity, combine));
+  }
+  const std::string v = "redv" + tag + "[:, None]";
+  const std::string i = "redi" + tag + "[:, None]";
+  if (kind == "argmax" || kind == "argmin") {
+    result(spec.outputs[0], i, DType::kInt64);
+  } else {
+    if (spec.outputs.size() > 0 && spec.outputs[0] >= 0) {
+      result(spec.outputs[0], v, out_type);
+    }
+    if (spec.outputs.size() > 1 && spec.outputs[1] >= 0) {
+      result(spec.outputs[1], i, DType::kInt64);
+    }
+  }
+  return acc;
+}
+
+void KernelWriter::EmitReductionPass(const ReductionSpec& spec, size_t number, bool looped,
+                                     const std::string& center, const std::string& tag, Accumulator* out) {
+  const Index x = Index::Var("xindex", kernel_.rows);
+  const Index r = Index::Var("rindex", kernel_.length);
+  if (looped) {
+    emitter_.OpenScope(2);
+  }
+  const Operand input = emitter_.Emit(spec.input, ReductionInputIndex(spec, x, r));
+  *out = Accumulate(spec, input, looped, tag, center);
+  (void)number;
+  if (looped) {
+    for (const std::string& line : out->update) {
+      emitter_.Line(line);
+    }
+    const std::vector<std::string> body = emitter_.CloseScope();
+    for (const std::string& line : out->init) {
+      emitter_.Line(line);
+    }
+    emitter_.Line(LoopHeader());
+    emitter_.Line(TileLines(true));
+    emitter_.Append(body);
+    for (const std::string& line : out->finish) {
+      emitter_.Line(line);
+    }
+  } else {
+    for (const std::string& line : out->update) {
+      emitter_.Line(line);
+    }
+  }
+}
+
+std::string KernelWriter::LoopHeader() const {
+  return fmt::format("for roffset in range(0, {}, RBLOCK):", kernel_.length);
+}
+
+std::string KernelWriter::TileLines(bool looped) const {
+  templates::Values values;
+  values.text["indent"] = looped ? "    " : "";
+  values.text["length"] = std::to_string(kernel_.length);
+  values.flags["looped"] = looped;
+  std::string text = templates::Render("triton/reduction_tile.py.mustache", values);
+  while (!text.empty() && text.back() == '\n') {
+    text.pop_back();
+  }
+  // The emitter indents the first line; the others carry their own indent relative to it.
+  std::string out;
+  size_t start = 0;
+  bool first = true;
+  while (start <= text.size()) {
+    const size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    out += first ? line : "\n    " + line;
+    first = false;
+    if (end == std::string::npos) {
+      break;
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+void KernelWriter::DefineResults(const ReductionSpec& spec, const Accumulator& acc) {
+  const Index x = Index::Var("xindex", kernel_.rows);
+  for (const auto& [value, operand] : acc.results) {
+    if (value < 0) {
+      continue;
+    }
+    emitter_.DefineRow(value, operand, x);
+    StoreIfNeeded(value, Delinearize(x, MetaOf(graph_, value).shape), operand, "xmask");
+  }
+  (void)spec;
+}
+
+void KernelWriter::EmitVariance(const ReductionSpec& spec, size_t number, bool looped) {
+  ReductionSpec mean_spec = spec;
+  mean_spec.kind = "sum";
+  Accumulator first;
+  const std::string tag = std::to_string(number);
+  EmitReductionPass(mean_spec, number, looped, "", tag + "m", &first);
+  const std::string mean = "mean" + tag;
+  emitter_.Line(fmt::format("{} = {} / {}", mean, first.results.back().second.code, spec.Length()));
+  Accumulator second;
+  EmitReductionPass(spec, number, looped, mean, tag, &second);
+  const std::string squares = second.results.back().second.code;
+  const double denominator = static_cast<double>(spec.Length()) - spec.correction;
+  const std::string variance = "var" + tag;
+  emitter_.Line(fmt::format("{} = {} / {}", variance, squares, FloatLiteral(std::max(denominator, 0.0))));
+  Accumulator results;
+  const DType out_type = MetaOf(graph_, spec.outputs.at(0)).dtype;
+  if (spec.kind == "var") {
+    results.results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
+  } else if (spec.kind == "std") {
+    results.results.emplace_back(spec.outputs[0], Operand{"tl.sqrt(" + variance + ")", out_type, false});
+  } else {
+    if (spec.outputs[0] >= 0) {
+      results.results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
+    }
+    if (spec.outputs.size() > 1 && spec.outputs[1] >= 0) {
+      results.results.emplace_back(spec.outputs[1], Operand{mean, out_type, false});
+    }
+  }
+  DefineResults(spec, results);
+}
+
+const ReductionSpec* KernelWriter::ReductionOf(int root) const {
+  for (const ReductionSpec& spec : kernel_.reductions) {
+    if (graph_.nodes.at(static_cast<size_t>(spec.node)).value == root) {
+      return &spec;
+    }
+  }
+  return nullptr;
+}
+
+bool KernelWriter::IsVariance(const ReductionSpec& spec) {
+  return spec.kind == "var" || spec.kind == "std" || spec.kind == "var_mean";
+}
+
+std::vector<KernelWriter::Unit> KernelWriter::Units(bool online) const {
+  const auto pairs =
+      online ? OnlinePairs(graph_, kernel_.reductions) : std::vector<std::pair<size_t, size_t>>{};
+  std::set<size_t> partners;
+  for (const auto& [first, second] : pairs) {
+    partners.insert(second);
+  }
+  std::vector<Unit> units;
+  for (int root : kernel_.roots) {
+    const ReductionSpec* spec = ReductionOf(root);
+    if (spec == nullptr) {
+      continue;
+    }
+    const auto index = static_cast<size_t>(spec - kernel_.reductions.data());
+    if (partners.count(index) != 0) {
+      continue;
+    }
+    Unit unit;
+    unit.spec = index;
+    const auto pair =
+        std::find_if(pairs.begin(), pairs.end(), [&](const auto& p) { return p.first == index; });
+    if (pair != pairs.end()) {
+      unit.kind = Unit::Kind::kOnline;
+      unit.partner = pair->second;
+    } else if (IsVariance(*spec)) {
+      unit.kind = Unit::Kind::kVariance;
+    }
+    units.push_back(unit);
+  }
+  return units;
+}
+
+std::vector<int> KernelWriter::UnitOutputs(const Unit& unit) const {
+  std::vector<int> outputs = kernel_.reductions[unit.spec].outputs;
+  if (unit.kind == Unit::Kind::kOnline) {
+    for (int output : kernel_.reductions[unit.partner].outputs) {
+      outputs.push_back(output);
+    }
+  }
+  return outputs;
+}
+
+bool KernelWriter::Reads(int value, const std::set<int>& targets, std::set<int>* seen) const {
+  if (targets.count(value) != 0) {
+    return true;
+  }
+  if (memory_.count(value) != 0 || !seen->insert(value).second) {
+    return false;
+  }
+  const Node* node = graph_.Producer(value);
+  if (node == nullptr) {
+    return false;
+  }
+  std::vector<const Arg*> pending;
+  for (const Arg& arg : node->args) {
+    pending.push_back(&arg);
+  }
+  while (!pending.empty()) {
+    const Arg* arg = pending.back();
+    pending.pop_back();
+    if (arg->kind == Arg::Kind::kValue && Reads(arg->value, targets, seen)) {
+      return true;
+    }
+    for (const Arg& item : arg->list) {
+      pending.push_back(&item);
+    }
+  }
+  return false;
+}
+
+std::vector<std::vector<KernelWriter::Unit>> KernelWriter::Groups(const std::vector<Unit>& units) const {
+  std::vector<std::vector<Unit>> groups;
+  std::set<int> outputs;
+  for (const Unit& unit : units) {
+    std::set<int> seen;
+    if (groups.empty() || Reads(kernel_.reductions[unit.spec].input, outputs, &seen)) {
+      groups.emplace_back();
+      outputs.clear();
+    }
+    groups.back().push_back(unit);
+    for (int output : UnitOutputs(unit)) {
+      outputs.insert(output);
+    }
+  }
+  return groups;
+}
+
+KernelWriter::Accumulator KernelWriter::WelfordAccumulate(const ReductionSpec& spec, const Operand& input,
+                                                          const std::string& tag) {
+  Accumulator acc;
+  for (const char* name : {"wm", "ws", "wn"}) {
+    acc.init.push_back(fmt::format("{}{} = tl.zeros([XBLOCK, RBLOCK], tl.float32)", name, tag));
+  }
+  acc.update.push_back(fmt::format("wv{} = ({}).to(tl.float32)", tag, input.code));
+  acc.update.push_back(fmt::format("wn{0} = wn{0} + tl.where(mask, 1.0, 0.0)", tag));
+  acc.update.push_back(fmt::format("wd{0} = wv{0} - wm{0}", tag));
+  acc.update.push_back(
+      fmt::format("wm{0} = tl.where(mask, wm{0} + wd{0} / tl.maximum(wn{0}, 1.0), wm{0})", tag));
+  acc.update.push_back(fmt::format("ws{0} = tl.where(mask, ws{0} + wd{0} * (wv{0} - wm{0}), ws{0})", tag));
+  acc.finish.push_back(fmt::format(
+      "redm{0}, reds{0}, redn{0} = tl.reduce((wm{0}, ws{0}, wn{0}), 1, _egg_welford_combine)", tag));
+  WelfordResults(spec, "redm" + tag + "[:, None]", "reds" + tag + "[:, None]", &acc);
+  return acc;
+}
+
+void KernelWriter::WelfordResults(const ReductionSpec& spec, const std::string& mean, const std::string& m2,
+                                  Accumulator* acc) {
+  const double denominator = std::max(static_cast<double>(spec.Length()) - spec.correction, 0.0);
+  const std::string variance = fmt::format("({} / {})", m2, FloatLiteral(denominator));
+  const DType out_type = MetaOf(graph_, spec.outputs[0] >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype;
+  if (spec.kind == "var") {
+    acc->results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
+  } else if (spec.kind == "std") {
+    acc->results.emplace_back(spec.outputs[0], Operand{"tl.sqrt(" + variance + ")", out_type, false});
+  } else {
+    if (spec.outputs[0] >= 0) {
+      acc->results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
+    }
+    if (spec.outputs.size() > 1 && spec.outputs[1] >= 0) {
+      acc->results.emplace_back(spec.outputs[1], Operand{mean, out_type, false});
+    }
+  }
+}
+
+KernelWriter::Accumulator KernelWriter::OnlineAccumulate(const ReductionSpec& max_spec,
+                                                         const ReductionSpec& sum_spec, const Operand& input,
+                                                         const std::string& t) {
+  Accumulator acc;
+  acc.init.push_back(fmt::format("m{} = tl.full([XBLOCK, RBLOCK], float('-inf'), tl.float32)", t));
+  acc.init.push_back(fmt::format("s{} = tl.zeros([XBLOCK, RBLOCK], tl.float32)", t));
+  acc.update.push_back(
+      fmt::format("t{0} = tl.where(mask, ({1}).to(tl.float32), float('-inf'))", t, input.code));
+  acc.update.push_back(fmt::format("mn{0} = tl.maximum(m{0}, t{0})", t));
+  acc.update.push_back(
+      fmt::format("s{0} = s{0} * tl.where(mn{0} == float('-inf'), 0.0, tl.exp(m{0} - mn{0})) + "
+                  "tl.where(mask, tl.exp(t{0} - mn{0}), 0.0)",
+                  t));
+  acc.update.push_back(fmt::format("m{0} = mn{0}", t));
+  acc.finish.push_back(fmt::format("redm{0} = tl.max(m{0}, 1)[:, None]", t));
+  acc.finish.push_back(fmt::format(
+      "reds{0} = tl.sum(s{0} * tl.where(m{0} == float('-inf'), 0.0, tl.exp(m{0} - redm{0})), 1)[:, None]",
+      t));
+  acc.results.emplace_back(max_spec.outputs[0],
+                           Operand{"redm" + t, MetaOf(graph_, max_spec.outputs[0]).dtype, false});
+  acc.results.emplace_back(sum_spec.outputs[0],
+                           Operand{"reds" + t, MetaOf(graph_, sum_spec.outputs[0]).dtype, false});
+  return acc;
+}
+
+void KernelWriter::EmitLoopGroup(const std::vector<Unit>& group) {
+  const Index x = Index::Var("xindex", kernel_.rows);
+  const Index r = Index::Var("rindex", kernel_.length);
+  emitter_.OpenScope(2);
+  std::vector<Accumulator> accumulators;
+  for (const Unit& unit : group) {
+    const ReductionSpec& spec = kernel_.reductions[unit.spec];
+    const Operand input = emitter_.Emit(spec.input, ReductionInputIndex(spec, x, r));
+    const std::string tag = std::to_string(unit.spec);
+    if (unit.kind == Unit::Kind::kOnline) {
+      accumulators.push_back(OnlineAccumulate(spec, kernel_.reductions[unit.partner], input, tag));
+    } else if (unit.kind == Unit::Kind::kVariance) {
+      accumulators.push_back(WelfordAccumulate(spec, input, tag));
+    } else {
+      accumulators.push_back(Accumulate(spec, input, true, tag, ""));
+    }
+    for (const std::string& line : accumulators.back().update) {
+      emitter_.Line(line);
+    }
+  }
+  const std::vector<std::string> body = emitter_.CloseScope();
+  for (const Accumulator& acc : accumulators) {
+    for (const std::string& line : acc.init) {
+      emitter_.Line(line);
+    }
+  }
+  emitter_.Line(LoopHeader());
+  emitter_.Line(TileLines(true));
+  emitter_.Append(body);
+  for (size_t i = 0; i < group.size(); ++i) {
+    for (const std::string& line : accumulators[i].finish) {
+      emitter_.Line(line);
+    }
+    DefineResults(kernel_.reductions[group[i].spec], accumulators[i]);
+  }
+}
+
+void KernelWriter::EmitPersistentUnit(const Unit& unit, size_t number) {
+  const ReductionSpec& spec = kernel_.reductions[unit.spec];
+  if (unit.kind == Unit::Kind::kVariance) {
+    EmitVariance(spec, number, false);
+    return;
+  }
+  Accumulator acc;
+  EmitReductionPass(spec, number, false, "", std::to_string(unit.spec), &acc);
+  DefineResults(spec, acc);
+}
+
+KernelSource KernelWriter::WriteReduction() {
+  if (kernel_.design.algorithm == "split") {
+    return WriteSplitReduction();
+  }
+  const bool looped = kernel_.design.algorithm != "persistent";
+  const Index x = Index::Var("xindex", kernel_.rows);
+  const Index r = Index::Var("rindex", kernel_.length);
+  if (!looped) {
+    emitter_.Line(TileLines(false));
+  }
+  std::vector<int> full_roots;
+  std::vector<int> row_roots;
+  for (int root : kernel_.roots) {
+    if (ReductionOf(root) != nullptr) {
+      continue;
+    }
+    const int64_t numel = MetaOf(graph_, root).Numel();
+    (numel == kernel_.rows && kernel_.length != 1 ? row_roots : full_roots).push_back(root);
+  }
+  const std::vector<Unit> units = Units(kernel_.design.algorithm == "online");
+  if (looped) {
+    for (const std::vector<Unit>& group : Groups(units)) {
+      EmitLoopGroup(group);
+    }
+  } else {
+    for (size_t u = 0; u < units.size(); ++u) {
+      EmitPersistentUnit(units[u], u);
+    }
+  }
+  if (!full_roots.empty()) {
+    if (looped) {
+      emitter_.OpenScope(2);
+    }
+    const auto anchor = AnchorIndex(kernel_.shape, kernel_.reduced, x, r);
+    const Index flat = Linearize(anchor, kernel_.shape);
+    for (int root : full_roots) {
+      const auto index = Delinearize(flat, MetaOf(graph_, root).shape);
+      const Operand value = emitter_.Emit(root, index);
+      StoreIfNeeded(root, index, value, "mask");
+    }
+    if (looped) {
+      const std::vector<std::string> body = emitter_.CloseScope();
+      emitter_.Line(LoopHeader());
+      emitter_.Line(TileLines(true));
+      emitter_.Append(body);
+    }
+  }
+  for (int root : row_roots) {
+    const auto index = Delinearize(x, MetaOf(graph_, root).shape);
+    const Operand value = emitter_.Emit(root, index);
+    StoreIfNeeded(root, index, value, "xmask");
+  }
+  templates::Values values;
+  values.text["rows"] = std::to_string(kernel_.rows);
+  values.text["length"] = std::to_string(kernel_.length);
+  values.text["algorithm"] = kernel_.design.algorithm;
+  values.text["body"] = Join(emitter_.CloseScope());
+  const int64_t xblock = kernel_.design.xblock;
+  return Finish("triton/reduction.py.mustache", values,
+                fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
+                {{"XBLOCK", xblock}, {"RBLOCK", kernel_.design.rblock}});
+}
+
+}  // namespace egg::expert::writer

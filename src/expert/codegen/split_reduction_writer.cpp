@@ -1,0 +1,207 @@
+// Split reductions: few long rows, partials per row slice, then a kernel combining them.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "expert/codegen/kernel_writer.h"
+
+namespace egg::expert::writer {
+
+KernelSource KernelWriter::WriteSplitReduction() {
+  const KernelDesign& design = kernel_.design;
+  const int64_t rblock = design.rblock;
+  int64_t chunk = (kernel_.length + design.split - 1) / design.split;
+  chunk = (chunk + rblock - 1) / rblock * rblock;
+  const int64_t splits = (kernel_.length + chunk - 1) / chunk;
+  const Index x = Index::Var("xindex", kernel_.rows);
+  const Index r = Index::Var("rindex", kernel_.length);
+  KernelSource source;
+  source.name = kernel_.name;
+  // Partial kernel: one loop, every reduction of the kernel accumulated together.
+  KernelEmitter& partial = emitter_;
+  std::vector<std::string> init;
+  std::vector<std::string> finish;
+  struct Part {
+    size_t scratch;
+    std::string code;
+    DType dtype;
+    std::string identity;
+  };
+  std::vector<std::vector<Part>> parts(kernel_.reductions.size());
+  partial.OpenScope(2);
+  for (size_t i = 0; i < kernel_.reductions.size(); ++i) {
+    const ReductionSpec& spec = kernel_.reductions[i];
+    const Operand input = partial.Emit(spec.input, ReductionInputIndex(spec, x, r));
+    Accumulator acc = IsVariance(spec) ? WelfordAccumulate(spec, input, std::to_string(i))
+                                       : Accumulate(spec, input, true, std::to_string(i), "");
+    for (const std::string& line : acc.update) {
+      partial.Line(line);
+    }
+    init.insert(init.end(), acc.init.begin(), acc.init.end());
+    finish.insert(finish.end(), acc.finish.begin(), acc.finish.end());
+    const DType acc_type = AccumulatorType(spec.kind, input.dtype);
+    const bool indexed = spec.kind == "argmax" || spec.kind == "argmin" || spec.kind == "max_with_index" ||
+                         spec.kind == "min_with_index";
+    const std::string tag = std::to_string(i);
+    if (indexed) {
+      const bool is_max = spec.kind == "argmax" || spec.kind == "max_with_index";
+      parts[i].push_back({source.scratch.size(), "redv" + tag + "[:, None]", acc_type,
+                          Identity(is_max ? "max" : "min", acc_type)});
+      source.scratch.push_back({kernel_.rows * splits, acc_type});
+      parts[i].push_back({source.scratch.size(), "redi" + tag + "[:, None]", DType::kInt64, "0"});
+      source.scratch.push_back({kernel_.rows * splits, DType::kInt64});
+    } else if (IsVariance(spec)) {
+      for (const char* name : {"redm", "reds", "redn"}) {
+        parts[i].push_back({source.scratch.size(), name + tag + "[:, None]", DType::kFloat32, "0.0"});
+        source.scratch.push_back({kernel_.rows * splits, DType::kFloat32});
+      }
+    } else {
+      const std::string identity = Identity(spec.kind, acc_type);
+      parts[i].push_back({source.scratch.size(), "red" + tag, acc_type, identity});
+      source.scratch.push_back({kernel_.rows * splits, acc_type});
+    }
+  }
+  const std::vector<std::string> body = partial.CloseScope();
+  partial.Line("split = tl.program_id(1)");
+  for (const std::string& line : init) {
+    partial.Line(line);
+  }
+  partial.Line(fmt::format("for roffset in range(0, {}, RBLOCK):", chunk));
+  partial.Line(fmt::format("    rindex = split * {} + roffset + rbase", chunk));
+  partial.Line(fmt::format("    rmask = rindex < {}", kernel_.length));
+  partial.Line("    mask = xmask & rmask");
+  partial.Append(body);
+  for (const std::string& line : finish) {
+    partial.Line(line);
+  }
+  for (const auto& list : parts) {
+    for (const Part& part : list) {
+      const std::string pointer = partial.PointerName(ScratchId(part.scratch));
+      partial.Line(
+          fmt::format("tl.store({} + (xindex * {} + split), {}, xmask)", pointer, splits, part.code));
+    }
+  }
+  templates::Values values;
+  values.text["name"] = kernel_.name + "_partial";
+  values.text["rows"] = std::to_string(kernel_.rows);
+  values.text["length"] = std::to_string(kernel_.length);
+  values.text["algorithm"] = fmt::format("split ({} programs per row, partials)", splits);
+  values.text["summary"] = Summary(graph_, kernel_);
+  values.text["body"] = Join(partial.CloseScope());
+  values.flags["int64"] = partial.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max;
+  values.text["params"] = PointerParams(partial);
+  source.code = templates::Render("triton/reduction.py.mustache", values);
+  source.launches.push_back({kernel_.name + "_partial",
+                             partial.PointerValues(),
+                             fmt::format("(triton.cdiv({}, {}), {})", kernel_.rows, design.xblock, splits),
+                             {{"XBLOCK", design.xblock}, {"RBLOCK", rblock}},
+                             {}});
+  // Combine kernel: a row block per program, the partials of its rows in one tile.
+  MaskSet masks{{{"xindex", "xmask"}}, {}, "xindex"};
+  KernelEmitter combine(graph_, memory_, masks);
+  const int64_t sblock = NextPowerOfTwo(splits);
+  const int64_t xblock =
+      std::max<int64_t>(1, std::min<int64_t>(kCombineTile / sblock, NextPowerOfTwo(kernel_.rows)));
+  combine.Line(fmt::format("sindex = tl.arange(0, SBLOCK)[None, :]"));
+  combine.Line(fmt::format("smask = sindex < {}", splits));
+  combine.Line("mask = xmask & smask");
+  for (size_t i = 0; i < kernel_.reductions.size(); ++i) {
+    const ReductionSpec& spec = kernel_.reductions[i];
+    const std::string tag = std::to_string(i);
+    std::vector<std::string> loaded;
+    for (const Part& part : parts[i]) {
+      const std::string pointer = combine.PointerName(ScratchId(part.scratch));
+      loaded.push_back("p" + tag + "_" + std::to_string(loaded.size()));
+      combine.Line(fmt::format("{} = tl.load({} + (xindex * {} + sindex), mask, other={})", loaded.back(),
+                               pointer, splits, part.identity));
+    }
+    const DType out_type =
+        MetaOf(graph_, spec.outputs.at(0) >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype;
+    Accumulator results;
+    const std::string red = "red" + tag;
+    if (loaded.size() == 3) {
+      combine.Line(
+          fmt::format("redm{0}, reds{0}, redn{0} = tl.reduce(({1}, {2}, {3}), 1, _egg_welford_combine)", tag,
+                      loaded[0], loaded[1], loaded[2]));
+      WelfordResults(spec, "redm" + tag + "[:, None]", "reds" + tag + "[:, None]", &results);
+    } else if (loaded.size() == 2) {
+      const bool is_max = spec.kind == "argmax" || spec.kind == "max_with_index";
+      combine.Line(fmt::format("redv{0}, redi{0} = tl.reduce(({1}, {2}), 1, {3})", tag, loaded[0], loaded[1],
+                               is_max ? "_egg_argmax_combine" : "_egg_argmin_combine"));
+      if (spec.kind == "argmax" || spec.kind == "argmin") {
+        results.results.emplace_back(spec.outputs[0],
+                                     Operand{"redi" + tag + "[:, None]", DType::kInt64, false});
+      } else {
+        if (spec.outputs[0] >= 0) {
+          results.results.emplace_back(spec.outputs[0], Operand{"redv" + tag + "[:, None]", out_type, false});
+        }
+        if (spec.outputs.size() > 1 && spec.outputs[1] >= 0) {
+          results.results.emplace_back(spec.outputs[1],
+                                       Operand{"redi" + tag + "[:, None]", DType::kInt64, false});
+        }
+      }
+    } else {
+      const std::string& k = spec.kind;
+      const std::string fn =
+          k == "max" || k == "any" ? "tl.max" : (k == "min" || k == "all" ? "tl.min" : "tl.sum");
+      combine.Line(k == "prod" ? fmt::format("{} = tl.reduce({}, 1, _egg_prod)[:, None]", red, loaded[0])
+                               : fmt::format("{} = {}({}, 1)[:, None]", red, fn, loaded[0]));
+      std::string value = red;
+      if (k == "mean") {
+        value = fmt::format("({} / {})", red, spec.Length());
+      } else if (k == "any" || k == "all") {
+        value = "(" + red + " != 0)";
+      }
+      results.results.emplace_back(spec.outputs[0], Operand{value, out_type, false});
+    }
+    for (const auto& [value, operand] : results.results) {
+      combine.DefineRow(value, operand, x);
+      if (Stored(value)) {
+        combine.Store(value, Delinearize(x, MetaOf(graph_, value).shape), operand, layouts_.at(value),
+                      "xmask");
+      }
+    }
+  }
+  for (int root : kernel_.roots) {
+    const bool reduction =
+        std::any_of(kernel_.reductions.begin(), kernel_.reductions.end(), [&](const ReductionSpec& spec) {
+          return graph_.nodes.at(static_cast<size_t>(spec.node)).value == root;
+        });
+    if (reduction) {
+      continue;
+    }
+    if (MetaOf(graph_, root).Numel() != kernel_.rows) {
+      throw NotFusable("a split reduction kernel computes only per-row results");
+    }
+    const auto index = Delinearize(x, MetaOf(graph_, root).shape);
+    const Operand value = combine.Emit(root, index);
+    if (Stored(root)) {
+      combine.Store(root, index, value, layouts_.at(root), "xmask");
+    }
+  }
+  templates::Values final_values;
+  final_values.text["name"] = kernel_.name;
+  final_values.text["rows"] = std::to_string(kernel_.rows);
+  final_values.text["splits"] = std::to_string(splits);
+  final_values.text["summary"] = Summary(graph_, kernel_);
+  final_values.text["body"] = Join(combine.CloseScope());
+  final_values.text["params"] = PointerParams(combine);
+  final_values.flags["int64"] = false;
+  source.code += "\n\n" + templates::Render("triton/combine.py.mustache", final_values);
+  source.launches.push_back({kernel_.name,
+                             combine.PointerValues(),
+                             fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
+                             {{"XBLOCK", xblock}, {"SBLOCK", sblock}},
+                             {}});
+  source.int64_indexing = values.flags["int64"];
+  source.loaded = partial.Loaded();
+  source.loaded.insert(combine.Loaded().begin(), combine.Loaded().end());
+  source.computed = partial.Computed();
+  source.computed.insert(combine.Computed().begin(), combine.Computed().end());
+  for (const ReductionSpec& spec : kernel_.reductions) {
+    source.computed.insert(spec.node);
+  }
+  return source;
+}
+
+}  // namespace egg::expert::writer

@@ -1,0 +1,107 @@
+#include "expert/design/design_record.h"
+
+namespace egg::expert {
+
+std::string KernelKindName(KernelKind kind) {
+  switch (kind) {
+    case KernelKind::kPointwise:
+      return "pointwise";
+    case KernelKind::kReduction:
+      return "reduction";
+    case KernelKind::kPool:
+      return "pool";
+    case KernelKind::kScan:
+      return "scan";
+    case KernelKind::kMatmul:
+      return "matmul";
+    case KernelKind::kRecurrent:
+      return "recurrent";
+    case KernelKind::kAttention:
+      return "attention";
+  }
+  return "pointwise";
+}
+
+Json KernelDesign::ToJson() const {
+  Json json = {{"algorithm", algorithm}, {"xblock", xblock},       {"rblock", rblock},
+               {"split", split},         {"num_warps", num_warps}, {"num_stages", num_stages}};
+  if (yblock != 0) {
+    json["yblock"] = yblock;
+  }
+  if (!precision.empty()) {
+    json["precision"] = precision;
+  }
+  return json;
+}
+
+KernelDesign KernelDesign::FromJson(const Json& json) {
+  KernelDesign design;
+  design.algorithm = json.value("algorithm", "");
+  design.xblock = json.value("xblock", int64_t{0});
+  design.rblock = json.value("rblock", int64_t{0});
+  design.split = json.value("split", int64_t{0});
+  design.num_warps = json.value("num_warps", 4);
+  design.num_stages = json.value("num_stages", 1);
+  design.yblock = json.value("yblock", int64_t{0});
+  design.precision = json.value("precision", "");
+  return design;
+}
+
+Json PlanOptions::ToJson() const {
+  Json json{{"fuse_reductions", fuse_reductions}, {"fuse_epilogues", fuse_epilogues}};
+  if (cuda_graph) {
+    json["cuda_graph"] = true;
+  }
+  if (!fuse_attention) {
+    json["fuse_attention"] = false;
+  }
+  return json;
+}
+
+PlanOptions PlanOptions::FromJson(const Json& json) {
+  PlanOptions options;
+  options.fuse_reductions = json.value("fuse_reductions", true);
+  options.fuse_epilogues = json.value("fuse_epilogues", true);
+  options.cuda_graph = json.value("cuda_graph", false);
+  options.fuse_attention = json.value("fuse_attention", true);
+  return options;
+}
+
+Json CandidateDesign::ToJson() const {
+  Json kernels_json = Json::object();
+  for (const auto& [name, design] : kernels) {
+    kernels_json[name] = design.ToJson();
+  }
+  Json json = {{"seed", seed}, {"plan", plan.ToJson()}, {"kernels", kernels_json}};
+  if (!precision.empty()) {
+    json["precision"] = precision;
+  }
+  return json;
+}
+
+CandidateDesign CandidateDesign::FromJson(const Json& json) {
+  CandidateDesign design;
+  design.seed = json.value("seed", 0);
+  design.plan = PlanOptions::FromJson(json.value("plan", Json::object()));
+  design.precision = json.value("precision", "");
+  const Json kernels = json.value("kernels", Json::object());
+  for (const auto& [name, kernel] : kernels.items()) {
+    design.kernels[name] = KernelDesign::FromJson(kernel);
+  }
+  return design;
+}
+
+std::optional<CandidateDesign> DesignInSource(const std::string& source) {
+  const size_t at = source.find(kDesignMarker);
+  if (at == std::string::npos) {
+    return std::nullopt;
+  }
+  const size_t start = at + std::string(kDesignMarker).size();
+  const size_t end = source.find('\n', start);
+  try {
+    return CandidateDesign::FromJson(Json::parse(source.substr(start, end - start)));
+  } catch (const Json::exception&) {
+    return std::nullopt;
+  }
+}
+}  // namespace egg::expert

@@ -1,0 +1,52 @@
+#include "expert/design/design_record.h"
+
+#include <gtest/gtest.h>
+
+namespace egg::expert {
+namespace {
+
+TEST(DesignRecordTest, KernelDesignJsonKeepsItsStoredShape) {
+  KernelDesign design;
+  design.algorithm = "tiled";
+  design.xblock = 64;
+  design.yblock = 32;
+  design.rblock = 16;
+  design.num_stages = 3;
+  design.precision = "tf32";
+  EXPECT_EQ(design.ToJson().dump(),
+            R"({"algorithm":"tiled","num_stages":3,"num_warps":4,"precision":"tf32","rblock":16,"split":0,)"
+            R"("xblock":64,"yblock":32})");
+  EXPECT_EQ(KernelDesign::FromJson(design.ToJson()), design);
+  KernelDesign flat;
+  flat.algorithm = "flat";
+  flat.xblock = 1024;
+  EXPECT_FALSE(flat.ToJson().contains("yblock")) << "unset fields stay out of the record";
+  EXPECT_FALSE(flat.ToJson().contains("precision"));
+}
+
+TEST(DesignRecordTest, CandidateDesignRoundTripsAndIsReadBackFromSource) {
+  CandidateDesign design;
+  design.seed = 2;
+  design.precision = "tf32x3";
+  design.plan.fuse_attention = false;
+  design.kernels["egg_k0_amax"].algorithm = "online";
+  design.kernels["egg_k0_amax"].rblock = 2048;
+  const Json json = design.ToJson();
+  EXPECT_EQ(json["plan"],
+            (Json{{"fuse_reductions", true}, {"fuse_epilogues", true}, {"fuse_attention", false}}));
+  EXPECT_EQ(CandidateDesign::FromJson(json).ToJson(), json);
+  const std::string source =
+      "import torch\n" + std::string(kDesignMarker) + json.dump() + "\nclass ModelNew:\n";
+  const auto read = DesignInSource(source);
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->ToJson(), json);
+  EXPECT_FALSE(DesignInSource("no record here"));
+}
+
+TEST(DesignRecordTest, KernelKindNames) {
+  EXPECT_EQ(KernelKindName(KernelKind::kReduction), "reduction");
+  EXPECT_EQ(KernelKindName(KernelKind::kAttention), "attention");
+}
+
+}  // namespace
+}  // namespace egg::expert

@@ -1,0 +1,73 @@
+// Which designs are legal for a planned kernel and worth measuring: tile rules, the algorithms a product
+// shape admits, the register and shared-memory budgets.
+#pragma once
+
+#include "expert/plan/plan.h"
+
+namespace egg::expert {
+
+// The limits of legal designs: tile sides, threads, pipeline depth.
+inline constexpr int64_t kMinDotSide = 16;  // tl.dot's smallest tile side
+inline constexpr int64_t kMinBlock = 16;
+inline constexpr int64_t kMaxRowBlock = 256;
+inline constexpr int64_t kMaxRBlock = 16384;
+inline constexpr int64_t kMinPointwiseBlock = 64;
+inline constexpr int64_t kMaxPointwiseBlock = 8192;
+inline constexpr int64_t kMaxElementsPerThread = 64;
+inline constexpr int kThreadsPerWarp = 32;
+inline constexpr int kMaxWarps = 16;
+inline constexpr int kMaxStages = 4;
+// Matmul tiles: tl.dot sides, the accumulator's registers per thread and the operand ring in shared memory
+// (float32 operands; the H200 allows 227 KB per block, a margin is kept for the epilogue's layout changes).
+inline constexpr int64_t kMaxAccumulatorPerThread = 128;
+inline constexpr int64_t kMaxMatmulSharedBytes = 192 * 1024;
+inline constexpr int kMaxMatmulStages = 5;
+
+// Reductions and scans: kernels over rows, tiled xblock x rblock.
+inline bool IsRowKernel(const KernelPlan& kernel) {
+  return kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
+}
+
+// A matrix-product kernel computed in tl.dot tiles under `design` (masks mindex/nindex, a K loop, staged
+// operands); a direct convolution is not: it runs one output element per lane, as a pointwise kernel does.
+inline bool DotTiles(const KernelPlan& kernel, const KernelDesign& design) {
+  return kernel.kind == KernelKind::kMatmul && design.algorithm != "direct";
+}
+inline bool DotTiles(const KernelPlan& kernel) { return DotTiles(kernel, kernel.design); }
+
+// Whether a convolution is small per group (at most 4 output channels and 64 products per output, depthwise
+// ones included) so that the `direct` algorithm applies: one output element per lane, its products unrolled.
+bool DirectConvolutionFits(const MatmulSpec& mm);
+// A matrix-vector product (one output column, no convolution): the `gemv` algorithm applies (rows of A
+// times the vector, summed after the K loop; no tl.dot, whose narrowest N tile is 16).
+bool MatVecFits(const MatmulSpec& mm);
+// A convolution the `nhwc` algorithm computes: any non-transposed one (its input repacked channels-last by a
+// first launch, K ordered by kernel tap, then channel of the group).
+bool ChannelsLastConvolutionFits(const MatmulSpec& mm);
+// The widest useful K step of the `nhwc` algorithm: the group's input channels (a power of two, tl.dot's 16
+// at least); a wider one only adds masked lanes.
+int64_t ChannelsLastMaxStep(const MatmulSpec& mm);
+
+// A matrix product (no convolution, more than one column) whose operand rows as stored are not all 16-byte
+// aligned (k or n not a multiple of 4 floats): the `aligned` algorithm applies (A and B copied first into
+// rows of a 32-float stride, so the tile loads vectorize; 1_8's 2949 and 5921).
+bool AlignedCopyFits(const MatmulSpec& mm);
+
+// Split-K slices worth running for a matrix product in `design`'s tiles (1: none): enough to bring few output
+// tiles over a deep K near two waves of programs. Never for convolutions.
+int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design);
+
+// Whether a kernel design is valid for `kernel` (block sizes powers of two, persistent tiles covering the
+// row).
+bool DesignFits(const KernelPlan& kernel, const KernelDesign& design);
+
+// Static pruning: a design is worth measuring only if its tiles are legal and fit the register file.
+bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design);
+
+// The most pipeline stages (at least 1, at most `design.num_stages`) whose staged operand tiles fit the
+// shared memory of an H100/H200 block, for a matmul kernel with `a_tile_loads` tile-shaped loads of the A
+// side
+// ([BLOCK_M, BLOCK_K]) and `b_tile_loads` of the B side ([BLOCK_K, BLOCK_N]) in one K step.
+int FittingStages(const KernelDesign& design, int a_tile_loads, int b_tile_loads);
+
+}  // namespace egg::expert

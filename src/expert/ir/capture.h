@@ -1,0 +1,23 @@
+// Asks the worker to capture a task's forward (the `capture` op) and parses the IR. A task the worker cannot
+// capture, a dead worker or a malformed IR come back as a one-line problem, never as an exception.
+#pragma once
+
+#include <string>
+
+#include "expert/ir/graph.h"
+#include "harness/worker.h"
+
+namespace egg::expert {
+
+inline constexpr double kCaptureTimeoutSeconds = 600;
+
+struct CaptureOptions {
+  std::string device = "cpu";
+  int seed = 42;
+  int init_seed = 42;
+  double timeout_s = kCaptureTimeoutSeconds;
+};
+
+ParsedGraph CaptureGraph(harness::WorkerChannel& worker, const std::string& task_path, const CaptureOptions& options);
+
+}  // namespace egg::expert

@@ -1,0 +1,115 @@
+// The captured forward of a task: an ATen-level graph parsed from the worker's JSON IR (docs/expert.md) into
+// native structs. ParseGraph validates at the edge and returns the graph or a one-line reason; nothing past
+// it sees raw JSON.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+
+namespace egg::expert {
+
+enum class DType { kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kInt16, kInt8, kUInt8, kBool };
+
+std::optional<DType> ParseDType(const std::string& name);
+std::string DTypeName(DType dtype);       // "float32"
+std::string TritonDType(DType dtype);     // "tl.float32"
+std::string TorchDType(DType dtype);      // "torch.float32"
+bool IsFloating(DType dtype);
+int64_t DTypeBytes(DType dtype);
+
+struct TensorMeta {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> stride;
+  int64_t offset = 0;
+  DType dtype = DType::kFloat32;
+
+  int64_t Numel() const;
+  int Rank() const { return static_cast<int>(shape.size()); }
+  bool IsContiguous() const;
+  // The largest element offset reached plus one (storage elements spanned).
+  int64_t StorageSpan() const;
+};
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape);
+int64_t Product(const std::vector<int64_t>& values);
+// The smallest power of two >= value (1 for value <= 1).
+int64_t NextPowerOfTwo(int64_t value);
+
+// One argument of a node.
+struct Arg {
+  enum class Kind { kNone, kValue, kInt, kFloat, kBool, kString, kList, kDType, kOther };
+  Kind kind = Kind::kNone;
+  int value = -1;  // kValue: index into Graph::values
+  int64_t i = 0;
+  double f = 0;
+  bool b = false;
+  std::string s;  // kString, kOther (its repr)
+  std::vector<Arg> list;
+  DType dtype = DType::kFloat32;
+
+  bool IsNumber() const { return kind == Kind::kInt || kind == Kind::kFloat || kind == Kind::kBool; }
+  double AsDouble() const;
+  std::optional<std::vector<int64_t>> AsInts() const;  // an int or a list of ints
+};
+
+enum class ValueKind { kInput, kState, kNode };
+
+// Anything an argument can name: a user input, a parameter/buffer/constant, or a node's result.
+struct Value {
+  std::string name;
+  ValueKind kind = ValueKind::kNode;
+  std::optional<TensorMeta> meta;  // nullopt: not a tensor (a scalar input, a tuple-producing node)
+  int node = -1;                   // kNode: index into Graph::nodes
+  int position = -1;               // kInput: position in forward's arguments
+  std::string state_kind;          // kState: parameter | buffer | constant
+  std::string target;              // kState: the module attribute path ("conv.weight")
+  std::optional<std::vector<double>> constant_values;
+  Arg scalar;  // kInput of a non-tensor argument: its captured value
+  std::vector<int> users;  // nodes that read this value
+};
+
+struct Node {
+  std::string name;
+  std::string op;  // "aten.add.Tensor", "prims.var.default", "getitem"
+  std::vector<Arg> args;
+  std::map<std::string, Arg> kwargs;
+  int value = -1;  // the Value this node produces
+  std::vector<std::optional<TensorMeta>> tuple_meta;  // for tuple-producing nodes: each element
+
+  const Arg* Kwarg(const std::string& key) const;
+  // Positional argument `index`, else the keyword `key`, else nullptr.
+  const Arg* ArgAt(size_t index, const std::string& key = "") const;
+};
+
+struct Graph {
+  std::vector<Value> values;
+  std::vector<Node> nodes;  // topological order
+  std::vector<Arg> outputs;
+  std::vector<std::pair<std::string, Arg>> mutations;  // buffer target -> new value
+  std::string returns = "tensor";                     // tensor | tuple | list
+  std::string torch_version;
+
+  std::vector<int> Inputs() const;  // values of kind kInput, by position
+  const Value& ValueOf(const Arg& arg) const { return values.at(static_cast<size_t>(arg.value)); }
+  const Node* Producer(int value) const;
+};
+
+struct ParsedGraph {
+  std::optional<Graph> graph;
+  std::string problem;  // when graph is empty
+};
+
+ParsedGraph ParseGraph(const Json& ir);
+
+// The value with index `value` of `graph`.
+inline const Value& ValueAt(const Graph& graph, int value) { return graph.values.at(static_cast<size_t>(value)); }
+
+// The layout egg gives a value it materializes: contiguous in the value's shape.
+TensorMeta DenseLayout(const TensorMeta& meta);
+
+}  // namespace egg::expert

@@ -1,0 +1,60 @@
+#include "expert/patterns/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include "expert/ir/test_graphs.h"
+#include "expert/ir/test_nodes.h"
+
+namespace egg::expert {
+namespace {
+
+TEST(MatmulPatternTest, BmmIsABatchedProduct) {
+  const Graph graph =
+      testing::Fixture("level1_3_Batched_matrix_multiplication");  // [8, 32, 48] @ [8, 48, 64]
+  const auto mm = ParseMatmul(graph, testing::NodeWithOp(graph, "aten.bmm.default"));
+  ASSERT_TRUE(mm);
+  EXPECT_TRUE(mm->batched);
+  EXPECT_EQ(mm->batch, 8);
+  EXPECT_EQ(mm->m, 32);
+  EXPECT_EQ(mm->n, 64);
+  EXPECT_EQ(mm->k, 48);
+  EXPECT_EQ(mm->bias, -1);
+  EXPECT_FALSE(mm->conv);
+}
+
+TEST(MatmulPatternTest, ConvolutionIsAnImplicitGemmPerGroup) {
+  const Graph graph = testing::Fixture("level2_1_Conv2D_ReLU_BiasAdd");  // x [16, 12, 16, 16]
+  const auto mm = ParseMatmul(graph, testing::NodeWithOp(graph, "aten.convolution.default"));
+  ASSERT_TRUE(mm);
+  ASSERT_TRUE(mm->conv);
+  EXPECT_EQ(mm->conv->spatial, 2);
+  EXPECT_EQ(mm->conv->images, 16);
+  EXPECT_EQ(mm->conv->in_channels, 12);
+  EXPECT_FALSE(mm->conv->transposed);
+  const int64_t positions = mm->conv->out_size[0] * mm->conv->out_size[1];
+  EXPECT_EQ(mm->m, 16 * positions) << "rows: (image, output position)";
+  EXPECT_EQ(mm->n, mm->conv->out_channels / mm->conv->groups);
+  EXPECT_EQ(mm->k, 12 / mm->conv->groups * mm->conv->kernel[0] * mm->conv->kernel[1]);
+}
+
+TEST(MatmulPatternTest, TransposedPhasesCoverEveryTapOnce) {
+  ConvShape conv;
+  conv.spatial = 1;
+  conv.transposed = true;
+  conv.kernel = {5};
+  conv.stride = {2};
+  conv.padding = {0};
+  conv.dilation = {1};
+  const auto phases = TransposedPhases(conv, 0);
+  ASSERT_EQ(phases.size(), 2U);
+  int64_t taps = 0;
+  for (const TransposedPhase& phase : phases) {
+    taps += phase.count;
+  }
+  EXPECT_EQ(taps, 5);
+  EXPECT_EQ(TransposedMaxTaps(conv, 0), 3);
+  EXPECT_EQ(TransposedTapStep(conv, 0), 2);
+}
+
+}  // namespace
+}  // namespace egg::expert
