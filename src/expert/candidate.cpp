@@ -396,20 +396,6 @@ CandidateDesign CandidateDesign::FromJson(const Json& json) {
   return design;
 }
 
-std::optional<CandidateDesign> DesignInSource(const std::string& source) {
-  const size_t at = source.find(kDesignMarker);
-  if (at == std::string::npos) {
-    return std::nullopt;
-  }
-  const size_t start = at + std::string(kDesignMarker).size();
-  const size_t end = source.find('\n', start);
-  try {
-    return CandidateDesign::FromJson(Json::parse(source.substr(start, end - start)));
-  } catch (const Json::exception&) {
-    return std::nullopt;
-  }
-}
-
 std::string MatmulPrecisionFor(double tol) {
   constexpr double kTf32Tolerance = 1e-3;
   // Below it, three tf32 products per element (float32 accuracy on the tensor cores: 3e-7 relative error on
