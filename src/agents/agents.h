@@ -26,6 +26,7 @@ struct StageContext {
   std::string moves;
   std::string task_source;
   std::string incumbent_source;   // empty before the first seed is accepted
+  std::optional<Design> incumbent_design;  // the incumbent's design record; none for LLM-written source
   std::string incumbent_summary;  // one-line JSON of its measurements
   std::vector<AttemptSummary> history;
   std::string accepted_decisions;  // finalized decisions of earlier stages, JSON
@@ -71,11 +72,19 @@ class CodeAgent {
   virtual bool ProposesBesideSpace() const { return false; }
 };
 
+// A candidate that failed the harness, as the Debug agent sees it.
+struct FailedCandidate {
+  std::string source;
+  // What the source was generated from; none for LLM-written source.
+  std::optional<Design> design = std::nullopt;
+  std::string status;  // harness::StatusName
+  std::string reason;
+};
+
 class DebugAgent {
  public:
   virtual ~DebugAgent() = default;
-  virtual AgentResult<DebugReport> Repair(const StageContext& context, const std::string& source,
-                                          const std::string& status, const std::string& reason,
+  virtual AgentResult<DebugReport> Repair(const StageContext& context, const FailedCandidate& failed,
                                           int attempt) = 0;
 };
 

@@ -205,16 +205,16 @@ class LlmDebugAgent : public DebugAgent {
  public:
   explicit LlmDebugAgent(std::shared_ptr<Conversation> conversation)
       : conversation_(std::move(conversation)) {}
-  AgentResult<DebugReport> Repair(const StageContext& context, const std::string& source,
-                                  const std::string& status, const std::string& reason,
+  AgentResult<DebugReport> Repair(const StageContext& context, const FailedCandidate& failed,
                                   int attempt) override {
+    const std::string& source = failed.source;
     const std::string system = prompts::Render(prompts::File("debug/common.md"), {{"stage", context.stage}});
     const std::string user = prompts::Render(
         prompts::File("debug/user.md"),
         {{"task_source", TruncateMiddle(context.task_source, kMaxSourceChars)},
          {"candidate_source", TruncateMiddle(source, kMaxSourceChars)},
-         {"status", status},
-         {"reason", TruncateMiddle(reason, kMaxProfileChars)},
+         {"status", failed.status},
+         {"reason", TruncateMiddle(failed.reason, kMaxProfileChars)},
          {"history", attempt == 0 ? "none" : std::to_string(attempt) + " earlier repair(s) failed"},
          {"request_tag", RequestTag(context, "debug", attempt, attempt + 1) +
                              " source=" + Sha256Hex(source).substr(0, 12)}});

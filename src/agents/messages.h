@@ -24,12 +24,22 @@ struct ProfileReport {
 inline constexpr const char* kAuthorExpert = "expert";
 inline constexpr const char* kAuthorLlm = "llm";
 
+// The design record a backend generated a candidate file from (the expert compiler's CandidateDesign, as its
+// JSON: expert/candidate.h). The pipeline and the store keep it beside the source and hand the incumbent's
+// back to the agents; only the backend that wrote it reads inside. A file an LLM wrote has none.
+struct Design {
+  Json record;
+  bool operator==(const Design& other) const = default;
+};
+
 struct CodeProposal {
   std::string source;  // the whole candidate file
   std::string description;
   std::string move;
   std::string author = kAuthorLlm;
   bool untrusted = true;
+  // What the source was generated from; none for LLM-written source.
+  std::optional<Design> design = std::nullopt;
 };
 
 struct DebugReport {
@@ -37,6 +47,7 @@ struct DebugReport {
   std::string diagnosis;
   std::string author = kAuthorLlm;
   bool untrusted = true;
+  std::optional<Design> design = std::nullopt;
 };
 
 // One line of a stage's compact history.

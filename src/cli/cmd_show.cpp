@@ -22,6 +22,9 @@ void PrintPartial(store::Store& store, const store::RunRow& run) {
       fmt::print("\n## {}\n", stage);
     }
     fmt::print("- candidate {} ({}): {}\n", candidate.id, candidate.origin, candidate.status);
+    if (candidate.design_json) {
+      fmt::print("  design: {}\n", *candidate.design_json);
+    }
   }
   for (const auto& decision : store.DecisionsForRun(run.id)) {
     fmt::print("- {} {} {} [{}]: {}\n", decision.stage, decision.accepted ? "ACCEPTED" : "rejected",

@@ -136,7 +136,7 @@ Json ExpertSection(const expert::Graph& graph, const std::string& task_source, c
                    const std::optional<pipeline::CandidateRecord>& final,
                    const std::optional<harness::EvalResult>& final_eval) {
   // Without a correct candidate, the plan of seed 0 says what would run where (the ops left to PyTorch).
-  const auto design = final ? expert::DesignInSource(final->source) : expert::CandidateDesign{};
+  const auto design = final ? expert::DesignOf(final->design) : expert::CandidateDesign{};
   if (!design) {
     return Json();
   }

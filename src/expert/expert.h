@@ -6,9 +6,9 @@
 //
 // What comes through the door:
 // - capture: CaptureGraph (the worker's capture op) or ParseGraph (a saved IR) -> ParsedGraph;
-// - compile a design into a candidate: CandidateDesign (the design record; DesignInSource reads it back from
-// a
-//   candidate file), GenerateCandidate -> Candidate (source, plan, per-kernel reports), DesignFits;
+// - compile a design into a candidate: CandidateDesign (the design record, which travels as data in the
+//   agents' messages and the store), GenerateCandidate -> Candidate (source, plan, per-kernel reports),
+//   DesignFits;
 // - seeds: kSeedFamilies, SeedFusesAttention;
 // - the backends: MakeExpertBackend, MakeHybridBackend.
 #pragma once

@@ -33,6 +33,11 @@ double Noise(const harness::Stats& a, const harness::Stats& b) {
   return std::max({a.p80 - a.p20, b.p80 - b.p20, kMinNoiseFraction * b.median});
 }
 
+// A design record as the store keeps it: its JSON text, or none.
+std::optional<std::string> DesignJson(const std::optional<agents::Design>& design) {
+  return design ? std::optional<std::string>(design->record.dump()) : std::nullopt;
+}
+
 Json DecisionJson(const DecisionRecord& decision) {
   return Json{{"stage", decision.stage},
               {"round", decision.round},
@@ -90,6 +95,7 @@ agents::StageContext Pipeline::Context(const StageSpec& spec, const StageRecord&
   context.round = round;
   if (incumbent_) {
     context.incumbent_source = incumbent_->source;
+    context.incumbent_design = incumbent_->design;
     context.incumbent_summary = SummaryJson(*incumbent_);
   }
   const size_t first =
@@ -128,6 +134,7 @@ CandidateRecord Pipeline::Measure(const std::string& stage, const std::string& o
   candidate.untrusted = proposal.untrusted;
   candidate.parent_id = parent_id;
   candidate.source = proposal.source;
+  candidate.design = proposal.design;
   candidate.description = proposal.description;
   candidate.move = proposal.move;
   candidate.path = options_.run_dir + "/" + candidate.id + ".py";
@@ -143,7 +150,8 @@ CandidateRecord Pipeline::Measure(const std::string& stage, const std::string& o
     store_->PutCandidate({options_.run_id + "/" + candidate.id, options_.run_id, stage, origin,
                           parent_id.empty() ? "" : options_.run_id + "/" + parent_id, candidate.source,
                           candidate.description, candidate.move, candidate.eval.key,
-                          harness::StatusName(candidate.eval.status), candidate.MedianMs()});
+                          harness::StatusName(candidate.eval.status), candidate.MedianMs(),
+                          DesignJson(candidate.design)});
   }
   return candidate;
 }
@@ -208,16 +216,18 @@ std::optional<CandidateRecord> Pipeline::Attempt(const agents::StageContext& con
   record->candidates.push_back(candidate);
   for (int attempt = 0; !candidate.eval.correct && attempt < options_.debug_attempts && !Stopped();
        ++attempt) {
-    auto repair =
-        backend_.debug->Repair(context, candidate.source, harness::StatusName(candidate.eval.status),
-                               candidate.eval.reason, attempt);
+    auto repair = backend_.debug->Repair(context,
+                                         {candidate.source, candidate.design,
+                                          harness::StatusName(candidate.eval.status), candidate.eval.reason},
+                                         attempt);
     NoteStop(repair.stop, repair.failure);
     if (!repair.value) {
       break;
     }
     // A repair stays its proposal's (author); its source is the repairer's (trust).
-    const agents::CodeProposal repaired{repair.value->source, "repair: " + repair.value->diagnosis,
-                                        proposal.move, proposal.author, repair.value->untrusted};
+    agents::CodeProposal repaired{repair.value->source, "repair: " + repair.value->diagnosis, proposal.move,
+                                  proposal.author, repair.value->untrusted};
+    repaired.design = repair.value->design;  // the repaired file's record, if the repairer generated it
     candidate = Measure(context.stage, "debug", candidate.id, repaired);
     record->candidates.push_back(candidate);
   }
@@ -341,6 +351,7 @@ void Pipeline::RefineSeed(StageRecord* record, const CandidateRecord& seed, int 
   agents::StageContext context = Context(record->spec, *record, 0);
   context.refining_seed = true;
   context.incumbent_source = seed.source;
+  context.incumbent_design = seed.design;
   context.incumbent_summary = SummaryJson(seed);
   auto proposal = backend_.code->Propose(context, nullptr, index, options_.seeds);
   NoteStop(proposal.stop, proposal.failure);
@@ -447,8 +458,9 @@ std::vector<size_t> Pipeline::Screen(StageRecord* record, int round, std::vector
     const std::optional<double> median = result.time ? std::optional<double>(result.time->median) : std::nullopt;
     if (store_ != nullptr) {
       store_->PutCandidate({options_.run_id + "/" + CandidateId(proposal.source), options_.run_id,
-                            record->spec.name, "screen", "", proposal.source, proposal.description, proposal.move,
-                            "", harness::StatusName(result.status), median});
+                            record->spec.name, "screen", "", proposal.source, proposal.description,
+                            proposal.move, "", harness::StatusName(result.status), median,
+                            DesignJson(proposal.design)});
     }
     screened_.push_back(Json{{"stage", record->spec.name},
                              {"round", round},

@@ -59,6 +59,8 @@ struct CandidateRecord {
   bool untrusted = true;       // an LLM wrote its source (CandidateFile)
   std::string parent_id;
   std::string source;
+  std::optional<agents::Design>
+      design;  // what the source was generated from (the agent's); none for LLM source
   std::string description;
   std::string move;
   std::string path;

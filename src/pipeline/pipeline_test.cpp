@@ -7,6 +7,7 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "common/fs.h"
 
@@ -77,6 +78,9 @@ class FakeEvaluator : public CandidateEvaluator {
   int profiles = 0;
 };
 
+// The design record the fakes attach to a candidate "ModelNew <name>".
+agents::Design DesignFor(const std::string& name) { return agents::Design{Json{{"name", name}}}; }
+
 class ScriptedCode : public agents::CodeAgent {
  public:
   agents::AgentResult<agents::CodeProposal> Propose(const agents::StageContext& context,
@@ -92,21 +96,26 @@ class ScriptedCode : public agents::CodeAgent {
     if (name == "STOP") {
       return {std::nullopt, "budget spent", agents::StopReason::kBudgetExhausted};
     }
-    return {agents::CodeProposal{"ModelNew " + name, "desc " + name, "move " + name}, "",
-            agents::StopReason::kNone};
+    agents::CodeProposal proposal{"ModelNew " + name, "desc " + name, "move " + name};
+    if (designed.count(name) != 0) {
+      proposal.design = DesignFor(name);
+    }
+    return {proposal, "", agents::StopReason::kNone};
   }
   std::vector<agents::CodeProposal> ProposeSpace(const agents::StageContext& context,
                                                  const agents::ProfileReport*) override {
     std::vector<agents::CodeProposal> proposals;
     for (const std::string& name : spaces[context.stage]) {
-      proposals.push_back({"ModelNew " + name, "desc " + name, "move " + name, agents::kAuthorExpert, false});
+      proposals.push_back({"ModelNew " + name, "desc " + name, "move " + name, agents::kAuthorExpert, false,
+                           DesignFor(name)});
     }
     return proposals;
   }
   bool ProposesBesideSpace() const override { return beside_space; }
   bool beside_space = false;  // hybrid-style: proposals compete after the screened space
   std::map<std::string, std::deque<std::string>> script;
-  std::map<std::string, std::vector<std::string>> spaces;  // design spaces per stage (expert-style)
+  std::map<std::string, std::vector<std::string>> spaces;  // design spaces per stage (expert-style), designed
+  std::set<std::string> designed;  // scripted proposals that carry a design record (the rest: LLM source)
   std::vector<std::string> stages_seen;
   std::vector<agents::StageContext> contexts;
 };
@@ -123,13 +132,19 @@ class ScriptedProfile : public agents::ProfileAgent {
 
 class ScriptedDebug : public agents::DebugAgent {
  public:
-  agents::AgentResult<agents::DebugReport> Repair(const agents::StageContext&, const std::string& source,
-                                                  const std::string& status, const std::string&,
-                                                  int) override {
-    repaired.push_back(source + " [" + status + "]");
-    return {agents::DebugReport{"ModelNew fixed", "off by one"}, "", agents::StopReason::kNone};
+  agents::AgentResult<agents::DebugReport> Repair(const agents::StageContext&,
+                                                  const agents::FailedCandidate& failed, int) override {
+    repaired.push_back(failed.source + " [" + failed.status + "]");
+    designs.push_back(failed.design);
+    agents::DebugReport report{"ModelNew fixed", "off by one"};
+    if (repairs_designed) {
+      report.design = DesignFor("fixed");
+    }
+    return {report, "", agents::StopReason::kNone};
   }
   std::vector<std::string> repaired;
+  std::vector<std::optional<agents::Design>> designs;  // the failing candidates' records, as Debug got them
+  bool repairs_designed = false;
 };
 
 class PipelineTest : public ::testing::Test {
@@ -207,6 +222,76 @@ TEST_F(PipelineTest, FailedCandidatesGoToDebugAndTheRepairIsMeasured) {
   EXPECT_EQ(seeds[1].origin, "debug");
   EXPECT_EQ(seeds[1].parent_id, seeds[0].id);
   EXPECT_TRUE(result.correct);
+}
+
+TEST_F(PipelineTest, DesignRecordsTravelWithCandidatesToTheAgentsAndTheStore) {
+  code_->designed = {"seed"};
+  code_->script["stage1.seeds"] = {"seed"};
+  code_->spaces["stage1.algorithm"] = {"tile"};
+  code_->script["stage1.algorithm"] = {"llm_edit"};  // beside the space, no design record
+  code_->beside_space = true;
+  options_.seeds = 1;
+  options_.refine_seeds = false;
+  evaluator_.outcomes = {{"seed", {harness::EvalStatus::kOk, 10.0}},
+                         {"tile", {harness::EvalStatus::kOk, 5.0}},
+                         {"llm_edit", {harness::EvalStatus::kOk, 2.0}}};
+  auto store = store::Store::Open(":memory:");
+  store::RunRow run;
+  run.id = "run";
+  store->PutRun(run);
+  const RunResult result = Pipeline(backend_, evaluator_, store.get(), options_).Run();
+  ASSERT_TRUE(result.correct);
+  // Each candidate keeps the record its proposal carried.
+  const auto& seeds = result.stages[0].candidates;
+  ASSERT_EQ(seeds.size(), 1U);
+  EXPECT_EQ(seeds[0].design, DesignFor("seed"));
+  const auto& algorithm = result.stages[1].candidates;
+  ASSERT_EQ(algorithm.size(), 2U);
+  EXPECT_EQ(algorithm[0].design, DesignFor("tile"));
+  EXPECT_FALSE(algorithm[1].design) << "LLM-written source has no design record";
+  EXPECT_EQ(result.final->source, "ModelNew llm_edit");
+  EXPECT_FALSE(result.final->design);
+  // The incumbent's record reaches the agents: the seed's, then the accepted design's, then none after the
+  // LLM edit was accepted.
+  std::map<std::string, std::vector<std::optional<agents::Design>>> seen;
+  for (const auto& context : code_->contexts) {
+    seen[context.stage].push_back(context.incumbent_design);
+  }
+  ASSERT_FALSE(seen["stage1.algorithm"].empty());
+  EXPECT_EQ(seen["stage1.algorithm"].front(), DesignFor("tile"));
+  ASSERT_FALSE(seen["stage2.mapping"].empty());
+  EXPECT_FALSE(seen["stage2.mapping"].front());
+  // The store has the record of every designed candidate, screened or evaluated, and null for the LLM's.
+  std::map<std::string, std::optional<std::string>> stored;
+  for (const auto& row : store->CandidatesForRun("run")) {
+    stored[row.source] = row.design_json;
+  }
+  ASSERT_EQ(stored.size(), 3U);
+  EXPECT_EQ(stored["ModelNew seed"], DesignFor("seed").record.dump());
+  EXPECT_EQ(stored["ModelNew tile"], DesignFor("tile").record.dump());
+  EXPECT_EQ(stored["ModelNew llm_edit"], std::nullopt);
+}
+
+TEST_F(PipelineTest, DebugGetsTheFailingCandidatesDesignAndTheRepairKeepsItsOwn) {
+  code_->designed = {"broken"};
+  code_->script["stage1.seeds"] = {"broken"};
+  debug_->repairs_designed = true;
+  evaluator_.outcomes = {{"broken", {harness::EvalStatus::kCompileError}},
+                         {"fixed", {harness::EvalStatus::kOk, 3.0}}};
+  options_.seeds = 1;
+  options_.refine_seeds = false;
+  const RunResult result = Run();
+  ASSERT_EQ(debug_->designs.size(), 1U);
+  EXPECT_EQ(debug_->designs[0], DesignFor("broken"));
+  ASSERT_TRUE(result.correct);
+  EXPECT_EQ(result.final->design, DesignFor("fixed"));
+  // A repair without a record (an LLM's) leaves none, though its proposal had one.
+  debug_->repairs_designed = false;
+  code_->script["stage1.seeds"] = {"broken"};
+  std::filesystem::remove_all(options_.run_dir);
+  const RunResult llm_repaired = Run();
+  ASSERT_TRUE(llm_repaired.correct);
+  EXPECT_FALSE(llm_repaired.final->design);
 }
 
 TEST_F(PipelineTest, StopsCleanlyWhenTheBudgetIsSpent) {

@@ -18,6 +18,13 @@ std::optional<double> OptionalDouble(sqlite3_stmt* raw, int column) {
   return sqlite3_column_double(raw, column);
 }
 
+std::optional<std::string> OptionalText(sqlite3_stmt* raw, int column) {
+  if (sqlite3_column_type(raw, column) == SQLITE_NULL) {
+    return std::nullopt;
+  }
+  return std::string(reinterpret_cast<const char*>(sqlite3_column_text(raw, column)));
+}
+
 }  // namespace
 
 void Store::PutRun(const RunRow& row) {
@@ -53,25 +60,30 @@ std::optional<RunRow> Store::FindRun(const std::string& id) {
 void Store::PutCandidate(const CandidateRow& row) {
   Statement statement(db_, R"sql(
       INSERT OR REPLACE INTO candidates (id, run_id, stage, origin, parent_id, source, description, move,
-                                         eval_key, status, median_ms)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11))sql");
+                                         eval_key, status, median_ms, design_json)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12))sql");
   statement.Bind(1, row.id).Bind(2, row.run_id).Bind(3, row.stage).Bind(4, row.origin).Bind(5, row.parent_id);
   statement.Bind(6, row.source).Bind(7, row.description).Bind(8, row.move).Bind(9, row.eval_key);
   statement.Bind(10, row.status);
   BindOptional(statement, 11, row.median_ms);
+  if (row.design_json) {
+    statement.Bind(12, *row.design_json);
+  }
   statement.Step();
 }
 
 std::vector<CandidateRow> Store::CandidatesForRun(const std::string& run_id) {
   Statement statement(db_, R"sql(
-      SELECT id, run_id, stage, origin, parent_id, source, description, move, eval_key, status, median_ms
+      SELECT id, run_id, stage, origin, parent_id, source, description, move, eval_key, status, median_ms,
+             design_json
       FROM candidates WHERE run_id = ?1 ORDER BY created_at, rowid)sql");
   statement.Bind(1, run_id);
   std::vector<CandidateRow> rows;
   while (statement.Step()) {
     rows.push_back({statement.Text(0), statement.Text(1), statement.Text(2), statement.Text(3),
                     statement.Text(4), statement.Text(5), statement.Text(6), statement.Text(7),
-                    statement.Text(8), statement.Text(9), OptionalDouble(statement.Raw(), 10)});
+                    statement.Text(8), statement.Text(9), OptionalDouble(statement.Raw(), 10),
+                    OptionalText(statement.Raw(), 11)});
   }
   return rows;
 }

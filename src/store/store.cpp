@@ -24,7 +24,7 @@ struct Migration {
 };
 
 // Each entry moves the schema from version-1 to version. Never edit a released entry; append a new one.
-constexpr std::array<Migration, 3> kMigrations = {{
+constexpr std::array<Migration, 4> kMigrations = {{
     {1, R"sql(
       CREATE TABLE evaluations (
         key TEXT PRIMARY KEY,
@@ -135,6 +135,9 @@ constexpr std::array<Migration, 3> kMigrations = {{
         max_abs_err REAL,
         created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
       CREATE INDEX screenings_by_task ON screenings (task_hash);
+    )sql"},
+    {4, R"sql(
+      ALTER TABLE candidates ADD COLUMN design_json TEXT;
     )sql"},
 }};
 

@@ -14,7 +14,7 @@ struct sqlite3;
 
 namespace egg::store {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 struct EvaluationRow {
   std::string key;
@@ -76,6 +76,8 @@ struct CandidateRow {
   std::string eval_key;
   std::string status;
   std::optional<double> median_ms;
+  std::optional<std::string> design_json =
+      std::nullopt;  // the design record it was generated from; none for LLM source
 };
 
 struct MessageRow {

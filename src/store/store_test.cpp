@@ -35,6 +35,14 @@ class StoreTest : public ::testing::Test {
     row.status = "ok";
     return row;
   }
+  static CandidateRow Candidate(const std::string& id, const std::string& run_id) {
+    CandidateRow row;
+    row.id = id;
+    row.run_id = run_id;
+    row.stage = "stage1.seeds";
+    row.source = "ModelNew " + id;
+    return row;
+  }
   static LlmCallRow Call(const std::string& run_id) {
     LlmCallRow row;
     row.run_id = run_id;
@@ -147,14 +155,63 @@ TEST_F(StoreTest, MigratesAVersionTwoStoreToScreenings) {
   }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE screenings; PRAGMA user_version = 2", nullptr, nullptr, nullptr),
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TABLE screenings; ALTER TABLE candidates DROP COLUMN design_json; "
+                         "PRAGMA user_version = 2",
+                         nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
   auto store = Store::Open(path_);
-  EXPECT_EQ(store->SchemaVersion(), 3);
+  EXPECT_EQ(store->SchemaVersion(), kSchemaVersion);
   EXPECT_TRUE(store->FindEvaluation("k1").has_value());
   store->PutScreening({"s", "t", "c", "ok", "", "null", std::nullopt});
   EXPECT_TRUE(store->FindScreening("s").has_value());
+}
+
+TEST_F(StoreTest, CandidatesKeepTheirDesignRecordOrNone) {
+  auto store = Store::Open(path_);
+  store->PutRun(Run("r"));
+  CandidateRow designed = Candidate("r/c1", "r");
+  designed.design_json = R"({"seed":1})";
+  const CandidateRow written = Candidate("r/c2", "r");
+  store->PutCandidate(designed);
+  store->PutCandidate(written);
+  const auto rows = store->CandidatesForRun("r");
+  ASSERT_EQ(rows.size(), 2U);
+  EXPECT_EQ(rows[0].design_json, std::optional<std::string>(R"({"seed":1})"));
+  EXPECT_FALSE(rows[1].design_json.has_value());
+}
+
+TEST_F(StoreTest, MigratesAVersionThreeStoreToDesignRecords) {
+  // A version-3 store, made as that egg made it: candidates without a design column.
+  sqlite3* db = nullptr;
+  {
+    auto store = Store::Open(path_);
+    store->PutRun(Run("old"));
+  }
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(db,
+                   "ALTER TABLE candidates DROP COLUMN design_json; PRAGMA user_version = 3;"
+                   "INSERT INTO candidates (id, run_id, stage, origin, parent_id, source, description, "
+                   "move, eval_key, status, median_ms) VALUES ('old/c', 'old', 'stage1.seeds', 'code', '', "
+                   "'ModelNew old', '', '', '', 'ok', 1.5)",
+                   nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  sqlite3_close(db);
+  auto store = Store::Open(path_);
+  EXPECT_EQ(store->SchemaVersion(), 4);
+  auto rows = store->CandidatesForRun("old");
+  ASSERT_EQ(rows.size(), 1U);
+  EXPECT_EQ(rows[0].source, "ModelNew old");
+  EXPECT_EQ(rows[0].median_ms, std::optional<double>(1.5));
+  EXPECT_FALSE(rows[0].design_json.has_value()) << "an old run's candidates have no record";
+  CandidateRow designed = rows[0];
+  designed.design_json = R"({"seed":2})";
+  store->PutCandidate(designed);
+  rows = store->CandidatesForRun("old");
+  ASSERT_EQ(rows.size(), 1U);
+  EXPECT_EQ(rows[0].design_json, std::optional<std::string>(R"({"seed":2})"));
 }
 
 TEST_F(StoreTest, MergesAnotherStoreWithFreshAutoincrementIds) {

@@ -53,9 +53,9 @@ class ExpertCode : public agents::CodeAgent {
       moves.push_back(SeedDesign(index, context.tol));
       return Realize(moves.front());
     }
-    const auto incumbent = Regenerate(context.incumbent_source);
+    const auto incumbent = Regenerate(context.incumbent_design);
     if (!incumbent) {
-      return {std::nullopt, "the incumbent carries no egg design record", agents::StopReason::kNone};
+      return {std::nullopt, "the incumbent has no expert design record", agents::StopReason::kNone};
     }
     moves = context.refining_seed ? SeedRefinements(*config_.graph, *incumbent)
                                   : StageMoves(*config_.graph, context.stage, *incumbent, FocusOf(report),
@@ -75,7 +75,7 @@ class ExpertCode : public agents::CodeAgent {
     if (context.stage == "stage1.seeds") {
       return proposals;
     }
-    const auto incumbent = Regenerate(context.incumbent_source);
+    const auto incumbent = Regenerate(context.incumbent_design);
     if (!incumbent) {
       return proposals;
     }
@@ -90,8 +90,8 @@ class ExpertCode : public agents::CodeAgent {
   }
 
  private:
-  std::optional<Candidate> Regenerate(const std::string& source) const {
-    const auto design = DesignInSource(source);
+  std::optional<Candidate> Regenerate(const std::optional<agents::Design>& message) const {
+    const auto design = DesignOf(message);
     if (!design) {
       return std::nullopt;
     }
@@ -108,7 +108,7 @@ class ExpertCode : public agents::CodeAgent {
       return {std::nullopt, candidate.problem, agents::StopReason::kNone};
     }
     return {agents::CodeProposal{*candidate.source, move.description, move.move, agents::kAuthorExpert,
-                                 /*untrusted=*/false},
+                                 /*untrusted=*/false, DesignMessage(candidate.design)},
             "", agents::StopReason::kNone};
   }
 
@@ -119,19 +119,20 @@ class ExpertDebug : public agents::DebugAgent {
  public:
   explicit ExpertDebug(ExpertConfig config) : config_(std::move(config)) {}
 
-  agents::AgentResult<agents::DebugReport> Repair(const agents::StageContext& context, const std::string& source,
-                                                  const std::string& status, const std::string& reason,
+  agents::AgentResult<agents::DebugReport> Repair(const agents::StageContext& context,
+                                                  const agents::FailedCandidate& failed,
                                                   int attempt) override {
     (void)context;
-    const auto design = DesignInSource(source);
+    const std::string& status = failed.status;
+    const auto design = DesignOf(failed.design);
     if (!design) {
-      return {std::nullopt, "the failing candidate carries no egg design record", agents::StopReason::kNone};
+      return {std::nullopt, "the failing candidate has no expert design record", agents::StopReason::kNone};
     }
     const Candidate failing = GenerateCandidate(*config_.graph, config_.task_source, config_.task_name, *design);
     if (!failing.source) {
       return {std::nullopt, failing.problem, agents::StopReason::kNone};
     }
-    const auto moves = RepairMoves(failing, status, reason);
+    const auto moves = RepairMoves(failing, status, failed.reason);
     if (static_cast<size_t>(attempt) >= moves.size()) {
       return {std::nullopt, "no repair rule left for: " + status, agents::StopReason::kNone};
     }
@@ -141,7 +142,7 @@ class ExpertDebug : public agents::DebugAgent {
       return {std::nullopt, repaired.problem, agents::StopReason::kNone};
     }
     return {agents::DebugReport{*repaired.source, status + ": " + move.description, agents::kAuthorExpert,
-                                /*untrusted=*/false},
+                                /*untrusted=*/false, DesignMessage(repaired.design)},
             "", agents::StopReason::kNone};
   }
 
@@ -235,6 +236,19 @@ agents::ProfileReport AnalyzeProfile(const Json& profile, const std::string& sta
     report.rationale = "no dominant limiter: tune the kernel that takes the most time";
   }
   return report;
+}
+
+agents::Design DesignMessage(const CandidateDesign& design) { return agents::Design{design.ToJson()}; }
+
+std::optional<CandidateDesign> DesignOf(const std::optional<agents::Design>& message) {
+  if (!message || !message->record.is_object()) {
+    return std::nullopt;
+  }
+  try {
+    return CandidateDesign::FromJson(message->record);
+  } catch (const Json::exception&) {
+    return std::nullopt;
+  }
 }
 
 agents::Backend MakeExpertBackend(const ExpertConfig& config) {

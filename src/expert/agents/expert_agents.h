@@ -9,6 +9,7 @@
 #include <string>
 
 #include "agents/agents.h"
+#include "expert/design/design_record.h"
 #include "expert/ir/graph.h"
 
 namespace egg::expert {
@@ -23,6 +24,11 @@ struct ExpertConfig {
 };
 
 agents::Backend MakeExpertBackend(const ExpertConfig& config);
+
+// A design record as an agent message carries it, and back: nullopt when the message has none (LLM-written
+// source) or it is not a design record.
+agents::Design DesignMessage(const CandidateDesign& design);
+std::optional<CandidateDesign> DesignOf(const std::optional<agents::Design>& message);
 
 // The rules of the Profile agent, exposed for tests: a ProfileReport for an `egg profile` JSON document.
 agents::ProfileReport AnalyzeProfile(const Json& profile, const std::string& stage);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -20,10 +21,12 @@ using testing::Scaled;
 
 Graph BigSoftmax() { return LoadGraph(Scaled(FixtureJson("level1_23_Softmax"), 64, 65536)); }
 
-agents::StageContext Context(const std::string& stage, const std::string& incumbent = "") {
+agents::StageContext Context(const std::string& stage, const std::string& incumbent = "",
+                             std::optional<agents::Design> design = std::nullopt) {
   agents::StageContext context;
   context.stage = stage;
   context.incumbent_source = incumbent;
+  context.incumbent_design = std::move(design);
   return context;
 }
 
@@ -146,9 +149,8 @@ TEST(DesignSpaceTest, ManyLaunchesMakeACudaGraphTheFirstMemoryMove) {
                         "    def _egg_forward(self, x, h0, c0):\n"),
             std::string::npos) << source;
   EXPECT_NE(source.find("with torch.cuda.graph(graph):"), std::string::npos);
-  ASSERT_TRUE(DesignInSource(source));
-  EXPECT_TRUE(DesignInSource(source)->plan.cuda_graph);  // the design record says so, and round-trips
-  EXPECT_EQ(*GenerateCandidate(graph, "", "lstm", *DesignInSource(source)).source, source);
+  EXPECT_TRUE(graphed.design.plan.cuda_graph);  // the design record says so, and regenerates the file
+  EXPECT_EQ(*GenerateCandidate(graph, "", "lstm", graphed.design).source, source);
   for (const DesignMove& move : StageMoves(graph, "stage2.memory", graphed, "", 20)) {
     EXPECT_NE(move.move, "cuda graph");
   }
@@ -218,36 +220,83 @@ TEST(DesignSpaceTest, RepairsGetMoreConservative) {
   EXPECT_EQ(RepairMoves(failing, "mismatch", "not allclose").size(), 2U);
 }
 
-TEST(ExpertAgentsTest, CodeAgentSeedsAndSpaces) {
+TEST(ExpertAgentsTest, CodeAgentSeedsAndSpacesCarryTheirDesignRecords) {
   const Graph graph = BigSoftmax();
   agents::Backend backend = MakeExpertBackend({&graph, "", "softmax.py"});
-  std::set<std::string> seeds;
+  std::map<std::string, agents::Design> seeds;  // by source
   for (int index = 0; index < kSeedFamilies; ++index) {
     auto proposal = backend.code->Propose(Context("stage1.seeds"), nullptr, index, kSeedFamilies);
     ASSERT_TRUE(proposal.value) << proposal.failure;
     EXPECT_EQ(proposal.value->move, "seed " + std::to_string(index));
-    seeds.insert(proposal.value->source);
+    ASSERT_TRUE(proposal.value->design);
+    const auto design = DesignOf(proposal.value->design);
+    ASSERT_TRUE(design);
+    EXPECT_EQ(design->seed, index);
+    // The record is what the file was generated from: it regenerates the same source.
+    EXPECT_EQ(GenerateCandidate(graph, "", "softmax.py", *design).source, proposal.value->source);
+    seeds.emplace(proposal.value->source, *proposal.value->design);
   }
   EXPECT_EQ(seeds.size(), 3U);
-  const std::string incumbent = *seeds.begin();
-  const auto space = backend.code->ProposeSpace(Context("stage2.tiling", incumbent), nullptr);
+  const auto& [incumbent_source, incumbent_design] = *seeds.begin();
+  const auto space =
+      backend.code->ProposeSpace(Context("stage2.tiling", incumbent_source, incumbent_design), nullptr);
   EXPECT_FALSE(space.empty());
   EXPECT_LE(space.size(), kStageSpaceLimit);
-  EXPECT_TRUE(backend.code->ProposeSpace(Context("stage1.seeds", incumbent), nullptr).empty());
-  // A file without a design record cannot be refined by the expert.
-  EXPECT_TRUE(backend.code->ProposeSpace(Context("stage2.tiling", "class ModelNew: pass"), nullptr).empty());
+  for (const agents::CodeProposal& proposal : space) {
+    ASSERT_TRUE(DesignOf(proposal.design)) << proposal.move;
+    EXPECT_NE(*proposal.design, incumbent_design) << proposal.move;
+    EXPECT_EQ(GenerateCandidate(graph, "", "softmax.py", *DesignOf(proposal.design)).source, proposal.source);
+  }
+  EXPECT_TRUE(backend.code->ProposeSpace(Context("stage1.seeds", incumbent_source, incumbent_design), nullptr)
+                  .empty());
+}
+
+TEST(ExpertAgentsTest, CodeAgentReadsTheIncumbentsDesignFromTheContextNeverFromItsSource) {
+  const Graph graph = BigSoftmax();
+  agents::Backend backend = MakeExpertBackend({&graph, "", "softmax.py"});
+  const Candidate seed = GenerateCandidate(graph, "", "softmax.py", SeedDesign(0, 1e-2).design);
+  ASSERT_TRUE(seed.source);
+  ASSERT_NE(seed.source->find(kDesignMarker), std::string::npos);  // the comment line is in the file
+  // The compiler's own file without its design record (as an LLM edit of it would come): refused, gracefully.
+  EXPECT_TRUE(backend.code->ProposeSpace(Context("stage2.tiling", *seed.source), nullptr).empty());
+  const auto refused = backend.code->Propose(Context("stage2.tiling", *seed.source), nullptr, 0, 1);
+  EXPECT_FALSE(refused.value);
+  EXPECT_EQ(refused.stop, agents::StopReason::kNone);
+  EXPECT_NE(refused.failure.find("no expert design record"), std::string::npos) << refused.failure;
+  // A record that is not a design record is refused the same way.
+  for (const Json& broken : {Json::array({1, 2}), Json{{"seed", "zero"}}}) {
+    EXPECT_TRUE(
+        backend.code->ProposeSpace(Context("stage2.tiling", *seed.source, agents::Design{broken}), nullptr)
+            .empty())
+        << broken;
+  }
+  // With the record in the context the source is not needed at all.
+  const auto from_design = backend.code->Propose(
+      Context("stage2.tiling", "class ModelNew: pass", DesignMessage(seed.design)), nullptr, 0, 1);
+  ASSERT_TRUE(from_design.value) << from_design.failure;
+  EXPECT_TRUE(from_design.value->design);
 }
 
 TEST(ExpertAgentsTest, DebugAgentRepairsFromTheDesignRecord) {
   const Graph graph = BigSoftmax();
   agents::Backend backend = MakeExpertBackend({&graph, "", "softmax.py"});
-  const std::string failing = *GenerateCandidate(graph, "", "softmax.py", {}).source;
-  auto repaired = backend.debug->Repair(Context("stage1.seeds"), failing, "mismatch", "not allclose", 0);
+  const Candidate failing = GenerateCandidate(graph, "", "softmax.py", {});
+  ASSERT_TRUE(failing.source);
+  const agents::FailedCandidate failed{*failing.source, DesignMessage(failing.design), "mismatch",
+                                       "not allclose"};
+  auto repaired = backend.debug->Repair(Context("stage1.seeds"), failed, 0);
   ASSERT_TRUE(repaired.value) << repaired.failure;
-  EXPECT_NE(repaired.value->source, failing);
+  EXPECT_NE(repaired.value->source, *failing.source);
   EXPECT_NE(repaired.value->diagnosis.find("mismatch"), std::string::npos);
-  EXPECT_FALSE(backend.debug->Repair(Context("stage1.seeds"), failing, "mismatch", "x", 5).value);
-  EXPECT_FALSE(backend.debug->Repair(Context("stage1.seeds"), "no design", "mismatch", "x", 0).value);
+  const auto design = DesignOf(repaired.value->design);
+  ASSERT_TRUE(design);
+  EXPECT_EQ(GenerateCandidate(graph, "", "softmax.py", *design).source, repaired.value->source);
+  EXPECT_FALSE(backend.debug->Repair(Context("stage1.seeds"), failed, 5).value);
+  // The same file without its record: no repair (the comment line in it is not read).
+  const auto refused =
+      backend.debug->Repair(Context("stage1.seeds"), {*failing.source, std::nullopt, "mismatch", "x"}, 0);
+  EXPECT_FALSE(refused.value);
+  EXPECT_NE(refused.failure.find("no expert design record"), std::string::npos) << refused.failure;
 }
 
 TEST(ExpertAgentsTest, ProfileRulesNameTheBottleneck) {

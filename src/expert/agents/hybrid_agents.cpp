@@ -15,27 +15,27 @@ bool SoftStop(agents::StopReason stop) {
   return stop == agents::StopReason::kBudgetExhausted || stop == agents::StopReason::kLlmUnavailable;
 }
 
-// What the hybrid agents share: the compiler, the last design record the incumbent carried (an accepted LLM
-// source edit has none: the expert goes on from the design it replaced), whether the LLM stopped, and the
-// design moves refused. Thread-safe.
+// What the hybrid agents share: the compiler, the last design record an incumbent had (an accepted LLM source
+// edit has none: the expert goes on from the design it replaced), whether the LLM stopped, and the design
+// moves refused. Thread-safe.
 class HybridState : public agents::DesignRealizer {
  public:
   explicit HybridState(ExpertConfig config) : config_(std::move(config)) {}
 
   std::string DesignRecord(const agents::StageContext& context) override {
     std::lock_guard lock(mutex_);
-    const auto base = BaseLocked(context.incumbent_source);
-    return base ? DesignRecordJson(base->second).dump(2) : "none";
+    const auto base = BaseLocked(context.incumbent_design);
+    return base ? DesignRecordJson(*base).dump(2) : "none";
   }
 
   agents::Parsed<agents::CodeProposal> Realize(const agents::StageContext& context,
                                                const Json& request) override {
     std::lock_guard lock(mutex_);
-    const auto base = BaseLocked(context.incumbent_source);
+    const auto base = BaseLocked(context.incumbent_design);
     if (!base) {
       return {std::nullopt, "no design record to move from: answer with a source edit"};
     }
-    const MoveCheck check = CheckDesignMove(base->second, request);
+    const MoveCheck check = CheckDesignMove(*base, request);
     if (!check.move) {
       refused_.push_back(Json{{"stage", context.stage}, {"move", request}, {"rule", check.rule}});
       return {std::nullopt, "illegal design move: " + check.rule};
@@ -47,26 +47,15 @@ class HybridState : public agents::DesignRealizer {
     }
     return {
         agents::CodeProposal{*realized.source, check.move->description, check.move->move, agents::kAuthorLlm,
-                             /*untrusted=*/false},
+                             /*untrusted=*/false, DesignMessage(realized.design)},
         ""};
   }
 
-  // The incumbent's source when it carries a design record, else the last one that did ("" if none yet).
-  std::string BaseSource(const std::string& incumbent_source) {
+  // The incumbent's design record when it has one, else the last one an incumbent had (none if none yet).
+  std::optional<agents::Design> BaseDesign(const std::optional<agents::Design>& incumbent_design) {
     std::lock_guard lock(mutex_);
-    const auto base = BaseLocked(incumbent_source);
-    return base ? base->first : incumbent_source;
-  }
-
-  // Whether `source` is exactly what the compiler generates from its design record.
-  bool IsCompilerOutput(const std::string& source) {
-    const auto design = DesignInSource(source);
-    if (!design) {
-      return false;
-    }
-    std::lock_guard lock(mutex_);
-    const Candidate generated = Generate(*design);
-    return generated.source && *generated.source == source;
+    const auto base = BaseLocked(incumbent_design);
+    return base ? std::optional<agents::Design>(DesignMessage(base->design)) : std::nullopt;
   }
 
   void StopLlm(const std::string& why) {
@@ -90,25 +79,24 @@ class HybridState : public agents::DesignRealizer {
     return GenerateCandidate(*config_.graph, config_.task_source, config_.task_name, design);
   }
 
-  std::optional<std::pair<std::string, Candidate>> BaseLocked(const std::string& incumbent_source) {
-    if (const auto design = DesignInSource(incumbent_source)) {
+  std::optional<Candidate> BaseLocked(const std::optional<agents::Design>& incumbent_design) {
+    if (const auto design = DesignOf(incumbent_design)) {
       Candidate candidate = Generate(*design);
       if (candidate.source) {
-        last_design_source_ = incumbent_source;
-        return std::make_pair(incumbent_source, std::move(candidate));
+        last_design_ = design;
+        return candidate;
       }
     }
-    if (last_design_source_.empty()) {
+    if (!last_design_) {
       return std::nullopt;
     }
-    Candidate candidate = Generate(*DesignInSource(last_design_source_));
-    return std::make_pair(last_design_source_, std::move(candidate));
+    return Generate(*last_design_);
   }
 
   ExpertConfig config_;
   std::mutex mutex_;
   std::mutex expert_mutex_;
-  std::string last_design_source_;
+  std::optional<CandidateDesign> last_design_;
   std::string llm_stopped_;
   Json refused_ = Json::array();
 };
@@ -146,7 +134,7 @@ class HybridCode : public agents::CodeAgent {
   std::vector<agents::CodeProposal> ProposeSpace(const agents::StageContext& context,
                                                  const agents::ProfileReport* report) override {
     agents::StageContext expert_context = context;
-    expert_context.incumbent_source = state_->BaseSource(context.incumbent_source);
+    expert_context.incumbent_design = state_->BaseDesign(context.incumbent_design);
     std::lock_guard lock(state_->ExpertMutex());
     return expert_->ProposeSpace(expert_context, report);
   }
@@ -165,18 +153,20 @@ class HybridDebug : public agents::DebugAgent {
               std::unique_ptr<agents::DebugAgent> llm)
       : state_(std::move(state)), expert_(std::move(expert)), llm_(std::move(llm)) {}
 
+  // A file the compiler generated (it has a design record) gets the expert's rules; an LLM-written one the
+  // LLM's.
   agents::AgentResult<agents::DebugReport> Repair(const agents::StageContext& context,
-                                                  const std::string& source, const std::string& status,
-                                                  const std::string& reason, int attempt) override {
-    if (state_->IsCompilerOutput(source)) {
+                                                  const agents::FailedCandidate& failed,
+                                                  int attempt) override {
+    if (failed.design) {
       std::lock_guard lock(state_->ExpertMutex());
-      return expert_->Repair(context, source, status, reason, attempt);
+      return expert_->Repair(context, failed, attempt);
     }
     if (const std::string stopped = state_->LlmStopped(); !stopped.empty()) {
       return {std::nullopt, "the LLM stopped (" + stopped + "): no repair of its file",
               agents::StopReason::kNone};
     }
-    return Softened(llm_->Repair(context, source, status, reason, attempt), *state_);
+    return Softened(llm_->Repair(context, failed, attempt), *state_);
   }
 
  private:

@@ -91,17 +91,4 @@ CandidateDesign CandidateDesign::FromJson(const Json& json) {
   return design;
 }
 
-std::optional<CandidateDesign> DesignInSource(const std::string& source) {
-  const size_t at = source.find(kDesignMarker);
-  if (at == std::string::npos) {
-    return std::nullopt;
-  }
-  const size_t start = at + std::string(kDesignMarker).size();
-  const size_t end = source.find('\n', start);
-  try {
-    return CandidateDesign::FromJson(Json::parse(source.substr(start, end - start)));
-  } catch (const Json::exception&) {
-    return std::nullopt;
-  }
-}
 }  // namespace egg::expert

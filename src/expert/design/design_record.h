@@ -61,8 +61,8 @@ struct CandidateDesign {
   static CandidateDesign FromJson(const Json& json);
 };
 
-// The line egg writes into every candidate it generates, and reads back from an incumbent's source.
+// The comment line egg writes into every candidate it generates, for people: no code reads it back (the
+// design record travels as data, in the agents' messages and the store).
 inline constexpr const char* kDesignMarker = "# egg-design: ";
-std::optional<CandidateDesign> DesignInSource(const std::string& source);
 
 }  // namespace egg::expert
