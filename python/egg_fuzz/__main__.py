@@ -23,13 +23,15 @@ def main(argv=None) -> int:
                         help="expert seed designs checked per program (default 3: all)")
     parser.add_argument("--tol", type=float, default=1e-4, help="harness tolerance (default 1e-4)")
     parser.add_argument("--trials", type=int, default=2, help="correctness trials on fresh inputs (default 2)")
+    parser.add_argument("--ops", default="3-7", help="least and most ops a program draws (default 3-7)")
     parser.add_argument("--batch", type=int, default=50, help="programs per egg bench process (default 50)")
     args = parser.parse_args(argv)
+    least, most = (int(n) for n in args.ops.split("-"))
     if args.print is not None:
-        print(generate(args.print).source, end="")
+        print(generate(args.print, least, most).source, end="")
         return 0
     outcomes = run(parse_seeds(args.seeds), pathlib.Path(args.out), pathlib.Path(args.egg), args.egg_seeds,
-                   args.tol, args.trials, batch=args.batch)
+                   args.tol, args.trials, batch=args.batch, ops=(least, most))
     print(summary(outcomes))
     return 1 if any(o.verdict in BAD_VERDICTS for o in outcomes) else 0
 

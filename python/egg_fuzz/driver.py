@@ -100,14 +100,15 @@ def judge(row: dict | None, report: dict | None) -> tuple[str, str, list]:
 
 def run(seeds: list[int], out: pathlib.Path, egg: pathlib.Path = REPO / "egg", egg_seeds: int = 1,
         tol: float = 1e-4, trials: int = 2, timeout_s: float = 300, batch: int = 50,
-        log=print) -> list[Outcome]:
-    """Generate, compile and judge every seed in batches of `batch` programs (one egg bench each); keep each
-    program that is not correct or partial under OUT/failures/ with its verdict."""
+        log=print, ops: tuple = (3, 7)) -> list[Outcome]:
+    """Generate (`ops`: least and most ops a program), compile and judge every seed in batches of `batch`
+    programs (one egg bench each); keep each program that is not correct or partial under OUT/failures/ with its
+    verdict."""
     out.mkdir(parents=True, exist_ok=True)
     outcomes = []
     for start in range(0, len(seeds), batch):
         outcomes.extend(_run_batch(seeds[start:start + batch], out / f"batch{start // batch:04d}", egg, egg_seeds,
-                                   tol, trials, timeout_s, log))
+                                   tol, trials, timeout_s, log, ops))
     failures = out / "failures"
     for outcome in outcomes:
         if outcome.verdict in BAD_VERDICTS or outcome.verdict == "unsupported":
@@ -118,14 +119,14 @@ def run(seeds: list[int], out: pathlib.Path, egg: pathlib.Path = REPO / "egg", e
     return outcomes
 
 
-def _run_batch(seeds, root: pathlib.Path, egg, egg_seeds, tol, trials, timeout_s, log) -> list[Outcome]:
+def _run_batch(seeds, root: pathlib.Path, egg, egg_seeds, tol, trials, timeout_s, log, ops) -> list[Outcome]:
     tasks = root / "tasks"
     if root.exists():
         shutil.rmtree(root)
     tasks.mkdir(parents=True)
     programs = {}
     for seed in seeds:
-        programs[seed] = generate(seed)
+        programs[seed] = generate(seed, *ops)
         (tasks / task_name(seed)).write_text(programs[seed].source)
     log(f"egg_fuzz: seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} programs)")
     judged = judge_tasks(tasks, root, egg, egg_seeds, tol, trials, timeout_s)
