@@ -9,7 +9,7 @@ import torch
 from egg_fuzz import driver
 from egg_fuzz.generator import FAMILIES, TRIAL_SEEDS, generate, well_conditioned
 
-SEEDS = range(30)
+SEEDS = range(16)
 
 
 @pytest.fixture(scope="module")
