@@ -33,7 +33,7 @@ ALLOWED = {
     "codegen/matmul_writer.cpp:KernelWriter::WriteMatmul": 107,
     "codegen/pool_writer.cpp:KernelWriter::WritePool": 85,
     "codegen/recurrent_codegen.cpp:Write": 104,
-    "codegen/reduction_writer.cpp:KernelWriter::Accumulate": 112,
+    "codegen/reduction_writer.cpp:KernelWriter::Accumulate": 115,
     "codegen/split_reduction_writer.cpp:KernelWriter::WriteSplitReduction": 196,
     "design/defaults.cpp:DefaultDesign": 145,
     "ir/ops.cpp:LoweringTable": 251,

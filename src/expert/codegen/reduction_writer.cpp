@@ -100,9 +100,12 @@ KernelWriter::Accumulator KernelWriter::Accumulate(const ReductionSpec& spec, co
   if (looped) {
     acc.init.push_back(fmt::format("{}v = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
     acc.init.push_back(fmt::format("{}i = tl.zeros([XBLOCK, RBLOCK], tl.int64)", a));
-    acc.update.push_back(fmt::format("take{0} = mask & (({1} {2} {3}v) | (({1} != {1}) & ({3}v == {3}v)))",
-                                     tag, value, better, a));
-    acc.update.push_back(fmt::format("{0}v = tl.where(take{1}, {2}, {0}v)", a, tag, value));
+    // The value in the accumulator's shape: a scalar one (read at no lane) would meet block-shaped booleans in
+    // `&`, which Triton's interpreter refuses.
+    acc.update.push_back(fmt::format("val{0} = tl.where(mask, {1}, {2})", tag, value, identity));
+    acc.update.push_back(fmt::format(
+        "take{0} = mask & ((val{0} {1} {2}v) | ((val{0} != val{0}) & ({2}v == {2}v)))", tag, better, a));
+    acc.update.push_back(fmt::format("{0}v = tl.where(take{1}, val{1}, {0}v)", a, tag));
     acc.update.push_back(
         fmt::format("{0}i = tl.where(take{1}, rindex.to(tl.int64) + tl.zeros_like({0}i), {0}i)", a, tag));
     acc.finish.push_back(fmt::format("redv{0}, redi{0} = tl.reduce(({1}v, {1}i), 1, {2})", tag, a, combine));

@@ -32,7 +32,7 @@ using AtomPtr = std::shared_ptr<const IndexAtom>;
 class Index {
  public:
   Index() = default;
-  explicit Index(int64_t constant) : constant_(constant) {}
+  explicit Index(int64_t constant) : constant_(constant), key_(std::to_string(constant)) {}
 
   // A loop variable ranging over [0, extent).
   static Index Var(const std::string& name, int64_t extent);

@@ -72,5 +72,15 @@ TEST(IndexTest, NestedDivisionsCollapse) {
   EXPECT_EQ(x.Mod(64).FloorDiv(8), x.FloorDiv(8).Mod(8));
 }
 
+// A constant made directly keys and compares like the same constant reached by arithmetic: the emitter
+// caches loads by key, and one key for all constants makes select(x, -1, 0) read what select(x, -1, 1) reads.
+TEST(IndexTest, ConstantsKeyByTheirValue) {
+  EXPECT_FALSE(Index(0) == Index(1));
+  EXPECT_NE(Index(0).Key(), Index(1).Key());
+  EXPECT_TRUE(Index(3) == Index(1) + Index(2));
+  EXPECT_EQ(Index(3).Key(), (Index::Var("x", 4) + Index(3) - Index::Var("x", 4)).Key());
+  EXPECT_TRUE(Index() == Index(0));
+}
+
 }  // namespace
 }  // namespace egg::expert
