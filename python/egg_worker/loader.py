@@ -211,11 +211,12 @@ def resolve_device(name) -> torch.device:
     raise RequestError(f"device must be cuda or cpu, not {name!r}")
 
 
-def build_model(model_class, task: Task, device: torch.device, init_seed: int):
-    """KernelBench-style construction: seeded, built under the device context, moved, eval mode."""
+def build_model(model_class, task: Task, device: torch.device, init_seed: int, init_inputs=None):
+    """KernelBench-style construction: seeded, built under the device context, moved, eval mode; from
+    `init_inputs` when given, else the task's get_init_inputs()."""
     with torch.device(device):
         torch.manual_seed(init_seed)
-        model = model_class(*task.get_init_inputs())
+        model = model_class(*(task.get_init_inputs() if init_inputs is None else init_inputs))
     return model.to(device).eval()
 
 
