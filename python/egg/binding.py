@@ -9,9 +9,13 @@ valid for the module as it is now, else the module's own forward (a correct resu
 - every plain attribute of the module and its submodules (numbers, strings, tuples: values torch.export bakes
   into the graph) still has its value at export (`attributes`, from `module_attributes`);
 - the module is in eval mode (the program is the eval-mode forward), no keyword arguments, and no input needs
-  a gradient (the kernels have no backward; parameters' gradients are not tracked in eval mode).
+  a gradient (the kernels have no backward; parameters' gradients are not tracked in eval mode);
+- no input is a CPU tensor unless Triton's interpreter is on.
+A forward captured in a CUDA graph (the candidate's `_egg_graphs`) reads the tensors where they were at capture:
+when a parameter or buffer has been replaced by another tensor since, the graphs are dropped and captured again.
 """
 
+import os
 import warnings
 
 import torch
@@ -75,6 +79,10 @@ def _mismatch(module: torch.nn.Module, state: dict) -> str:
     return ""
 
 
+def _state_pointers(module: torch.nn.Module, state: dict) -> tuple:
+    return tuple(_tensor_at(module, name).data_ptr() for name in state)
+
+
 def _changed_attribute(module: torch.nn.Module, attributes: dict) -> str:
     for dotted, value in attributes.items():
         place = _resolve(module, dotted)
@@ -105,13 +113,23 @@ class _Bound:
             return "keyword arguments"
         if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
             return "an input requires grad (egg's kernels have no backward)"
+        if os.environ.get("TRITON_INTERPRET") != "1" and any(
+                isinstance(a, torch.Tensor) and a.device.type == "cpu" for a in args):
+            return "CPU inputs (egg's kernels run on the GPU, or in Triton's interpreter with TRITON_INTERPRET=1)"
         mismatch = _mismatch(own, self.__dict__["_egg_state"])
         if mismatch:
             return mismatch
+        self._egg_forget_stale_graphs(own)
         changed = _changed_attribute(own, self.__dict__["_egg_attributes"])
         if changed:
             return f"attribute {changed} changed since export"
         return ""
+
+    def _egg_forget_stale_graphs(self, own) -> None:
+        pointers = _state_pointers(own, self.__dict__["_egg_state"])
+        if pointers != self.__dict__.get("_egg_pointers"):
+            self.__dict__.pop("_egg_graphs", None)
+            self.__dict__["_egg_pointers"] = pointers
 
     def train(self, mode: bool = True):
         self.__dict__["_egg_module"].train(mode)
@@ -150,5 +168,6 @@ def bind(candidate, module: torch.nn.Module, attributes: dict) -> torch.nn.Modul
     for name in _SHARED:
         bound.__dict__[name] = getattr(module, name)
     bound.__dict__.update(_egg_module=module, _egg_state=state, _egg_attributes=dict(attributes),
-                          _egg_warned=set(), training=module.training)
+                          _egg_warned=set(), _egg_pointers=_state_pointers(module, state),
+                          training=module.training)
     return bound

@@ -106,6 +106,22 @@ def test_parameters_are_shared_and_updates_are_seen(optimized):
         module.load_state_dict(saved)
 
 
+def test_a_replaced_parameter_drops_captured_cuda_graphs(optimized):
+    module, fast, _ = optimized
+    fast.__dict__["_egg_graphs"] = {"captured": "before"}  # what a CUDA-graph candidate keeps after capture
+    original = module.proj.weight
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        fast(x)
+        assert fast.__dict__.get("_egg_graphs") == {"captured": "before"}  # same tensors: kept
+        module.proj.weight = torch.nn.Parameter(original.detach() * 2.0)
+        try:
+            _assert_kernels_match(module, fast, x)
+            assert "_egg_graphs" not in fast.__dict__
+        finally:
+            module.proj.weight = original
+
+
 def test_other_shapes_and_changed_attributes_run_the_modules_forward(optimized):
     module, fast, _ = optimized
     wider = torch.randn(7, 8)
