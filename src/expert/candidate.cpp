@@ -320,6 +320,33 @@ std::string Guard(const Graph& graph) {
   return guard + ")";
 }
 
+// `self.layers.0.eps` as Python: getattr for the parts that are not identifiers (a ModuleList's "0").
+std::string SettingAccess(const std::string& path) {
+  std::string access = "self";
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t end = std::min(path.find('.', start), path.size());
+    const std::string part = path.substr(start, end - start);
+    const bool identifier =
+        !part.empty() && (std::isalpha(static_cast<unsigned char>(part[0])) || part[0] == '_') &&
+        std::all_of(part.begin(), part.end(),
+                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    access = identifier ? access + "." + part : fmt::format("getattr({}, '{}')", access, part);
+    start = end + 1;
+  }
+  return access;
+}
+
+// True while every attribute the forward read at capture has its value then.
+std::string SettingsGuard(const Graph& graph) {
+  std::string guard;
+  for (const Setting& setting : graph.settings) {
+    guard += fmt::format("{}{} == {}", guard.empty() ? "(" : "\n            and ",
+                         SettingAccess(setting.path), setting.literal);
+  }
+  return guard.empty() ? "True" : guard + ")";
+}
+
 std::string ConstantsSource(const Graph& graph, const std::vector<int>& constants) {
   if (constants.empty()) {
     return "";
@@ -604,6 +631,8 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
   values.text["constants"] = constants;
   values.text["args"] = args;
   values.text["guard"] = Guard(graph);
+  values.text["settings_guard"] = SettingsGuard(graph);
+  values.flags["settings"] = !graph.settings.empty();
   values.text["body"] = Indent(forward.Lines(), 2);
   values.flags["cuda_graph"] = candidate.design.plan.cuda_graph;
   if (precompile.empty()) {
