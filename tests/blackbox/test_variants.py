@@ -30,8 +30,8 @@ def get_init_inputs():
 
 
 @pytest.mark.parametrize("task, guarded", [
-    (QUICKSTART, "self.scale == 0.125"),
-    (None, "getattr(self.body, '1').negative_slope == 0.2"),
+    (QUICKSTART, "o = self\n        if (o.scale,) != (0.125,):"),
+    (None, "o = self._modules['body']._modules['1']\n        if (o.negative_slope, o.inplace) != (0.2, False):"),
 ])
 def test_expert_candidates_stay_right_for_other_settings(egg, tmp_path, task, guarded):
     if task is None:
