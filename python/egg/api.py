@@ -19,7 +19,7 @@ from egg.binding import bind, module_attributes
 
 PROGRAM_FILE = "program.pt2"
 CANDIDATE_FILE = "model_new.py"
-ATTRIBUTES_FILE = "module.json"
+SETTINGS_FILE = "module.json"
 STDERR_TAIL_LINES = 20
 EXIT_NO_VERIFIED_KERNEL = 1
 ERROR_PREFIX = "egg: error: "
@@ -48,18 +48,24 @@ def binary() -> str:
     return found
 
 
-def export(module: torch.nn.Module, example_inputs, path: str) -> None:
-    """Saves the module's eval-mode forward on `example_inputs` as a torch.export program (.pt2) at `path`."""
+def export(module: torch.nn.Module, example_inputs, path: str) -> list:
+    """Saves the module's eval-mode forward on `example_inputs` as a torch.export program (.pt2) at `path`;
+    returns the plain attributes that forward reads (egg_worker.settings: values the program holds)."""
+    from egg_worker import settings
+
     was_training = module.training
     module.eval()
     try:
         with torch.no_grad():
             program = torch.export.export(module, tuple(example_inputs), strict=False)
+            with settings.recording(module) as reads:
+                module(*example_inputs)
     except Exception as error:
         raise EggError(f"torch.export cannot export {type(module).__name__}: {_one_line(error)}") from None
     finally:
         module.train(was_training)
     torch.export.save(program, path)
+    return reads.entries()
 
 
 def _command(program_path: str, out: str, tol, backend: str, device, quick: bool, options) -> list:
@@ -110,21 +116,21 @@ def optimize(module: torch.nn.Module, example_inputs, *, tol=None, backend: str 
     out = out or os.path.join("egg-out", type(module).__name__)
     os.makedirs(out, exist_ok=True)
     program_path = os.path.join(out, PROGRAM_FILE)
-    export(module, example_inputs, program_path)
-    with open(os.path.join(out, ATTRIBUTES_FILE), "w", encoding="utf-8") as record:
-        json.dump({"class": type(module).__qualname__, "attributes": module_attributes(module)}, record, indent=1)
+    read_settings = export(module, example_inputs, program_path)
+    with open(os.path.join(out, SETTINGS_FILE), "w", encoding="utf-8") as record:
+        json.dump({"class": type(module).__qualname__, "settings": read_settings}, record, indent=1)
     status, tail = _run(_command(program_path, out, tol, backend, device, quick, options), verbose)
     if status != 0:
         raise EggError(_failure(status, tail, out))
     return load(out, module)
 
 
-def _recorded_attributes(out: str):
-    path = os.path.join(out, ATTRIBUTES_FILE)
+def _recorded_settings(out: str):
+    path = os.path.join(out, SETTINGS_FILE)
     if not os.path.isfile(path):
         return None
     with open(path, encoding="utf-8") as record:
-        return json.load(record).get("attributes")
+        return json.load(record).get("settings")
 
 
 def load(out: str, module: torch.nn.Module) -> torch.nn.Module:
@@ -144,12 +150,12 @@ def load(out: str, module: torch.nn.Module) -> torch.nn.Module:
     if not (isinstance(model_new, type) and issubclass(model_new, program.ProgramModel)):
         raise EggError(f"{path} was not made from a torch.export program: egg.load binds results of "
                        "egg.optimize or `egg optimize PROGRAM.pt2`")
-    attributes = _recorded_attributes(out)
-    if attributes is None:
-        warnings.warn(f"egg: {out} records no module attributes; the module's attributes as they are now are "
-                      "taken for the ones the kernels were made with", stacklevel=2)
-        attributes = module_attributes(module)
+    read_settings = _recorded_settings(out)
+    if read_settings is None:
+        warnings.warn(f"egg: {out} records no settings ({SETTINGS_FILE}); every plain attribute of the module as "
+                      "it is now is taken for a value the kernels hold", stacklevel=2)
+        read_settings = module_attributes(module)
     try:
-        return bind(candidate, module, attributes)
+        return bind(candidate, module, read_settings)
     except ValueError as error:
         raise EggError(str(error)) from None
