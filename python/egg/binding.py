@@ -1,6 +1,6 @@
 """A candidate's ModelNew bound to a user's module: egg's kernels reading that module's tensors.
 
-`bind(candidate, module, attributes)` returns an instance of a subclass of the candidate's ModelNew that shares
+`bind(candidate, module, settings)` returns an instance of a subclass of the candidate's ModelNew that shares
 the module's parameter, buffer and submodule dictionaries (a later load_state_dict, in-place update or replaced
 tensor is seen) and reads any other attribute from the module. Its forward runs the kernels only when they are
 valid for the module as it is now, else the module's own forward (a correct result, without the speedup):

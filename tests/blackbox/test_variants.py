@@ -32,7 +32,7 @@ def get_init_inputs():
 @pytest.mark.parametrize("task, guarded", [
     (QUICKSTART, "o = self\n        if (o.scale,) != (0.125,):"),
     (None, "o = self._modules['body']._modules['1']\n        if (o.negative_slope, o.inplace) != (0.2, False):"),
-])
+], ids=["quickstart", "nested"])
 def test_expert_candidates_stay_right_for_other_settings(egg, tmp_path, task, guarded):
     if task is None:
         task = tmp_path / "nested_settings.py"
