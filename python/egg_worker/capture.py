@@ -13,7 +13,7 @@ import operator
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from egg_worker import gpulock, loader
+from egg_worker import gpulock, loader, settings
 
 IR_FORMAT = "egg-graph"
 IR_VERSION = 1
@@ -257,7 +257,8 @@ def _exported(model, inputs: list):
 
 
 def capture(model, inputs: list) -> dict:
-    """Export and decompose `model` on `inputs`; the IR, with `returns` saying how the forward packs outputs."""
+    """Export and decompose `model` on `inputs`; the IR, with `returns` saying how the forward packs outputs and
+    `settings` the plain attributes its forward read (egg_worker.settings), whose values the graph holds."""
     try:
         exported = _exported(model, inputs)
     except RuntimeError as error:
@@ -268,10 +269,11 @@ def capture(model, inputs: list) -> dict:
             raise
         _tensor_attributes_as_buffers(model)
         exported = _exported(model, inputs)
-    with torch.no_grad(), gpulock.held("capture forward"):
+    with torch.no_grad(), gpulock.held("capture forward"), settings.recording(model) as reads:
         reference_output = model(*inputs)
     ir = graph_ir(exported, inputs)
     ir["returns"] = _returns_kind(reference_output)
+    ir["settings"] = reads.entries()
     return ir
 
 

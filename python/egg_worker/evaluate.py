@@ -22,7 +22,7 @@ from collections import OrderedDict
 
 import torch
 
-from egg_worker import fence, gpulock, guards, launches, loader, timing
+from egg_worker import fence, gpulock, guards, launches, loader, timing, variants
 from egg_worker.loader import CandidateError, RequestError, TaskError, one_line
 
 DEFAULT_TOL = 1e-4
@@ -69,6 +69,7 @@ class EvalRequest:
     init_seed: int
     timing: timing.TimingSettings
     robust_trial: bool
+    variants: bool = False
 
 
 def _required_path(request: dict, field: str) -> str:
@@ -90,6 +91,7 @@ def parse_request(request: dict) -> EvalRequest:
             init_seed=int(request.get("init_seed", DEFAULT_INIT_SEED)),
             timing=timing.parse_settings(request.get("timing")),
             robust_trial=bool(request.get("robust_trial", False)),
+            variants=bool(request.get("variants", False)),
         )
     except (TypeError, ValueError) as error:
         raise RequestError(f"bad evaluate request: {one_line(error)}") from None
@@ -647,6 +649,55 @@ def run_robust_trial(context: Context, model) -> dict:
     return {"correct": comparison.passed, **dataclasses.asdict(comparison.errors), "reason": comparison.reason}
 
 
+# ---------------------------------------------------------------- variants of the configuration
+
+def _variant(applicable: bool, correct: bool, reason: str, max_abs_err=None) -> dict:
+    return {"applicable": applicable, "correct": correct, "reason": reason, "max_abs_err": max_abs_err}
+
+
+def _variant_check(context: Context, module, build, what: str) -> dict:
+    """Reference and candidate built by `build(model_class)`, compared on trial 0's inputs. Not applicable where
+    the task's own Model cannot be built or run so."""
+    inputs = loader.make_inputs(context.task, context.request.seed, context.device)
+    try:
+        reference = build(context.task.Model)
+        with torch.no_grad():
+            expected = flatten(reference(*[_clone(v) if isinstance(v, torch.Tensor) else v for v in inputs]))
+    except Exception as error:
+        return _variant(False, True, f"the task's Model does not run {what}: {one_line(error)}")
+    del reference
+    try:
+        model = run_candidate_code(context, f"ModelNew {what}", build, module.ModelNew)
+        outputs = _call_candidate(context, model, inputs, f"forward {what}").outputs
+    except CandidateFailed as failure:
+        return _variant(True, False, f"{what}: {failure.status}: {failure.reason}")
+    comparison = compare_outputs(outputs, expected, context.request.tol)
+    reason = f"{what}: {comparison.reason}" if not comparison.passed else ""
+    return _variant(True, comparison.passed, reason, comparison.errors.max_abs_err)
+
+
+def check_variants(context: Context, module) -> dict:
+    """ModelNew against Model when both are built from other init arguments (every float one changed) and when
+    every plain float attribute of both is changed after construction: a value baked into a kernel fails."""
+    task, device, init_seed = context.task, context.device, context.request.init_seed
+    init_inputs = variants.float_init_variant(list(task.get_init_inputs()))
+    if init_inputs is None:
+        init_check = _variant(False, True, "no float init argument")
+    else:
+        init_check = _variant_check(
+            context, module, lambda cls: loader.build_model(cls, task, device, init_seed, init_inputs),
+            f"with init arguments {init_inputs!r}")
+    names = variants.float_attributes(context.reference)
+    if not names:
+        attribute_check = _variant(False, True, "no float attribute")
+    else:
+        attribute_check = _variant_check(
+            context, module,
+            lambda cls: variants.change_float_attributes(loader.build_model(cls, task, device, init_seed), names),
+            f"with the attributes {', '.join(names)} changed after construction")
+    return {"init_arguments": init_check, "attributes": attribute_check}
+
+
 # ---------------------------------------------------------------- the whole evaluation
 
 def _empty_result(request: EvalRequest) -> dict:
@@ -654,7 +705,7 @@ def _empty_result(request: EvalRequest) -> dict:
         "status": "ok", "reason": "", "correct": False, "trials": request.trials, "trials_passed": 0,
         "max_abs_err": None, "max_rel_err": None, "rel_l2_err": None, "tol": request.tol, "robust": None,
         "time_ms": {"candidate": None}, "triton_launches": 0, "triton_kernels": [], "triton_time_share": None,
-        "flags": [], "worker_tainted": False, "vacuous": False, "io_bytes": None,
+        "flags": [], "worker_tainted": False, "vacuous": False, "io_bytes": None, "variants": None,
     }
 
 
@@ -741,6 +792,12 @@ def _evaluate(context: Context, result: dict) -> None:
         result["correct"] = True
         if context.request.robust_trial:
             result["robust"] = run_robust_trial(context, model)
+        if context.request.variants:
+            result["variants"] = check_variants(context, module)
+            failed = [check["reason"] for check in result["variants"].values() if not check["correct"]]
+            if failed:
+                result.update(status="mismatch", correct=False, reason=failed[0])
+                return
         if context.device.type == "cuda" and context.request.timing.enabled:
             result["time_ms"]["candidate"] = _time_candidate(context, model)
         elif context.request.timing.enabled and context.request.timing.cpu_wall:

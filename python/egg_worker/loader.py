@@ -1,7 +1,7 @@
 """Loading a KernelBench task file and a candidate file as fresh, uniquely named modules, and building models.
 
 `load_task(path)` -> Task (module, content hash), cached per (path, content hash); raises TaskError for an
-unusable task. `load_candidate(path)` -> the candidate module, or raises CandidateError with a one-line reason (the
+unusable task. A `.pt2` path (a torch.export program) is loaded as the task file egg_worker.program writes for it. `load_candidate(path)` -> the candidate module, or raises CandidateError with a one-line reason (the
 import failed, or it defines no ModelNew). The file's directory is on sys.path only while it is imported.
 `build_model` builds a model KernelBench-style (seeded, under the device context, moved, eval);
 `reference_model` caches the task's Model per (task, device, init_seed). `make_inputs` builds a trial's inputs.
@@ -13,9 +13,12 @@ import importlib.util
 import itertools
 import os
 import sys
+import types
 from collections import OrderedDict
 
 import torch
+
+from egg_worker import program
 
 MAX_CACHED_TASKS = 8
 
@@ -55,6 +58,7 @@ class Task:
     path: str
     sha256: str
     module: object
+    source: str = ""  # the task's Python source, which candidates embed
 
     @property
     def Model(self):
@@ -130,6 +134,8 @@ def load_task(path: str) -> Task:
 
 
 def _import_task(path: str, sha256: str) -> Task:
+    if program.is_program_path(path):
+        return _import_program_task(path)
     try:
         module = import_fresh(path, "egg_task")
     except BaseException as error:
@@ -139,6 +145,29 @@ def _import_task(path: str, sha256: str) -> Task:
         forget(module)
         raise TaskError(f"task {path} lacks {', '.join(missing)}")
     return Task(os.path.abspath(path), sha256, module)
+
+
+def _import_program_task(path: str) -> Task:
+    try:
+        sha256 = program.load_program(path)
+    except program.ProgramError as error:
+        raise TaskError(str(error)) from None
+    source = program.task_source(sha256, os.path.basename(path))
+    name = f"egg_task_{next(_module_numbers)}"
+    module = types.ModuleType(name)
+    module.__file__ = os.path.abspath(path)
+    sys.modules[name] = module
+    exec(compile(source, f"<task {os.path.basename(path)}>", "exec"), module.__dict__)
+    return Task(os.path.abspath(path), sha256, module, source)
+
+
+def task_source(path: str) -> str:
+    """The Python source of the task at `path` (a .pt2's is the task file that stands for it)."""
+    task = load_task(path)
+    if task.source:
+        return task.source
+    with open(path, encoding="utf-8") as source:
+        return source.read()
 
 
 def load_candidate(path: str):
@@ -182,11 +211,12 @@ def resolve_device(name) -> torch.device:
     raise RequestError(f"device must be cuda or cpu, not {name!r}")
 
 
-def build_model(model_class, task: Task, device: torch.device, init_seed: int):
-    """KernelBench-style construction: seeded, built under the device context, moved, eval mode."""
+def build_model(model_class, task: Task, device: torch.device, init_seed: int, init_inputs=None):
+    """KernelBench-style construction: seeded, built under the device context, moved, eval mode; from
+    `init_inputs` when given, else the task's get_init_inputs()."""
     with torch.device(device):
         torch.manual_seed(init_seed)
-        model = model_class(*task.get_init_inputs())
+        model = model_class(*(task.get_init_inputs() if init_inputs is None else init_inputs))
     return model.to(device).eval()
 
 

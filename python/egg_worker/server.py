@@ -51,6 +51,13 @@ def handle_hello(_request: dict) -> dict:
     return {"worker_version": HARNESS_VERSION, "pid": os.getpid(), "versions": versions, "device": device_info()}
 
 
+def handle_task_source(request: dict) -> dict:
+    path = request.get("task")
+    if not isinstance(path, str) or not path:
+        raise loader.RequestError("task_source needs a string field 'task'")
+    return {"source": loader.task_source(path)}
+
+
 def _with_result(handler):
     return lambda request: {"result": handler(request)}
 
@@ -72,6 +79,7 @@ OPS = {
     "evaluate": _with_result(gpulock.locked(evaluate.handle_evaluate, "evaluate")),
     "screen": _with_result(screen.handle_screen),
     "capture": _with_result(capture.handle_capture),
+    "task_source": handle_task_source,
     "profile": _profile_op("handle_profile"),
     "peaks": _profile_op("measure_peaks"),
     "fault": faults.handle_fault,

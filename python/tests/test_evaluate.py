@@ -6,7 +6,7 @@ from conftest import candidate_path, task_path
 
 RESULT_FIELDS = {"status", "reason", "correct", "trials", "trials_passed", "max_abs_err", "max_rel_err", "rel_l2_err",
                  "tol", "robust", "time_ms", "triton_launches", "triton_kernels", "triton_time_share", "flags",
-                 "worker_tainted", "vacuous", "io_bytes", "timing_protocol"}
+                 "worker_tainted", "vacuous", "io_bytes", "timing_protocol", "variants"}
 
 
 @pytest.mark.parametrize("task, candidate, kernel", [

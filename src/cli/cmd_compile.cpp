@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/task_file.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "expert/expert.h"
@@ -26,15 +27,6 @@ struct CompileArgs {
   bool json = false;
   harness::EvalOptions options;
 };
-
-expert::ParsedGraph CaptureTask(CompileArgs& args, const GlobalOptions& globals,
-                                const std::string& task_path) {
-  HarnessSession session = OpenHarnessSession(globals, args.device, &args.options, SandboxPolicy::kOptional);
-  expert::CaptureOptions capture;
-  capture.device = args.options.device;
-  capture.init_seed = args.options.init_seed;
-  return expert::CaptureGraph(*session.worker, task_path, capture);
-}
 
 // A graph saved from an earlier capture (the worker's `graph` field): compiling it needs no worker, which
 // makes the compiler's output reproducible from files alone (tests/golden compares it across compiler
@@ -56,6 +48,28 @@ expert::ParsedGraph ReadGraphFile(const std::string& path) {
   return graph;
 }
 
+struct CompileInput {
+  expert::ParsedGraph graph;
+  std::string task_source;
+};
+
+// The task's source and its graph, captured by a worker or read from --graph (a .pt2's source needs a
+// worker).
+CompileInput ReadTask(CompileArgs& args, const GlobalOptions& globals, const std::string& task_path) {
+  if (!args.graph_file.empty() && !IsProgramFile(task_path)) {
+    return {ReadGraphFile(args.graph_file), ReadFile(task_path)};
+  }
+  HarnessSession session = OpenHarnessSession(globals, args.device, &args.options, SandboxPolicy::kOptional);
+  std::string task_source = TaskSource(*session.worker, task_path);
+  if (!args.graph_file.empty()) {
+    return {ReadGraphFile(args.graph_file), std::move(task_source)};
+  }
+  expert::CaptureOptions capture;
+  capture.device = args.options.device;
+  capture.init_seed = args.options.init_seed;
+  return {expert::CaptureGraph(*session.worker, task_path, capture), std::move(task_source)};
+}
+
 int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
   const std::string task_path = AbsolutePath(args.task);
   if (!FileExists(task_path)) {
@@ -74,14 +88,15 @@ int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
       throw UsageError("--design: seed must be 0.." + std::to_string(expert::kSeedFamilies - 1));
     }
   }
-  const expert::ParsedGraph graph =
-      args.graph_file.empty() ? CaptureTask(args, globals, task_path) : ReadGraphFile(args.graph_file);
+  const CompileInput input = ReadTask(args, globals, task_path);
+  const expert::ParsedGraph& graph = input.graph;
   if (!graph.graph) {
     fmt::print(stderr, "egg: {}\n", graph.problem);
     return kExitCandidateFailed;
   }
   const std::string name = std::filesystem::path(task_path).filename().string();
-  const expert::Candidate candidate = expert::GenerateCandidate(*graph.graph, ReadFile(task_path), name, design);
+  const expert::Candidate candidate =
+      expert::GenerateCandidate(*graph.graph, input.task_source, name, design);
   if (!candidate.source) {
     fmt::print(stderr, "egg: {}\n", candidate.problem);
     return kExitCandidateFailed;
@@ -130,7 +145,8 @@ int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
 CommandRunner RegisterCompile(CLI::App& app, const GlobalOptions& globals) {
   auto args = std::make_shared<CompileArgs>();
   CLI::App* command = app.add_subcommand("compile", "Generate one Triton candidate for a task with the expert compiler");
-  command->add_option("task", args->task, "KernelBench-format task")->required();
+  command->add_option("task", args->task, "KernelBench-format task, or a torch.export program (.pt2)")
+      ->required();
   command->add_option("--out", args->out, "Candidate file to write (default egg-out/<task>_expert.py)");
   command->add_option("--seed", args->seed, "Seed design family (0, 1, 2)")->check(CLI::Range(0, 2));
   command->add_option("--design", args->design_json, "A design record (JSON) to generate instead of a seed");

@@ -132,7 +132,7 @@ void PrintHuman(const harness::EvalResult& r) {
 CommandRunner RegisterEval(CLI::App& app, const GlobalOptions& globals) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* command = app.add_subcommand("eval", "Check a candidate ModelNew against a task and time both");
-  command->add_option("task", args->task, "KernelBench-format task (Model, get_inputs, get_init_inputs)")
+  command->add_option("task", args->task, "KernelBench-format task or torch.export program (.pt2)")
       ->required();
   command->add_option("candidate", args->candidate, "File defining ModelNew")->required();
   command->add_flag("--json", args->json, "Print one JSON object");

@@ -1,4 +1,4 @@
-// `egg optimize TASK.py`: the staged multi-agent search for one task (docs/pipeline.md).
+// `egg optimize TASK.py|PROGRAM.pt2`: the staged multi-agent search for one task (docs/pipeline.md).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -64,7 +64,8 @@ CommandRunner RegisterOptimize(CLI::App& app, const GlobalOptions& globals) {
   auto command = std::make_shared<OptimizeCommand>();
   CLI::App* sub = app.add_subcommand("optimize", "Search for fast, verified Triton kernels for a task");
   sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("task", command->task, "KernelBench-format task")->required();
+  sub->add_option("task", command->task, "KernelBench-format task, or a torch.export program (.pt2)")
+      ->required();
   sub->add_option("--out", command->args.out, "Output directory (default egg-out/<task>)");
   sub->add_flag("--quick", command->quick,
                 "A short search: at most 2 seeds, one round per stage, no seed refinement");

@@ -180,6 +180,9 @@ void AddEvalOptions(CLI::App& command, harness::EvalOptions* options, std::strin
           "NAMES"))
       ->default_str("default,strict,tf32");
   command.add_flag("--no-timing{false}", options->timing, "Check correctness only");
+  command.add_flag("--variants", options->variants,
+                   "Also compare ModelNew and Model built from other init arguments and with their float "
+                   "attributes changed after construction (a value baked into a kernel fails)");
   command.add_flag("--no-cache{false}", options->use_cache,
                    "Evaluate again even if the store has the result");
 }

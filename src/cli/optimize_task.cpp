@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "agents/llm_agents.h"
+#include "cli/task_file.h"
 #include "common/environment.h"
 #include "common/error.h"
 #include "common/fs.h"
@@ -221,7 +222,10 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
   const Json search = SearchOptionsJson(args, llm_config);
   const std::string run_id =
       Sha256Hex(Json{{"task", task_hash}, {"search", search}}.dump()).substr(0, kRunIdChars);
-  const std::string task_source = ReadFile(task_path);
+  if (args.backend == "llm" && IsProgramFile(task_path)) {
+    throw UsageError("a .pt2 program needs the expert or hybrid backend (the LLM backend reads a task file)");
+  }
+  const std::string task_source = TaskSource(*session.worker, task_path);
   const std::string task_name = std::filesystem::path(task_path).filename().string();
   const std::string model_name = use_llm ? llm_config->model : "expert";
   fmt::print(stderr, "egg: run {} ({} on {}{})\n", run_id, args.backend, args.eval.device,

@@ -173,18 +173,22 @@ void from_json(const Json& j, EvalResult& r) {
 }
 
 Json OptionsKeyJson(const EvalOptions& o) {
-  return Json{{"device", o.device},
-              {"tol", o.tol},
-              {"trials", o.trials},
-              {"seed", o.seed},
-              {"init_seed", o.init_seed},
-              {"timing", o.timing && o.device == "cuda"},
-              {"warmup", o.warmup},
-              {"min_timing_trials", o.min_timing_trials},
-              {"timing_budget_s", o.timing_budget_s},
-              {"robust_trial", o.robust_trial},
-              {"baselines", o.baseline_settings},
-              {"max_autotune", o.max_autotune}};
+  Json key = Json{{"device", o.device},
+                  {"tol", o.tol},
+                  {"trials", o.trials},
+                  {"seed", o.seed},
+                  {"init_seed", o.init_seed},
+                  {"timing", o.timing && o.device == "cuda"},
+                  {"warmup", o.warmup},
+                  {"min_timing_trials", o.min_timing_trials},
+                  {"timing_budget_s", o.timing_budget_s},
+                  {"robust_trial", o.robust_trial},
+                  {"baselines", o.baseline_settings},
+                  {"max_autotune", o.max_autotune}};
+  if (o.variants) {  // only when asked: rows stored before the check existed keep their keys
+    key["variants"] = true;
+  }
+  return key;
 }
 
 }  // namespace egg::harness

@@ -62,6 +62,7 @@ struct EvalOptions {
   int min_timing_trials = 100;
   double timing_budget_s = 10;
   bool robust_trial = true;
+  bool variants = false;  // also check other init arguments and changed attributes (docs/harness.md)
   bool use_cache = true;
   bool cpu_wall_timing = false;  // device cpu: time the interpreter's wall clock, for search decisions only
   std::vector<std::string> baseline_settings = {"default", "strict", "tf32"};  // harness/baselines.h

@@ -173,6 +173,7 @@ EvalResult Evaluator::RunCandidate(const std::string& task_path, const std::stri
   request["tol"] = options.tol;
   request["trials"] = options.trials;
   request["robust_trial"] = options.robust_trial;
+  request["variants"] = options.variants;
   CallResult call = worker_.Call(request, options.timeout_s);
   EvalResult result;
   if (call.outcome == CallOutcome::kTimeout) {

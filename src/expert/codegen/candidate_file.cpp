@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -319,6 +320,55 @@ std::string Guard(const Graph& graph) {
   return guard + ")";
 }
 
+// The module that holds the setting at `path` ("downsample.0.eps":
+// `self._modules['downsample']._modules['0']`), read through the module dictionaries (a replaced submodule is
+// the one read).
+std::string SettingOwner(const std::string& path) {
+  std::string owner = "self";
+  size_t start = 0;
+  for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', start)) {
+    owner += fmt::format("._modules['{}']", path.substr(start, dot - start));
+    start = dot + 1;
+  }
+  return owner;
+}
+
+// "(a, b)", or "(a,)" for one.
+std::string PythonTuple(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) {
+    text += (text.empty() ? "" : ", ") + item;
+  }
+  return "(" + text + (items.size() == 1 ? ",)" : ")");
+}
+
+// The body of `_egg_settings_hold(self)`: per module, its settings compared as one tuple with their values at
+// capture; False at the first that differs or a module that is gone.
+std::vector<std::string> SettingsCheck(const Graph& graph) {
+  std::vector<std::string> owners;
+  std::map<std::string, std::pair<std::vector<std::string>, std::vector<std::string>>>
+      reads;  // owner -> read
+  for (const Setting& setting : graph.settings) {
+    const size_t dot = setting.path.rfind('.');
+    const std::string owner = SettingOwner(setting.path);
+    if (!reads.contains(owner)) {
+      owners.push_back(owner);
+    }
+    reads[owner].first.push_back("o." +
+                                 (dot == std::string::npos ? setting.path : setting.path.substr(dot + 1)));
+    reads[owner].second.push_back(setting.literal);
+  }
+  std::vector<std::string> lines = {"try:"};
+  for (const std::string& owner : owners) {
+    lines.push_back("    o = " + owner);
+    lines.push_back(
+        fmt::format("    if {} != {}:", PythonTuple(reads[owner].first), PythonTuple(reads[owner].second)));
+    lines.push_back("        return False");
+  }
+  lines.insert(lines.end(), {"except (KeyError, AttributeError):", "    return False", "return True"});
+  return lines;
+}
+
 std::string ConstantsSource(const Graph& graph, const std::vector<int>& constants) {
   if (constants.empty()) {
     return "";
@@ -474,6 +524,10 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
   values.text["constants"] = constants;
   values.text["args"] = args;
   values.text["guard"] = Guard(graph);
+  std::string settings_check = Indent(SettingsCheck(graph), 1);
+  settings_check.pop_back();  // the template ends its last line
+  values.text["settings_check"] = settings_check;
+  values.flags["settings"] = !graph.settings.empty();
   values.text["body"] = Indent(forward.Lines(), 2);
   values.flags["cuda_graph"] = candidate.design.plan.cuda_graph;
   if (precompile.empty()) {

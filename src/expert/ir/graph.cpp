@@ -132,6 +132,10 @@ class Parser {
     for (const Json& output : Field(ir, "outputs")) {
       graph_.outputs.push_back(ParseArg(output));
     }
+    for (const Json& setting : ir.value("settings", Json::array())) {
+      graph_.settings.push_back(
+          {Field(setting, "path").get<std::string>(), Field(setting, "literal").get<std::string>()});
+    }
     const Json mutations = ir.value("mutations", Json::array());
     for (const Json& mutation : mutations) {
       graph_.mutations.emplace_back(Field(mutation, "target").get<std::string>(),

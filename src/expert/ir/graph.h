@@ -86,6 +86,13 @@ struct Node {
   const Arg* ArgAt(size_t index, const std::string& key = "") const;
 };
 
+// A plain attribute the forward read at capture (`norm.eps`), whose value the graph holds as a constant: a
+// candidate runs its kernels only while the attribute still has it (docs/expert.md, "Settings").
+struct Setting {
+  std::string path;     // from the model: "scale", "layers.0.eps"
+  std::string literal;  // its value then, as a Python literal: "1e-05", "(1, 1)", "'zeros'"
+};
+
 struct Graph {
   std::vector<Value> values;
   std::vector<Node> nodes;  // topological order
@@ -93,6 +100,7 @@ struct Graph {
   std::vector<std::pair<std::string, Arg>> mutations;  // buffer target -> new value
   std::string returns = "tensor";                     // tensor | tuple | list
   std::string torch_version;
+  std::vector<Setting> settings;
 
   std::vector<int> Inputs() const;  // values of kind kInput, by position
   const Value& ValueOf(const Arg& arg) const { return values.at(static_cast<size_t>(arg.value)); }
