@@ -83,6 +83,8 @@ int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
       design = expert::CandidateDesign::FromJson(Json::parse(args.design_json));
     } catch (const Json::exception& error) {
       throw UsageError(std::string("--design is not a design record: ") + error.what());
+    } catch (const expert::UnknownName& error) {
+      throw UsageError(std::string("--design is not a design record: ") + error.what());
     }
     if (design.seed < 0 || design.seed >= expert::kSeedFamilies) {
       throw UsageError("--design: seed must be 0.." + std::to_string(expert::kSeedFamilies - 1));

@@ -513,12 +513,22 @@ def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     assert "0 failed" in proc.stdout
 
 
-@pytest.mark.parametrize("design", ['{"seed": ', "[1, 2]"])
-def test_bad_design_record_is_one_line_error(egg, design):
+@pytest.mark.parametrize("design, says", [
+    ('{"seed": ', ""),
+    ("[1, 2]", ""),
+    ('{"seed": 0, "kernels": {"egg_k0": {"algorithm": "warp-specialized"}}}', "unknown algorithm 'warp-specialized'"),
+    ('{"seed": 0, "precision": "bf16"}', "unknown precision 'bf16'"),
+    ('{"seed": 0, "kernels": {"egg_k0": {"algorithm": "tiled", "precision": "fp16"}}}', "unknown precision 'fp16'"),
+])
+def test_bad_design_record_is_one_line_error(egg, design, says):
+    """A malformed record, or one naming an algorithm or precision that does not exist, is refused: never a
+    silent default."""
     shutil.copy(EXPERT_TASKS / "softmax_8x32.py", egg.workdir)
     proc = egg.run("compile", "softmax_8x32.py", "--out", "bad.py", "--device", "cpu", "--design", design)
     assert proc.returncode == 2
-    assert "--design" in single_error_line(proc)
+    line = single_error_line(proc)
+    assert "--design" in line
+    assert says in line
     assert not (egg.workdir / "bad.py").exists()
 
 

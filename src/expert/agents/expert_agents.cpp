@@ -248,6 +248,8 @@ std::optional<CandidateDesign> DesignOf(const std::optional<agents::Design>& mes
     return CandidateDesign::FromJson(message->record);
   } catch (const Json::exception&) {
     return std::nullopt;
+  } catch (const UnknownName&) {
+    return std::nullopt;
   }
 }
 

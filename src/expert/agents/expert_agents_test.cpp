@@ -86,7 +86,7 @@ Graph BigGemm() { return LoadGraph(Scaled(FixtureJson("level2_12_Gemm_Multiply_L
 std::string MatmulPrecision(const Candidate& candidate) {
   for (const KernelPlan& kernel : candidate.plan.kernels) {
     if (kernel.kind == KernelKind::kMatmul) {
-      return kernel.design.precision;
+      return NameText(kernel.design.precision);
     }
   }
   return "none";
@@ -169,7 +169,7 @@ TEST(DesignSpaceTest, MatmulStagesMoveTilesPipelineDepthAndPrecision) {
   const KernelPlan& kernel = incumbent.plan.kernels.at(0);
   ASSERT_EQ(kernel.kind, KernelKind::kMatmul);
   const KernelDesign& before = kernel.design;
-  std::set<std::string> precisions;
+  std::set<Precision> precisions;
   int pipelined = 0;
   for (const std::string stage : {"stage2.mapping", "stage2.tiling", "stage2.memory"}) {
     const auto moves = StageMoves(graph, stage, incumbent, "", 20);
@@ -193,7 +193,7 @@ TEST(DesignSpaceTest, MatmulStagesMoveTilesPipelineDepthAndPrecision) {
     }
   }
   EXPECT_GT(pipelined, 0);
-  EXPECT_EQ(precisions, (std::set<std::string>{"ieee", "tf32x3"}));
+  EXPECT_EQ(precisions, (std::set<Precision>{Precision::kIeee, Precision::kTf32x3}));
   // Pruned before measuring: a 256x256 accumulator over 128 threads (512 registers each), and an operand ring of
   // 5 x (256 + 128) x 128 floats (960 KB of shared memory).
   KernelDesign design = before;

@@ -44,7 +44,7 @@ KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kerne
   const Index dk = Index::Var("dkindex", at.d);
   const Index dv = Index::Var("dvindex", at.dv);
   // flash products are never ieee: tf32x3 keeps float32 accuracy on the tensor cores
-  const std::string precision = design.precision == "tf32" ? "tf32" : "tf32x3";
+  const std::string_view precision = NameOf(FlashPrecision(design.precision));
   emitter.OpenScope(1);
   const Operand q = emitter.Emit(at.q, {b, m, dq});
   emitter.Line(fmt::format("q = tl.where(mmask & dqmask, ({}).to(tl.float32), 0.0)", q.code));

@@ -447,7 +447,7 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
       } else {
         kernel.design = DefaultDesign(kernel, design.seed, design.precision);
         if (kernel.kind == KernelKind::kAttention) {  // ieee maps to tf32x3: float32 accuracy, tensor cores
-          kernel.design.precision = design.precision == "tf32" ? "tf32" : "tf32x3";
+          kernel.design.precision = FlashPrecision(design.precision);
         }
       }
       candidate.design.kernels[kernel.name] = kernel.design;

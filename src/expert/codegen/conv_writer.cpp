@@ -82,10 +82,10 @@ KernelSource KernelWriter::WriteConvolution() {
   if (conv.transposed) {
     return WriteTransposedConvolution();
   }
-  if (kernel_.design.algorithm == "direct") {
+  if (kernel_.design.algorithm == Algorithm::kDirect) {
     return WriteDirectConvolution();
   }
-  if (kernel_.design.algorithm == "nhwc") {
+  if (kernel_.design.algorithm == Algorithm::kNhwc) {
     return WriteChannelsLastConvolution();
   }
   const Index g = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
@@ -165,8 +165,7 @@ KernelSource KernelWriter::WriteChannelsLastConvolution() {
   // A 3x3 window unrolled, a 7x7x7 one a loop; ieee products never unrolled: their tl.dot is FMA code as
   // large as the tile, nine copies of a 128x64x64 one took ptxas over five minutes for sm_90.
   constexpr int64_t kUnrolledTaps = 9;
-  const bool unrolled =
-      taps <= kUnrolledTaps && kernel_.design.precision != "ieee" && !kernel_.design.precision.empty();
+  const bool unrolled = taps <= kUnrolledTaps && DotPrecision(kernel_.design.precision) != Precision::kIeee;
   templates::Values values;
   values.flags["channels_last"] = true;
   values.text["tap_range"] = fmt::format("{}({})", unrolled ? "tl.static_range" : "range", taps);

@@ -33,28 +33,35 @@ std::string Summary(const Graph& graph, const KernelPlan& kernel) {
 }
 
 // Identity element of a reduction's accumulator, as code for its dtype.
-std::string Identity(const std::string& kind, DType dtype) {
+std::string Identity(ReductionKind kind, DType dtype) {
   const bool floating = IsFloating(dtype);
-  if (kind == "max" || kind == "argmax" || kind == "max_with_index") {
+  if (IsMaxLike(kind)) {
     return floating ? "float('-inf')" : "-9223372036854775807";
   }
-  if (kind == "min" || kind == "argmin" || kind == "min_with_index") {
+  if (IsMinLike(kind)) {
     return floating ? "float('inf')" : "9223372036854775807";
   }
-  if (kind == "prod" || kind == "all") {
+  if (kind == ReductionKind::kProd || kind == ReductionKind::kAll) {
     return "1";
   }
   return "0";
 }
 
-DType AccumulatorType(const std::string& kind, DType input) {
-  if (kind == "any" || kind == "all") {
+std::string RowCombine(ReductionKind kind) {
+  if (kind == ReductionKind::kMax || kind == ReductionKind::kAny) {
+    return "tl.max";
+  }
+  return kind == ReductionKind::kMin || kind == ReductionKind::kAll ? "tl.min" : "tl.sum";
+}
+
+DType AccumulatorType(ReductionKind kind, DType input) {
+  if (IsLogical(kind)) {
     return DType::kInt32;
   }
   if (IsFloating(input)) {
     return input == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   }
-  if (kind == "sum" || kind == "prod" || kind == "mean") {
+  if (kind == ReductionKind::kSum || kind == ReductionKind::kProd || kind == ReductionKind::kMean) {
     return DType::kInt64;
   }
   return input;

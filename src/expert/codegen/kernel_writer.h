@@ -24,8 +24,10 @@ inline constexpr int64_t kMatmulGroupRows = 8;  // matmul tile rows that sweep N
 const TensorMeta& MetaOf(const Graph& graph, int value);
 bool Contains(const std::vector<int>& values, int value);
 std::string Summary(const Graph& graph, const KernelPlan& kernel);
-std::string Identity(const std::string& kind, DType dtype);
-DType AccumulatorType(const std::string& kind, DType input);
+std::string Identity(ReductionKind kind, DType dtype);
+DType AccumulatorType(ReductionKind kind, DType input);
+// The tl reduction combining a row of partial results of `kind` (not prod): tl.max, tl.min or tl.sum.
+std::string RowCombine(ReductionKind kind);
 
 class KernelWriter {
  public:
@@ -71,6 +73,10 @@ class KernelWriter {
 
   Accumulator Accumulate(const ReductionSpec& spec, const Operand& input, bool looped, const std::string& tag,
                          const std::string& center);
+  // Accumulate's argmax / argmin / max_with_index / min_with_index: (value, index) pairs of `value` (already
+  // in the accumulator's type), ties to the first index.
+  static void AccumulateIndexed(const ReductionSpec& spec, const std::string& value, DType acc_type,
+                                DType out_type, bool looped, const std::string& tag, Accumulator* acc);
 
   void EmitReductionPass(const ReductionSpec& spec, size_t number, bool looped, const std::string& center,
                          const std::string& tag, Accumulator* out);

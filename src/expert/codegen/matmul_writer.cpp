@@ -24,8 +24,8 @@ KernelSource KernelWriter::WriteMatmul() {
   // A product whose only reader is where(cond, product, other) with cond computed from indices alone
   // (torch.triu / tril of a product: 1_14, 1_15) needs no K loop in a tile where cond holds nowhere.
   std::string prologue;
-  const bool aligned = kernel_.design.algorithm == "aligned";
-  if (kernel_.design.algorithm == "tiled" || aligned) {
+  const bool aligned = kernel_.design.algorithm == Algorithm::kAligned;
+  if (kernel_.design.algorithm == Algorithm::kTiled || aligned) {
     if (const auto masked = IndexMaskedReader(out)) {
       const auto out_index = operand_index(m, n);
       emitter_.OpenScope(1);
@@ -180,9 +180,9 @@ KernelSource KernelWriter::FinishMatmul(const std::string& loop, int out, const 
   const int64_t group_m = std::min<int64_t>(kMatmulGroupRows, grid_m);
   values.text["group_m"] = std::to_string(group_m);
   values.text["group_size"] = std::to_string(group_m * grid_n);
-  values.text["precision"] = design.precision.empty() ? "ieee" : design.precision;
+  values.text["precision"] = NameText(DotPrecision(design.precision));
   values.flags["batched"] = mm.batched;
-  values.flags["gemv"] = design.algorithm == "gemv";
+  values.flags["gemv"] = design.algorithm == Algorithm::kGemv;
   values.text["loop"] = loop;
   values.flags["has_prologue"] = !prologue.empty();
   values.text["prologue"] = prologue;
@@ -191,7 +191,7 @@ KernelSource KernelWriter::FinishMatmul(const std::string& loop, int out, const 
       {"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}, {"BLOCK_K", design.rblock}};
   const std::string grid = fmt::format("({}, {}", grid_m * grid_n, mm.batch);
   KernelSource source;
-  if (design.algorithm == "splitk" || (design.algorithm == "gemv" && design.split >= 2)) {
+  if (design.algorithm == Algorithm::kSplitK || (design.algorithm == Algorithm::kGemv && design.split >= 2)) {
     // Split-K: programs (tile, batch, split) write partial products into a scratch buffer; a second kernel
     // per (tile, batch) sums them in order and runs the epilogue. For few output tiles over a deep K.
     int64_t chunk = (mm.k + design.split - 1) / design.split;

@@ -16,7 +16,7 @@ KernelSource KernelWriter::WritePool() {
   const auto out_index = Delinearize(x, out.shape);
   const size_t rank = out.shape.size();
   const size_t first_spatial = rank - static_cast<size_t>(pool.spatial);
-  const bool is_max = pool.kind == "max";
+  const bool is_max = pool.kind == PoolKind::kMax;
   emitter_.Line(fmt::format("acc = tl.full([XBLOCK], {}, tl.float32)", is_max ? "float('-inf')" : "0.0"));
   std::vector<std::string> starts;
   std::vector<std::string> ends;
@@ -85,7 +85,7 @@ KernelSource KernelWriter::WritePool() {
   WriteEpilogues(x, pool.output);
   templates::Values values;
   values.text["numel"] = std::to_string(numel);
-  values.text["kind"] = pool.kind + " pooling";
+  values.text["kind"] = NameText(pool.kind) + " pooling";
   values.text["window"] = window_text;
   values.text["body"] = Join(emitter_.CloseScope());
   const int64_t xblock = kernel_.design.xblock;

@@ -47,7 +47,7 @@ class RecurrentWriter {
                                   spec_.layers > 2 ? AddScratch(rows * width) : 0};
     const int output = Output(0, rows * width);
     const int hn = Output(1, spec_.layers * directions * spec_.batch * hidden);
-    const bool lstm = spec_.cell == "lstm";
+    const bool lstm = spec_.cell == RecurrentCell::kLstm;
     const int cn = lstm ? Output(2, spec_.layers * directions * spec_.batch * hidden) : 0;
     const int cell_buffer = lstm ? AddScratch(2 * spec_.batch * hidden) : 0;
     const TensorMeta& h0 = Layout(spec_.h0);
@@ -181,14 +181,15 @@ class RecurrentWriter {
   }
 
   std::string Code() const {
-    const bool gru = spec_.cell == "gru";
+    const bool gru = spec_.cell == RecurrentCell::kGru;
     std::vector<std::string> accumulators, products, preactivations;
     for (int64_t g = 0; g < spec_.Gates(); ++g) {
       accumulators.push_back(fmt::format("            acc{} = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)", g));
       const std::string offset = g == 0 ? "" : fmt::format(" + {} * HIDDEN * W_SN", g);
-      products.push_back(fmt::format(
-          "                acc{} += tl.dot(h, tl.load(wpointer{}, mask=wmask, other=0.0), input_precision=\"{}\")", g,
-          offset, kernel_.design.precision));
+      products.push_back(
+          fmt::format("                acc{} += tl.dot(h, tl.load(wpointer{}, mask=wmask, other=0.0), "
+                      "input_precision=\"{}\")",
+                      g, offset, NameOf(kernel_.design.precision)));
       const std::string x = fmt::format("tl.load(xpointer{}, mask=omask, other=0.0)",
                                         g == 0 ? "" : fmt::format(" + {} * HIDDEN", g));
       std::string hh = fmt::format("acc{}", g);
@@ -212,14 +213,14 @@ class RecurrentWriter {
     };
     templates::Values values;
     values.text["name"] = kernel_.name;
-    values.text["cell"] = spec_.cell;
-    values.text["precision"] = kernel_.design.precision;
+    values.text["cell"] = NameText(spec_.cell);
+    values.text["precision"] = NameText(kernel_.design.precision);
     values.text["gate_width"] = std::to_string(spec_.Gates() * spec_.hidden);
     values.text["accumulators"] = join(accumulators);
     values.text["products"] = join(products);
     values.text["preactivations"] = join(preactivations);
     values.flags["bias"] = spec_.has_biases;
-    values.flags[spec_.cell] = true;
+    values.flags[NameText(spec_.cell)] = true;
     return templates::Render("triton/recurrent.py.mustache", values);
   }
 

@@ -29,31 +29,30 @@ KernelWriter::Accumulator KernelWriter::Accumulate(const ReductionSpec& spec, co
     value = "(" + value + " - " + center + ")";
   }
   const std::string a = "acc" + tag;
-  const std::string kind = spec.kind;
+  const ReductionKind kind = spec.kind;
   const DType out_type = MetaOf(graph_, spec.outputs.at(0)).dtype;
   auto result = [&](int value_id, const std::string& code, DType dtype) {
     acc.results.emplace_back(value_id, Operand{code, dtype, false});
   };
   const std::string count = std::to_string(spec.Length());
-  if (kind == "sum" || kind == "mean" || kind == "var" || kind == "std" || kind == "var_mean" ||
-      kind == "any" || kind == "prod" || kind == "all") {
+  if (kind == ReductionKind::kSum || kind == ReductionKind::kMean || egg::expert::IsVariance(kind) ||
+      IsLogical(kind) || kind == ReductionKind::kProd) {
     std::string element = value;
-    if (kind == "var" || kind == "std" || kind == "var_mean") {
+    if (egg::expert::IsVariance(kind)) {
       element = "(" + value + " * " + value + ")";
-    } else if (kind == "any" || kind == "all") {
+    } else if (IsLogical(kind)) {
       element = "(" + value + " != 0).to(tl.int32)";
     }
-    const bool multiply = kind == "prod";
+    const bool multiply = kind == ReductionKind::kProd;
     const std::string identity = Identity(kind, acc_type);
-    const std::string combine_fn =
-        multiply ? "_egg_prod" : (kind == "all" ? "tl.min" : (kind == "any" ? "tl.max" : "tl.sum"));
+    const std::string combine_fn = multiply ? "_egg_prod" : RowCombine(kind);
     if (looped) {
       acc.init.push_back(fmt::format("{} = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
       if (multiply) {
         acc.update.push_back(fmt::format("{0} = {0} * tl.where(mask, {1}, {2})", a, element, identity));
-      } else if (kind == "any" || kind == "all") {
+      } else if (IsLogical(kind)) {
         acc.update.push_back(fmt::format("{0} = tl.where(mask, {3}({0}, {1}), {0})", a, element, identity,
-                                         kind == "any" ? "tl.maximum" : "tl.minimum"));
+                                         kind == ReductionKind::kAny ? "tl.maximum" : "tl.minimum"));
       } else {
         acc.update.push_back(fmt::format("{0} = {0} + tl.where(mask, {1}, {2})", a, element, identity));
       }
@@ -67,67 +66,73 @@ KernelWriter::Accumulator KernelWriter::Accumulate(const ReductionSpec& spec, co
                                  element, identity));
     }
     const std::string red = "red" + tag;
-    if (kind == "sum" || kind == "prod") {
+    if (kind == ReductionKind::kSum || kind == ReductionKind::kProd) {
       result(spec.outputs[0], red, out_type);
-    } else if (kind == "mean") {
+    } else if (kind == ReductionKind::kMean) {
       result(spec.outputs[0], fmt::format("({} / {})", red, count), out_type);
-    } else if (kind == "any" || kind == "all") {
+    } else if (IsLogical(kind)) {
       result(spec.outputs[0], "(" + red + " != 0)", out_type);
     }
     // var, std, var_mean are finished by the caller (two passes).
     acc.results.emplace_back(-1, Operand{red, acc_type, false});
     return acc;
   }
-  if (kind == "max" || kind == "min") {
-    const std::string fn = kind == "max" ? "maximum" : "minimum";
+  if (kind == ReductionKind::kMax || kind == ReductionKind::kMin) {
+    const std::string fn = kind == ReductionKind::kMax ? "maximum" : "minimum";
     const std::string identity = Identity(kind, acc_type);
     if (looped) {
       acc.init.push_back(fmt::format("{} = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
       acc.update.push_back(fmt::format("{0} = tl.where(mask, tl.{1}({0}, {2}), {0})", a, fn, value));
-      acc.finish.push_back(fmt::format("red{} = tl.{}({}, 1)[:, None]", tag, kind, a));
+      acc.finish.push_back(fmt::format("red{} = tl.{}({}, 1)[:, None]", tag, NameOf(kind), a));
     } else {
-      acc.update.push_back(
-          fmt::format("red{} = tl.{}(tl.where(mask, {}, {}), 1)[:, None]", tag, kind, value, identity));
+      acc.update.push_back(fmt::format("red{} = tl.{}(tl.where(mask, {}, {}), 1)[:, None]", tag, NameOf(kind),
+                                       value, identity));
     }
     result(spec.outputs[0], "red" + tag, out_type);
     return acc;
   }
-  // argmax / argmin / max_with_index / min_with_index: (value, index) pairs, ties to the first index.
-  const bool is_max = kind == "argmax" || kind == "max_with_index";
-  const std::string identity = Identity(is_max ? "max" : "min", acc_type);
+  AccumulateIndexed(spec, value, acc_type, out_type, looped, tag, &acc);
+  return acc;
+}
+
+void KernelWriter::AccumulateIndexed(const ReductionSpec& spec, const std::string& value, DType acc_type,
+                                     DType out_type, bool looped, const std::string& tag, Accumulator* acc) {
+  const std::string a = "acc" + tag;
+  const std::string tl_acc = TritonDType(acc_type);
+  const bool is_max = IsMaxLike(spec.kind);
+  const std::string identity = Identity(is_max ? ReductionKind::kMax : ReductionKind::kMin, acc_type);
   const std::string combine = is_max ? "_egg_argmax_combine" : "_egg_argmin_combine";
   const std::string better = is_max ? ">" : "<";
   if (looped) {
-    acc.init.push_back(fmt::format("{}v = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
-    acc.init.push_back(fmt::format("{}i = tl.zeros([XBLOCK, RBLOCK], tl.int64)", a));
+    acc->init.push_back(fmt::format("{}v = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
+    acc->init.push_back(fmt::format("{}i = tl.zeros([XBLOCK, RBLOCK], tl.int64)", a));
     // The value in the accumulator's shape: a scalar one (read at no lane) would meet block-shaped booleans in
     // `&`, which Triton's interpreter refuses.
-    acc.update.push_back(fmt::format("val{0} = tl.where(mask, {1}, {2})", tag, value, identity));
-    acc.update.push_back(fmt::format(
+    acc->update.push_back(fmt::format("val{0} = tl.where(mask, {1}, {2})", tag, value, identity));
+    acc->update.push_back(fmt::format(
         "take{0} = mask & ((val{0} {1} {2}v) | ((val{0} != val{0}) & ({2}v == {2}v)))", tag, better, a));
-    acc.update.push_back(fmt::format("{0}v = tl.where(take{1}, val{1}, {0}v)", a, tag));
-    acc.update.push_back(
+    acc->update.push_back(fmt::format("{0}v = tl.where(take{1}, val{1}, {0}v)", a, tag));
+    acc->update.push_back(
         fmt::format("{0}i = tl.where(take{1}, rindex.to(tl.int64) + tl.zeros_like({0}i), {0}i)", a, tag));
-    acc.finish.push_back(fmt::format("redv{0}, redi{0} = tl.reduce(({1}v, {1}i), 1, {2})", tag, a, combine));
+    acc->finish.push_back(fmt::format("redv{0}, redi{0} = tl.reduce(({1}v, {1}i), 1, {2})", tag, a, combine));
   } else {
-    acc.update.push_back(
+    acc->update.push_back(
         fmt::format("redv{0}, redi{0} = tl.reduce((tl.where(mask, {1}, {2}), rindex.to(tl.int64) + "
                     "tl.zeros([XBLOCK, RBLOCK], tl.int64)), 1, {3})",
                     tag, value, identity, combine));
   }
   const std::string v = "redv" + tag + "[:, None]";
   const std::string i = "redi" + tag + "[:, None]";
-  if (kind == "argmax" || kind == "argmin") {
-    result(spec.outputs[0], i, DType::kInt64);
+  if (spec.kind == ReductionKind::kArgmax || spec.kind == ReductionKind::kArgmin) {
+    acc->results.emplace_back(spec.outputs[0], Operand{i, DType::kInt64, false});
   } else {
     if (spec.outputs.size() > 0 && spec.outputs[0] >= 0) {
-      result(spec.outputs[0], v, out_type);
+      acc->results.emplace_back(spec.outputs[0], Operand{v, out_type, false});
     }
     if (spec.outputs.size() > 1 && spec.outputs[1] >= 0) {
-      result(spec.outputs[1], i, DType::kInt64);
+      acc->results.emplace_back(spec.outputs[1], Operand{i, DType::kInt64, false});
     }
   }
-  return acc;
 }
 
 void KernelWriter::EmitReductionPass(const ReductionSpec& spec, size_t number, bool looped,
@@ -205,7 +210,7 @@ void KernelWriter::DefineResults(const ReductionSpec& spec, const Accumulator& a
 
 void KernelWriter::EmitVariance(const ReductionSpec& spec, size_t number, bool looped) {
   ReductionSpec mean_spec = spec;
-  mean_spec.kind = "sum";
+  mean_spec.kind = ReductionKind::kSum;
   Accumulator first;
   const std::string tag = std::to_string(number);
   EmitReductionPass(mean_spec, number, looped, "", tag + "m", &first);
@@ -219,9 +224,9 @@ void KernelWriter::EmitVariance(const ReductionSpec& spec, size_t number, bool l
   emitter_.Line(fmt::format("{} = {} / {}", variance, squares, FloatLiteral(std::max(denominator, 0.0))));
   Accumulator results;
   const DType out_type = MetaOf(graph_, spec.outputs.at(0)).dtype;
-  if (spec.kind == "var") {
+  if (spec.kind == ReductionKind::kVar) {
     results.results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
-  } else if (spec.kind == "std") {
+  } else if (spec.kind == ReductionKind::kStd) {
     results.results.emplace_back(spec.outputs[0], Operand{"tl.sqrt(" + variance + ")", out_type, false});
   } else {
     if (spec.outputs[0] >= 0) {
@@ -243,9 +248,7 @@ const ReductionSpec* KernelWriter::ReductionOf(int root) const {
   return nullptr;
 }
 
-bool KernelWriter::IsVariance(const ReductionSpec& spec) {
-  return spec.kind == "var" || spec.kind == "std" || spec.kind == "var_mean";
-}
+bool KernelWriter::IsVariance(const ReductionSpec& spec) { return egg::expert::IsVariance(spec.kind); }
 
 std::vector<KernelWriter::Unit> KernelWriter::Units(bool online) const {
   const auto pairs =
@@ -357,9 +360,9 @@ void KernelWriter::WelfordResults(const ReductionSpec& spec, const std::string& 
   const double denominator = std::max(static_cast<double>(spec.Length()) - spec.correction, 0.0);
   const std::string variance = fmt::format("({} / {})", m2, FloatLiteral(denominator));
   const DType out_type = MetaOf(graph_, spec.outputs[0] >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype;
-  if (spec.kind == "var") {
+  if (spec.kind == ReductionKind::kVar) {
     acc->results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
-  } else if (spec.kind == "std") {
+  } else if (spec.kind == ReductionKind::kStd) {
     acc->results.emplace_back(spec.outputs[0], Operand{"tl.sqrt(" + variance + ")", out_type, false});
   } else {
     if (spec.outputs[0] >= 0) {
@@ -445,10 +448,10 @@ void KernelWriter::EmitPersistentUnit(const Unit& unit, size_t number) {
 }
 
 KernelSource KernelWriter::WriteReduction() {
-  if (kernel_.design.algorithm == "split") {
+  if (kernel_.design.algorithm == Algorithm::kSplit) {
     return WriteSplitReduction();
   }
-  const bool looped = kernel_.design.algorithm != "persistent";
+  const bool looped = kernel_.design.algorithm != Algorithm::kPersistent;
   const Index x = Index::Var("xindex", kernel_.rows);
   const Index r = Index::Var("rindex", kernel_.length);
   if (!looped) {
@@ -463,7 +466,7 @@ KernelSource KernelWriter::WriteReduction() {
     const int64_t numel = MetaOf(graph_, root).Numel();
     (numel == kernel_.rows && kernel_.length != 1 ? row_roots : full_roots).push_back(root);
   }
-  const std::vector<Unit> units = Units(kernel_.design.algorithm == "online");
+  const std::vector<Unit> units = Units(kernel_.design.algorithm == Algorithm::kOnline);
   if (looped) {
     for (const std::vector<Unit>& group : Groups(units)) {
       EmitLoopGroup(group);
@@ -499,7 +502,7 @@ KernelSource KernelWriter::WriteReduction() {
   templates::Values values;
   values.text["rows"] = std::to_string(kernel_.rows);
   values.text["length"] = std::to_string(kernel_.length);
-  values.text["algorithm"] = kernel_.design.algorithm;
+  values.text["algorithm"] = NameText(kernel_.design.algorithm);
   values.text["body"] = Join(emitter_.CloseScope());
   const int64_t xblock = kernel_.design.xblock;
   return Finish("triton/reduction.py.mustache", values,

@@ -15,8 +15,8 @@ KernelSource KernelWriter::WriteScan() {
   const Index x = Index::Var("xindex", kernel_.rows);
   const Index r = Index::Var("rindex", kernel_.length);
   const auto index = AnchorIndex(meta.shape, {scan.dim}, x, r);
-  const bool looped = kernel_.design.algorithm != "single";
-  const bool sum = scan.kind == "sum";
+  const bool looped = kernel_.design.algorithm != Algorithm::kSingle;
+  const bool sum = scan.kind == ScanKind::kSum;
   const std::string tl_acc = TritonDType(IsFloating(out_type) ? DType::kFloat32 : DType::kInt64);
   emitter_.Line(fmt::format("carry = tl.full([XBLOCK, 1], {}, {})", sum ? "0" : "1", tl_acc));
   if (looped) {
@@ -50,8 +50,8 @@ KernelSource KernelWriter::WriteScan() {
   templates::Values values;
   values.text["rows"] = std::to_string(kernel_.rows);
   values.text["length"] = std::to_string(kernel_.length);
-  values.text["kind"] = scan.kind;
-  values.text["algorithm"] = kernel_.design.algorithm;
+  values.text["kind"] = NameText(scan.kind);
+  values.text["algorithm"] = NameText(kernel_.design.algorithm);
   values.text["body"] = Join(emitter_.CloseScope());
   const int64_t xblock = kernel_.design.xblock;
   return Finish("triton/scan.py.mustache", values,

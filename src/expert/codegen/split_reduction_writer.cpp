@@ -40,13 +40,12 @@ KernelSource KernelWriter::WriteSplitReduction() {
     init.insert(init.end(), acc.init.begin(), acc.init.end());
     finish.insert(finish.end(), acc.finish.begin(), acc.finish.end());
     const DType acc_type = AccumulatorType(spec.kind, input.dtype);
-    const bool indexed = spec.kind == "argmax" || spec.kind == "argmin" || spec.kind == "max_with_index" ||
-                         spec.kind == "min_with_index";
+    const bool indexed = IsIndexed(spec.kind);
     const std::string tag = std::to_string(i);
     if (indexed) {
-      const bool is_max = spec.kind == "argmax" || spec.kind == "max_with_index";
+      const bool is_max = IsMaxLike(spec.kind);
       parts[i].push_back({source.scratch.size(), "redv" + tag + "[:, None]", acc_type,
-                          Identity(is_max ? "max" : "min", acc_type)});
+                          Identity(is_max ? ReductionKind::kMax : ReductionKind::kMin, acc_type)});
       source.scratch.push_back({kernel_.rows * splits, acc_type});
       parts[i].push_back({source.scratch.size(), "redi" + tag + "[:, None]", DType::kInt64, "0"});
       source.scratch.push_back({kernel_.rows * splits, DType::kInt64});
@@ -125,10 +124,10 @@ KernelSource KernelWriter::WriteSplitReduction() {
                       loaded[0], loaded[1], loaded[2]));
       WelfordResults(spec, "redm" + tag + "[:, None]", "reds" + tag + "[:, None]", &results);
     } else if (loaded.size() == 2) {
-      const bool is_max = spec.kind == "argmax" || spec.kind == "max_with_index";
+      const bool is_max = IsMaxLike(spec.kind);
       combine.Line(fmt::format("redv{0}, redi{0} = tl.reduce(({1}, {2}), 1, {3})", tag, loaded[0], loaded[1],
                                is_max ? "_egg_argmax_combine" : "_egg_argmin_combine"));
-      if (spec.kind == "argmax" || spec.kind == "argmin") {
+      if (spec.kind == ReductionKind::kArgmax || spec.kind == ReductionKind::kArgmin) {
         results.results.emplace_back(spec.outputs[0],
                                      Operand{"redi" + tag + "[:, None]", DType::kInt64, false});
       } else {
@@ -141,15 +140,15 @@ KernelSource KernelWriter::WriteSplitReduction() {
         }
       }
     } else {
-      const std::string& k = spec.kind;
-      const std::string fn =
-          k == "max" || k == "any" ? "tl.max" : (k == "min" || k == "all" ? "tl.min" : "tl.sum");
-      combine.Line(k == "prod" ? fmt::format("{} = tl.reduce({}, 1, _egg_prod)[:, None]", red, loaded[0])
-                               : fmt::format("{} = {}({}, 1)[:, None]", red, fn, loaded[0]));
+      const ReductionKind k = spec.kind;
+      const std::string fn = RowCombine(k);
+      combine.Line(k == ReductionKind::kProd
+                       ? fmt::format("{} = tl.reduce({}, 1, _egg_prod)[:, None]", red, loaded[0])
+                       : fmt::format("{} = {}({}, 1)[:, None]", red, fn, loaded[0]));
       std::string value = red;
-      if (k == "mean") {
+      if (k == ReductionKind::kMean) {
         value = fmt::format("({} / {})", red, spec.Length());
-      } else if (k == "any" || k == "all") {
+      } else if (IsLogical(k)) {
         value = "(" + red + " != 0)";
       }
       results.results.emplace_back(spec.outputs[0], Operand{value, out_type, false});

@@ -44,16 +44,16 @@ constexpr int64_t kRecurrentMaxHiddenBlock = 64;
 constexpr int64_t kAttentionRows = 64;
 constexpr int64_t kAttentionKeys = 64;
 
-KernelDesign RowDesign(const KernelPlan& kernel, const std::string& algorithm) {
+KernelDesign RowDesign(const KernelPlan& kernel, Algorithm algorithm) {
   const int64_t rows = NextPowerOfTwo(std::max<int64_t>(kernel.rows, 1));
   const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
   const bool inner = InnerReduction(kernel);
   KernelDesign design;
   design.algorithm = algorithm;
-  if (algorithm == "persistent" || algorithm == "single") {
+  if (IsSingleTile(algorithm)) {
     design.rblock = length;
     design.xblock = std::min(rows, std::max<int64_t>(1, kTileElements / length));
-  } else if (algorithm == "split") {
+  } else if (algorithm == Algorithm::kSplit) {
     design.rblock = std::min(length, kSplitBlock);
     design.xblock = 1;
     const int64_t chunks = (kernel.length + design.rblock - 1) / design.rblock;
@@ -69,158 +69,175 @@ KernelDesign RowDesign(const KernelPlan& kernel, const std::string& algorithm) {
   return design;
 }
 
-}  // namespace
-
-KernelDesign DefaultDesign(const KernelPlan& kernel, int seed, const std::string& precision) {
+// A matrix product or convolution: direct, gemv, tiled, nhwc, splitk or aligned by seed and shape.
+KernelDesign MatmulDesign(const MatmulSpec& mm, int seed, Precision precision) {
   KernelDesign design;
-  switch (kernel.kind) {
-    case KernelKind::kPointwise:
-      design.algorithm = "flat";
-      design.xblock = std::min(kPointwiseBlock, NextPowerOfTwo(std::max<int64_t>(Product(kernel.shape), 1)));
-      return design;
-    case KernelKind::kPool:
-      design.algorithm = "direct";
-      design.xblock = std::min(kPoolBlock, NextPowerOfTwo(std::max<int64_t>(Product(kernel.shape), 1)));
-      return design;
-    case KernelKind::kScan: {
-      const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
-      const bool single = (length <= kTileElements) == (seed % 2 == 0);
-      return RowDesign(kernel, single && length <= kLargeTileElements ? "single" : "blocked");
-    }
-    case KernelKind::kMatmul: {
-      // Seeds {BLOCK_M, BLOCK_N, BLOCK_K, warps, stages}, by the products asked for. Convolutions: a 64x64
-      // tile, a 128x128 tile with 8 warps, a 128x64 tile with a deeper K step. Matrix products take the tiles
-      // an fp32 GEMM sweep on the H200 measured fastest for each precision (bench/results/h200-matmul-sweep:
-      // 4096^3, 1024^3 and 1024x1024x8192): ieee FMA products in 64x64 tiles of 4 warps (128x128 of 8 warps
-      // was 1.8x slower at 1024^3); tf32x3 in 128x64 tiles of 4 warps with 4 stages (1.26x faster than the
-      // best ieee tile at 4096^3, 0.86x at 1024^3) or 32x64 ones (the best at 1024^3).
-      static const int64_t kConvTiles[3][5] = {{64, 64, 32, 4, 3}, {128, 128, 32, 8, 3}, {128, 64, 64, 4, 3}};
-      static const int64_t kTf32Tiles[3][5] = {{64, 64, 32, 4, 3}, {128, 128, 32, 8, 3}, {128, 64, 64, 4, 3}};
-      static const int64_t kTf32x3Tiles[3][5] = {
-          {128, 64, 32, 4, 4}, {128, 64, 32, 4, 4}, {32, 64, 32, 4, 3}};
-      static const int64_t kIeeeTiles[3][5] = {{64, 64, 32, 4, 3}, {64, 64, 32, 4, 3}, {64, 128, 16, 4, 4}};
-      const MatmulSpec& mm = *kernel.matmul;
-      const std::string products = precision.empty() ? "ieee" : precision;
-      const auto& tiles = mm.conv                ? kConvTiles
-                          : products == "tf32"   ? kTf32Tiles
-                          : products == "tf32x3" ? kTf32x3Tiles
-                                                 : kIeeeTiles;
-      const int64_t* tile = tiles[seed % 3];
-      if (seed == 0 &&
-          DirectConvolutionFits(mm)) {  // seeds 1 and 2 keep the implicit GEMM to measure against
-        design.algorithm = "direct";
-        design.xblock =
-            std::min(kPointwiseBlock, NextPowerOfTwo(std::max<int64_t>(mm.m * mm.n * mm.batch, 1)));
-        design.precision = "ieee";
-        return design;
-      }
-      if (seed == 0 && MatVecFits(mm)) {  // seeds 1 and 2 keep tl.dot tiles to measure against
-        design.algorithm = "gemv";
-        design.xblock = std::min(kMatVecRows, NextPowerOfTwo(mm.m));
-        design.yblock = 1;
-        design.rblock = std::clamp<int64_t>(NextPowerOfTwo(mm.k), 16, kMatVecStep);
-        design.num_warps = 4;
-        design.num_stages = 3;
-        design.precision = "ieee";
-        const int64_t split = SplitKFactor(mm, design);
-        design.split = split > 1 ? split : 0;
-        return design;
-      }
-      design.algorithm = "tiled";
-      design.yblock = std::min(tile[1], std::max<int64_t>(16, NextPowerOfTwo(mm.n)));
-      // A convolution's few output channels per group leave the N tile narrow: its rows take the tile area
-      // back (fewer programs and K steps, which is also what the interpreter pays for).
-      const int64_t rows = mm.conv ? std::min(kConvMaxRows, tile[0] * tile[1] / design.yblock) : tile[0];
-      design.xblock = std::min(rows, std::max<int64_t>(16, NextPowerOfTwo(mm.m)));
-      design.rblock = std::min(tile[2], std::max<int64_t>(16, NextPowerOfTwo(mm.k)));
-      design.num_warps = static_cast<int>(tile[3]);
-      design.num_stages = static_cast<int>(tile[4]);
-      design.precision = products;
-      if (seed == 2 && ChannelsLastConvolutionFits(mm) && !DirectConvolutionFits(mm) &&
-          mm.conv->in_channels / mm.conv->groups >= kMinDotSide) {
-        // Seed 2's convolutions of 16 channels a group or more are channels-last (input and weight copied, K
-        // by tap then channel): on the H200 1.04-1.6x faster than the NCHW gather in the same tiles on four
-        // of six level-1 convolutions, a tie on the 1-D one (bench/results/h200-nhwc-aligned). With fewer
-        // channels a tap's K step would be mostly padding (a depthwise one: 1 of 16).
-        design.algorithm = "nhwc";
-        design.rblock = std::min(design.rblock, ChannelsLastMaxStep(mm));
-        return design;
-      }
-      if (seed != 1) {  // seed 1 keeps one program per output tile: the structural alternative
-        const int64_t split = SplitKFactor(mm, design);
-        design.algorithm = split > 1 ? "splitk" : "tiled";
-        design.split = split > 1 ? split : 0;
-        // Misaligned operand rows and enough work that two copies of the operands (one read and one write of
-        // each) cost little beside the product: seed 0 copies them aligned; seed 1 keeps them in place.
-        constexpr int64_t kAlignedCopyMinWork = int64_t{1} << 30;  // multiply-adds
-        if (seed == 0 && split == 1 && AlignedCopyFits(mm) &&
-            mm.batch * mm.m * mm.n * mm.k >= kAlignedCopyMinWork) {
-          design.algorithm = "aligned";
-        }
-      }
-      return design;
-    }
-    case KernelKind::kRecurrent: {
-      // Programs per batch block share its hidden units, 16 each (a step's work spread over many SMs, with a
-      // barrier between steps); the K step of h @ W_hh^T up to 64. Products in ieee unless the candidate's
-      // precision says otherwise.
-      const RecurrentSpec& rnn = *kernel.recurrent;
-      design.algorithm = "sequential";
-      design.xblock =
-          std::clamp<int64_t>(NextPowerOfTwo(rnn.batch), kRecurrentMinBlock, kRecurrentMaxBatchBlock);
-      design.yblock = kRecurrentMinBlock;  // hidden units per program: many programs share a step
-      design.rblock =
-          std::clamp<int64_t>(NextPowerOfTwo(rnn.hidden), kRecurrentMinBlock, kRecurrentMaxHiddenBlock);
-      design.precision = precision == "tf32" ? "tf32" : "ieee";  // tf32x3 is unmeasured in the time loop
-      return design;
-    }
-    case KernelKind::kAttention: {
-      const AttentionSpec& at = *kernel.attention;
-      const int64_t rows = seed == 2 ? 2 * kAttentionRows : kAttentionRows;
-      design.algorithm = "flash";
-      design.xblock = std::clamp<int64_t>(NextPowerOfTwo(at.lq), kRecurrentMinBlock, rows);
-      // a head dim over 128 (K and V tiles of 256 columns): half the keys a step, no second stage in flight
-      const bool wide = std::max(at.d, at.dv) > 2 * kAttentionKeys;
-      design.yblock = std::clamp<int64_t>(NextPowerOfTwo(at.lk), kRecurrentMinBlock,
-                                          wide ? kAttentionKeys / 2 : kAttentionKeys);
-      design.num_warps = seed == 2 ? 8 : 4;
-      design.num_stages = wide ? 1 : 2;
-      design.precision = "tf32x3";  // never ieee: a flash loop of FMA products is register-bound
-      return design;
-    }
-    case KernelKind::kReduction:
-      break;
+  // Seeds {BLOCK_M, BLOCK_N, BLOCK_K, warps, stages}, by the products asked for. Convolutions: a 64x64
+  // tile, a 128x128 tile with 8 warps, a 128x64 tile with a deeper K step. Matrix products take the tiles
+  // an fp32 GEMM sweep on the H200 measured fastest for each precision (bench/results/h200-matmul-sweep:
+  // 4096^3, 1024^3 and 1024x1024x8192): ieee FMA products in 64x64 tiles of 4 warps (128x128 of 8 warps
+  // was 1.8x slower at 1024^3); tf32x3 in 128x64 tiles of 4 warps with 4 stages (1.26x faster than the
+  // best ieee tile at 4096^3, 0.86x at 1024^3) or 32x64 ones (the best at 1024^3).
+  static const int64_t kConvTiles[3][5] = {{64, 64, 32, 4, 3}, {128, 128, 32, 8, 3}, {128, 64, 64, 4, 3}};
+  static const int64_t kTf32Tiles[3][5] = {{64, 64, 32, 4, 3}, {128, 128, 32, 8, 3}, {128, 64, 64, 4, 3}};
+  static const int64_t kTf32x3Tiles[3][5] = {{128, 64, 32, 4, 4}, {128, 64, 32, 4, 4}, {32, 64, 32, 4, 3}};
+  static const int64_t kIeeeTiles[3][5] = {{64, 64, 32, 4, 3}, {64, 64, 32, 4, 3}, {64, 128, 16, 4, 4}};
+  const Precision products = DotPrecision(precision);
+  const auto& tiles = mm.conv                          ? kConvTiles
+                      : products == Precision::kTf32   ? kTf32Tiles
+                      : products == Precision::kTf32x3 ? kTf32x3Tiles
+                                                       : kIeeeTiles;
+  const int64_t* tile = tiles[seed % 3];
+  if (seed == 0 && DirectConvolutionFits(mm)) {  // seeds 1 and 2 keep the implicit GEMM to measure against
+    design.algorithm = Algorithm::kDirect;
+    design.xblock = std::min(kPointwiseBlock, NextPowerOfTwo(std::max<int64_t>(mm.m * mm.n * mm.batch, 1)));
+    design.precision = Precision::kIeee;
+    return design;
   }
+  if (seed == 0 && MatVecFits(mm)) {  // seeds 1 and 2 keep tl.dot tiles to measure against
+    design.algorithm = Algorithm::kGemv;
+    design.xblock = std::min(kMatVecRows, NextPowerOfTwo(mm.m));
+    design.yblock = 1;
+    design.rblock = std::clamp<int64_t>(NextPowerOfTwo(mm.k), 16, kMatVecStep);
+    design.num_warps = 4;
+    design.num_stages = 3;
+    design.precision = Precision::kIeee;
+    const int64_t split = SplitKFactor(mm, design);
+    design.split = split > 1 ? split : 0;
+    return design;
+  }
+  design.algorithm = Algorithm::kTiled;
+  design.yblock = std::min(tile[1], std::max<int64_t>(16, NextPowerOfTwo(mm.n)));
+  // A convolution's few output channels per group leave the N tile narrow: its rows take the tile area
+  // back (fewer programs and K steps, which is also what the interpreter pays for).
+  const int64_t rows = mm.conv ? std::min(kConvMaxRows, tile[0] * tile[1] / design.yblock) : tile[0];
+  design.xblock = std::min(rows, std::max<int64_t>(16, NextPowerOfTwo(mm.m)));
+  design.rblock = std::min(tile[2], std::max<int64_t>(16, NextPowerOfTwo(mm.k)));
+  design.num_warps = static_cast<int>(tile[3]);
+  design.num_stages = static_cast<int>(tile[4]);
+  design.precision = products;
+  if (seed == 2 && ChannelsLastConvolutionFits(mm) && !DirectConvolutionFits(mm) &&
+      mm.conv->in_channels / mm.conv->groups >= kMinDotSide) {
+    // Seed 2's convolutions of 16 channels a group or more are channels-last (input and weight copied, K
+    // by tap then channel): on the H200 1.04-1.6x faster than the NCHW gather in the same tiles on four
+    // of six level-1 convolutions, a tie on the 1-D one (bench/results/h200-nhwc-aligned). With fewer
+    // channels a tap's K step would be mostly padding (a depthwise one: 1 of 16).
+    design.algorithm = Algorithm::kNhwc;
+    design.rblock = std::min(design.rblock, ChannelsLastMaxStep(mm));
+    return design;
+  }
+  if (seed != 1) {  // seed 1 keeps one program per output tile: the structural alternative
+    const int64_t split = SplitKFactor(mm, design);
+    design.algorithm = split > 1 ? Algorithm::kSplitK : Algorithm::kTiled;
+    design.split = split > 1 ? split : 0;
+    // Misaligned operand rows and enough work that two copies of the operands (one read and one write of
+    // each) cost little beside the product: seed 0 copies them aligned; seed 1 keeps them in place.
+    constexpr int64_t kAlignedCopyMinWork = int64_t{1} << 30;  // multiply-adds
+    if (seed == 0 && split == 1 && AlignedCopyFits(mm) &&
+        mm.batch * mm.m * mm.n * mm.k >= kAlignedCopyMinWork) {
+      design.algorithm = Algorithm::kAligned;
+    }
+  }
+  return design;
+}
+
+// A recurrent layer stack: one sequential kernel.
+KernelDesign RecurrentDesign(const RecurrentSpec& rnn, Precision precision) {
+  KernelDesign design;
+  // Programs per batch block share its hidden units, 16 each (a step's work spread over many SMs, with a
+  // barrier between steps); the K step of h @ W_hh^T up to 64. Products in ieee unless the candidate's
+  // precision says otherwise.
+  design.algorithm = Algorithm::kSequential;
+  design.xblock = std::clamp<int64_t>(NextPowerOfTwo(rnn.batch), kRecurrentMinBlock, kRecurrentMaxBatchBlock);
+  design.yblock = kRecurrentMinBlock;  // hidden units per program: many programs share a step
+  design.rblock =
+      std::clamp<int64_t>(NextPowerOfTwo(rnn.hidden), kRecurrentMinBlock, kRecurrentMaxHiddenBlock);
+  // tf32x3 is unmeasured in the time loop
+  design.precision = precision == Precision::kTf32 ? Precision::kTf32 : Precision::kIeee;
+  return design;
+}
+
+// Flash attention: 64 query rows x 64 keys a step (seed 2: 128 rows, 8 warps).
+KernelDesign AttentionDesign(const AttentionSpec& at, int seed) {
+  KernelDesign design;
+  const int64_t rows = seed == 2 ? 2 * kAttentionRows : kAttentionRows;
+  design.algorithm = Algorithm::kFlash;
+  design.xblock = std::clamp<int64_t>(NextPowerOfTwo(at.lq), kRecurrentMinBlock, rows);
+  // a head dim over 128 (K and V tiles of 256 columns): half the keys a step, no second stage in flight
+  const bool wide = std::max(at.d, at.dv) > 2 * kAttentionKeys;
+  design.yblock = std::clamp<int64_t>(NextPowerOfTwo(at.lk), kRecurrentMinBlock,
+                                      wide ? kAttentionKeys / 2 : kAttentionKeys);
+  design.num_warps = seed == 2 ? 8 : 4;
+  design.num_stages = wide ? 1 : 2;
+  design.precision = Precision::kTf32x3;  // never ieee: a flash loop of FMA products is register-bound
+  return design;
+}
+
+// A reduction kernel: split, persistent, looped or online by seed and row shape.
+KernelDesign ReductionDesign(const KernelPlan& kernel, int seed) {
   const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
   // Inner rows fit a tile up to kTileElements; outer ones (the row strided, neighbouring rows contiguous) fit
   // while a tile still holds enough rows side by side for coalesced loads.
   const bool fits = InnerReduction(kernel) ? length <= kTileElements : length <= kOuterPersistentLength;
   const bool split_worthy =
       kernel.splittable && kernel.rows < kSplitRowLimit && kernel.length >= kSplitMinLength;
-  const std::string streamed = kernel.online_candidate ? "online" : "looped";
-  std::string algorithm;
+  const Algorithm streamed = kernel.online_candidate ? Algorithm::kOnline : Algorithm::kLooped;
+  Algorithm algorithm = Algorithm::kLooped;
   if (seed == 0) {
-    algorithm = split_worthy ? "split" : (fits ? "persistent" : streamed);
+    algorithm = split_worthy ? Algorithm::kSplit : (fits ? Algorithm::kPersistent : streamed);
   } else if (seed == 1) {
     if (split_worthy || fits) {
-      algorithm = "looped";
+      algorithm = Algorithm::kLooped;
     } else {
-      algorithm = length <= kLargeTileElements && InnerReduction(kernel) ? "persistent" : "looped";
+      algorithm = length <= kLargeTileElements && InnerReduction(kernel) ? Algorithm::kPersistent
+                                                                         : Algorithm::kLooped;
     }
   } else {
-    algorithm = kernel.online_candidate ? "online" : (kernel.splittable ? "split" : "looped");
+    algorithm = kernel.online_candidate ? Algorithm::kOnline
+                                        : (kernel.splittable ? Algorithm::kSplit : Algorithm::kLooped);
   }
-  design = RowDesign(kernel, algorithm);
-  if (seed == 2 && algorithm == "looped") {
+  KernelDesign design = RowDesign(kernel, algorithm);
+  if (seed == 2 && algorithm == Algorithm::kLooped) {
     design.rblock = std::max<int64_t>(design.rblock / 4, 1);
   }
   return design;
 }
 
-std::string MatmulPrecisionFor(double tol) {
+}  // namespace
+
+KernelDesign DefaultDesign(const KernelPlan& kernel, int seed, Precision precision) {
+  KernelDesign design;
+  switch (kernel.kind) {
+    case KernelKind::kPointwise:
+      design.algorithm = Algorithm::kFlat;
+      design.xblock = std::min(kPointwiseBlock, NextPowerOfTwo(std::max<int64_t>(Product(kernel.shape), 1)));
+      return design;
+    case KernelKind::kPool:
+      design.algorithm = Algorithm::kDirect;
+      design.xblock = std::min(kPoolBlock, NextPowerOfTwo(std::max<int64_t>(Product(kernel.shape), 1)));
+      return design;
+    case KernelKind::kScan: {
+      const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
+      const bool single = (length <= kTileElements) == (seed % 2 == 0);
+      return RowDesign(kernel,
+                       single && length <= kLargeTileElements ? Algorithm::kSingle : Algorithm::kBlocked);
+    }
+    case KernelKind::kMatmul:
+      return MatmulDesign(*kernel.matmul, seed, precision);
+    case KernelKind::kRecurrent:
+      return RecurrentDesign(*kernel.recurrent, precision);
+    case KernelKind::kAttention:
+      return AttentionDesign(*kernel.attention, seed);
+    case KernelKind::kReduction:
+      break;
+  }
+  return ReductionDesign(kernel, seed);
+}
+
+Precision MatmulPrecisionFor(double tol) {
   constexpr double kTf32Tolerance = 1e-3;
   // Below it, three tf32 products per element (float32 accuracy on the tensor cores: 3e-7 relative error on
   // a 4096-deep product, against ieee's 8e-7) where seed 1 keeps ieee FMA products to measure against.
-  return tol >= kTf32Tolerance ? "tf32" : "tf32x3";
+  return tol >= kTf32Tolerance ? Precision::kTf32 : Precision::kTf32x3;
 }
 }  // namespace egg::expert

@@ -95,7 +95,15 @@ std::string SetField(KernelDesign* design, const std::string& field, const Json&
   if (!value.is_string()) {
     return fmt::format("{} takes a string", field);
   }
-  (field == "algorithm" ? design->algorithm : design->precision) = value.get<std::string>();
+  try {
+    if (field == "algorithm") {
+      design->algorithm = ParseName<Algorithm>(value.get<std::string>(), "algorithm");
+    } else {
+      design->precision = ParseName<Precision>(value.get<std::string>(), "precision");
+    }
+  } catch (const UnknownName& unknown) {
+    return unknown.what();
+  }
   return "";
 }
 

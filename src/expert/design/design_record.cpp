@@ -2,48 +2,31 @@
 
 namespace egg::expert {
 
-std::string KernelKindName(KernelKind kind) {
-  switch (kind) {
-    case KernelKind::kPointwise:
-      return "pointwise";
-    case KernelKind::kReduction:
-      return "reduction";
-    case KernelKind::kPool:
-      return "pool";
-    case KernelKind::kScan:
-      return "scan";
-    case KernelKind::kMatmul:
-      return "matmul";
-    case KernelKind::kRecurrent:
-      return "recurrent";
-    case KernelKind::kAttention:
-      return "attention";
-  }
-  return "pointwise";
-}
+std::string KernelKindName(KernelKind kind) { return NameText(kind); }
 
 Json KernelDesign::ToJson() const {
-  Json json = {{"algorithm", algorithm}, {"xblock", xblock},       {"rblock", rblock},
-               {"split", split},         {"num_warps", num_warps}, {"num_stages", num_stages}};
+  Json json = {
+      {"algorithm", NameOf(algorithm)}, {"xblock", xblock},        {"rblock", rblock}, {"split", split},
+      {"num_warps", num_warps},         {"num_stages", num_stages}};
   if (yblock != 0) {
     json["yblock"] = yblock;
   }
-  if (!precision.empty()) {
-    json["precision"] = precision;
+  if (precision != Precision::kUnset) {
+    json["precision"] = NameOf(precision);
   }
   return json;
 }
 
 KernelDesign KernelDesign::FromJson(const Json& json) {
   KernelDesign design;
-  design.algorithm = json.value("algorithm", "");
+  design.algorithm = ParseName<Algorithm>(json.value("algorithm", ""), "algorithm");
   design.xblock = json.value("xblock", int64_t{0});
   design.rblock = json.value("rblock", int64_t{0});
   design.split = json.value("split", int64_t{0});
   design.num_warps = json.value("num_warps", 4);
   design.num_stages = json.value("num_stages", 1);
   design.yblock = json.value("yblock", int64_t{0});
-  design.precision = json.value("precision", "");
+  design.precision = ParseName<Precision>(json.value("precision", ""), "precision");
   return design;
 }
 
@@ -73,8 +56,8 @@ Json CandidateDesign::ToJson() const {
     kernels_json[name] = design.ToJson();
   }
   Json json = {{"seed", seed}, {"plan", plan.ToJson()}, {"kernels", kernels_json}};
-  if (!precision.empty()) {
-    json["precision"] = precision;
+  if (precision != Precision::kUnset) {
+    json["precision"] = NameOf(precision);
   }
   return json;
 }
@@ -83,7 +66,7 @@ CandidateDesign CandidateDesign::FromJson(const Json& json) {
   CandidateDesign design;
   design.seed = json.value("seed", 0);
   design.plan = PlanOptions::FromJson(json.value("plan", Json::object()));
-  design.precision = json.value("precision", "");
+  design.precision = ParseName<Precision>(json.value("precision", ""), "precision");
   const Json kernels = json.value("kernels", Json::object());
   for (const auto& [name, kernel] : kernels.items()) {
     design.kernels[name] = KernelDesign::FromJson(kernel);

@@ -3,16 +3,106 @@
 // and the store.
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "common/json.h"
+#include "expert/ir/name_table.h"
 
 namespace egg::expert {
 
 enum class KernelKind { kPointwise, kReduction, kPool, kScan, kMatmul, kRecurrent, kAttention };
 std::string KernelKindName(KernelKind kind);
+
+// A kernel's algorithm (see KernelDesign::algorithm). kUnset: none recorded yet (no kernel's algorithm: never
+// legal); its name is empty, the form a record without one has always had.
+enum class Algorithm {
+  kUnset,
+  kFlat,
+  kPersistent,
+  kLooped,
+  kOnline,
+  kSplit,
+  kDirect,
+  kSingle,
+  kBlocked,
+  kTiled,
+  kSplitK,
+  kNhwc,
+  kAligned,
+  kGemv,
+  kFlash,
+  kSequential,
+};
+
+// tl.dot's input_precision. kUnset: none recorded (kernels without products, and a candidate's default for
+// its matrix products, which then means ieee); written as nothing in the design record.
+enum class Precision { kUnset, kIeee, kTf32, kTf32x3 };
+
+// A precision for tl.dot: an unset one is ieee.
+inline Precision DotPrecision(Precision precision) {
+  return precision == Precision::kUnset ? Precision::kIeee : precision;
+}
+// A flash attention kernel's products from the candidate's precision: tf32 stays, ieee (or unset) maps to
+// tf32x3 (float32 accuracy on the tensor cores; never ieee: a flash loop of FMA products is register-bound).
+inline Precision FlashPrecision(Precision candidate) {
+  return candidate == Precision::kTf32 ? Precision::kTf32 : Precision::kTf32x3;
+}
+// One of the three precisions a tl.dot kernel may record (not unset).
+inline bool IsDotPrecision(Precision precision) { return precision != Precision::kUnset; }
+// Row-kernel algorithms that hold the whole row in one tile (reduction persistent, scan single).
+inline bool IsSingleTile(Algorithm algorithm) {
+  return algorithm == Algorithm::kPersistent || algorithm == Algorithm::kSingle;
+}
+
+template <>
+struct EnumNames<KernelKind> {
+  static constexpr std::array<std::pair<KernelKind, std::string_view>, 7> kTable{{
+      {KernelKind::kPointwise, "pointwise"},
+      {KernelKind::kReduction, "reduction"},
+      {KernelKind::kPool, "pool"},
+      {KernelKind::kScan, "scan"},
+      {KernelKind::kMatmul, "matmul"},
+      {KernelKind::kRecurrent, "recurrent"},
+      {KernelKind::kAttention, "attention"},
+  }};
+};
+
+template <>
+struct EnumNames<Algorithm> {
+  static constexpr std::array<std::pair<Algorithm, std::string_view>, 16> kTable{{
+      {Algorithm::kUnset, ""},
+      {Algorithm::kFlat, "flat"},
+      {Algorithm::kPersistent, "persistent"},
+      {Algorithm::kLooped, "looped"},
+      {Algorithm::kOnline, "online"},
+      {Algorithm::kSplit, "split"},
+      {Algorithm::kDirect, "direct"},
+      {Algorithm::kSingle, "single"},
+      {Algorithm::kBlocked, "blocked"},
+      {Algorithm::kTiled, "tiled"},
+      {Algorithm::kSplitK, "splitk"},
+      {Algorithm::kNhwc, "nhwc"},
+      {Algorithm::kAligned, "aligned"},
+      {Algorithm::kGemv, "gemv"},
+      {Algorithm::kFlash, "flash"},
+      {Algorithm::kSequential, "sequential"},
+  }};
+};
+
+template <>
+struct EnumNames<Precision> {
+  static constexpr std::array<std::pair<Precision, std::string_view>, 4> kTable{{
+      {Precision::kUnset, ""},
+      {Precision::kIeee, "ieee"},
+      {Precision::kTf32, "tf32"},
+      {Precision::kTf32x3, "tf32x3"},
+  }};
+};
 
 // The algorithm and launch shape of one kernel: the design record's entry for it.
 struct KernelDesign {
@@ -21,13 +111,13 @@ struct KernelDesign {
   // GEMM), aligned (matrix products over operand copies with 16-byte-aligned rows) | attention: flash (xblock
   // BLOCK_M query rows, yblock BLOCK_N keys per step) | recurrent: sequential (xblock batch rows per program,
   // yblock hidden units per step tile, rblock the K step of h @ W_hh^T)
-  std::string algorithm;
+  Algorithm algorithm = Algorithm::kUnset;
   int64_t xblock = 0;
   int64_t rblock = 0;
   int64_t split =
       0;  // split reductions: programs per row; splitk: slices of K (partials summed by a 2nd kernel)
   int64_t yblock = 0;     // matmul: BLOCK_N (xblock is BLOCK_M, rblock BLOCK_K)
-  std::string precision;  // matmul: tl.dot's input_precision (ieee, tf32, tf32x3)
+  Precision precision = Precision::kUnset;  // matmul, attention, recurrent: tl.dot's input_precision
   int num_warps = 4;
   int num_stages = 1;
 
@@ -54,10 +144,12 @@ struct PlanOptions {
 struct CandidateDesign {
   int seed = 0;
   PlanOptions plan;
-  std::string precision;  // tl.dot input_precision for unlisted matmul kernels: ieee (empty), tf32, tf32x3
+  Precision precision =
+      Precision::kUnset;  // tl.dot input_precision for unlisted matmul kernels (unset: ieee)
   std::map<std::string, KernelDesign> kernels;  // by kernel name; missing kernels take DefaultDesign(seed)
 
   Json ToJson() const;
+  // UnknownName for an algorithm or precision that does not exist; Json::exception for a malformed record.
   static CandidateDesign FromJson(const Json& json);
 };
 

@@ -87,7 +87,7 @@ std::vector<int64_t> Around(int64_t current, int64_t lo, int64_t hi) {
 // convolution between the NCHW gather and the channels-last GEMM in the same tiles (and the direct form).
 void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
   const KernelDesign& base = kernel.design;
-  if (base.algorithm == "gemv") {
+  if (base.algorithm == Algorithm::kGemv) {
     list->AddKernel(kernel, DefaultDesign(kernel, 1), fmt::format("algorithm {} tiled", kernel.name),
                     "the product in tl.dot tiles (the vector padded to a 16-wide N tile)");
     for (int64_t split : {int64_t{0}, base.split / 2, std::max<int64_t>(2, base.split * 2)}) {
@@ -104,25 +104,25 @@ void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
     list->AddKernel(kernel, DefaultDesign(kernel, 0), fmt::format("algorithm {} gemv", kernel.name),
                     "rows of A times the vector, products summed after the K loop (no tl.dot padding)");
   }
-  if (base.algorithm == "direct") {  // back to the implicit GEMM of the exact seed
+  if (base.algorithm == Algorithm::kDirect) {  // back to the implicit GEMM of the exact seed
     const KernelDesign tiled = DefaultDesign(kernel, 1);
     list->AddKernel(kernel, tiled, fmt::format("algorithm {} tiled", kernel.name),
                     "the convolution as an implicit GEMM on the tensor cores");
     return;
   }
-  if (base.algorithm == "aligned" ||
-      base.algorithm == "nhwc") {  // back to the operands read in place, same tiles
+  if (base.algorithm == Algorithm::kAligned ||
+      base.algorithm == Algorithm::kNhwc) {  // back to the operands read in place, same tiles
     KernelDesign tiled = base;
-    tiled.algorithm = "tiled";
+    tiled.algorithm = Algorithm::kTiled;
     list->AddKernel(kernel, tiled, fmt::format("algorithm {} tiled", kernel.name),
-                    base.algorithm == "aligned"
+                    base.algorithm == Algorithm::kAligned
                         ? "the operands read in place (no aligned copies)"
                         : "implicit GEMM gathering the NCHW input, K ordered by channel then tap");
     return;
   }
-  if (base.algorithm == "tiled" && AlignedCopyFits(*kernel.matmul)) {
+  if (base.algorithm == Algorithm::kTiled && AlignedCopyFits(*kernel.matmul)) {
     KernelDesign aligned = base;
-    aligned.algorithm = "aligned";
+    aligned.algorithm = Algorithm::kAligned;
     list->AddKernel(
         kernel, aligned, fmt::format("algorithm {} aligned", kernel.name),
         "A and B copied first into rows of a 32-float stride (128-byte lines), so the tile loads vectorize");
@@ -132,23 +132,23 @@ void MatmulAlgorithmMoves(const KernelPlan& kernel, MoveList* list) {
     list->AddKernel(kernel, direct, fmt::format("algorithm {} direct", kernel.name),
                     "one output element per lane, the group's few products unrolled (no tl.dot padding)");
   }
-  if (base.algorithm == "tiled" && ChannelsLastConvolutionFits(*kernel.matmul)) {
+  if (base.algorithm == Algorithm::kTiled && ChannelsLastConvolutionFits(*kernel.matmul)) {
     // same tiles, the K step at most the group's channels (it no longer spans taps)
     KernelDesign nhwc = base;
-    nhwc.algorithm = "nhwc";
+    nhwc.algorithm = Algorithm::kNhwc;
     nhwc.rblock = std::min(base.rblock, ChannelsLastMaxStep(*kernel.matmul));
     list->AddKernel(kernel, nhwc, fmt::format("algorithm {} nhwc", kernel.name),
                     "channels-last implicit GEMM, input repacked once, K ordered by tap then channel");
   }
   std::vector<int64_t> splits;
-  if (base.algorithm == "splitk") {
+  if (base.algorithm == Algorithm::kSplitK) {
     splits = {1, base.split / 2, base.split * 2};
   } else {
     splits = {SplitKFactor(*kernel.matmul, base)};
   }
   for (int64_t split : splits) {
     KernelDesign design = base;
-    design.algorithm = split > 1 ? "splitk" : "tiled";
+    design.algorithm = split > 1 ? Algorithm::kSplitK : Algorithm::kTiled;
     design.split = split > 1 ? split : 0;
     const std::string name = split > 1 ? fmt::format("split-K {}", split) : "tiled";
     const std::string description =
@@ -183,11 +183,13 @@ void AlgorithmMoves(const Graph& graph, const Candidate& incumbent, const std::v
     for (int seed = 0; seed < kSeedFamilies; ++seed) {
       const KernelDesign other = DefaultDesign(kernel, seed);
       if (other.algorithm != kernel.design.algorithm) {
-        list->AddKernel(kernel, other, fmt::format("algorithm {} {}", kernel.name, other.algorithm),
-                        fmt::format("{} from {} to {} ({})", kernel.name, kernel.design.algorithm, other.algorithm,
-                                    other.algorithm == "persistent" || other.algorithm == "single"
-                                        ? "one row per tile kept in registers: one read of the input"
-                                        : "stream the row in tiles: bounded registers, one pass per statistic"));
+        list->AddKernel(
+            kernel, other, fmt::format("algorithm {} {}", kernel.name, NameOf(other.algorithm)),
+            fmt::format("{} from {} to {} ({})", kernel.name, NameOf(kernel.design.algorithm),
+                        NameOf(other.algorithm),
+                        IsSingleTile(other.algorithm)
+                            ? "one row per tile kept in registers: one read of the input"
+                            : "stream the row in tiles: bounded registers, one pass per statistic"));
       }
     }
   }
@@ -217,7 +219,7 @@ void AlgorithmMoves(const Graph& graph, const Candidate& incumbent, const std::v
 void MatmulMappingMoves(const KernelPlan& kernel, MoveList* list) {
   static const int64_t kTiles[][2] = {{128, 128}, {128, 64}, {64, 128}, {64, 64}, {128, 256}, {256, 128}, {32, 64}};
   const MatmulSpec& mm = *kernel.matmul;
-  if (kernel.design.algorithm == "gemv") {
+  if (kernel.design.algorithm == Algorithm::kGemv) {
     for (int64_t rows : Around(kernel.design.xblock, 1, std::min<int64_t>(64, NextPowerOfTwo(mm.m)))) {
       KernelDesign design = kernel.design;
       design.xblock = rows;
@@ -321,7 +323,7 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
       }
     }
     if (DotTiles(kernel) || kernel.kind == KernelKind::kRecurrent) {
-      const int64_t most = base.algorithm == "gemv" ? kMaxMatVecStep : 128;
+      const int64_t most = base.algorithm == Algorithm::kGemv ? kMaxMatVecStep : 128;
       for (int64_t rblock : Around(base.rblock, kMinBlock, most)) {
         KernelDesign design = base;
         design.rblock = rblock;
@@ -330,7 +332,7 @@ void TilingMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
       }
     } else if (IsRowKernel(kernel)) {
       const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
-      const bool single = base.algorithm == "persistent" || base.algorithm == "single";
+      const bool single = IsSingleTile(base.algorithm);
       const int64_t lo = single ? length : kMinBlock;
       const int64_t hi = single ? std::max(length, kMaxRBlock) : std::min(length, kMaxRBlock);
       for (int64_t rblock : Around(base.rblock, lo, hi)) {
@@ -391,12 +393,13 @@ void MatmulMemoryMoves(const KernelPlan& kernel, MoveList* list) {
     WarpStageMoves(kernel, {4, 8}, 2, kMaxMatmulStages, list);
   }
   const KernelDesign& base = kernel.design;
-  if (base.precision == "ieee" || base.precision == "tf32x3") {
+  if (base.precision == Precision::kIeee || base.precision == Precision::kTf32x3) {
     KernelDesign design = base;
-    design.precision = base.precision == "ieee" ? "tf32x3" : "ieee";
-    list->AddKernel(kernel, design, fmt::format("precision {} {}", kernel.name, design.precision),
-                    design.precision == "tf32x3" ? "three tf32 tensor-core products per element (float32 accuracy)"
-                                                 : "float32 FMA products");
+    design.precision = base.precision == Precision::kIeee ? Precision::kTf32x3 : Precision::kIeee;
+    list->AddKernel(kernel, design, fmt::format("precision {} {}", kernel.name, NameOf(design.precision)),
+                    design.precision == Precision::kTf32x3
+                        ? "three tf32 tensor-core products per element (float32 accuracy)"
+                        : "float32 FMA products");
   }
 }
 
@@ -425,8 +428,7 @@ void MemoryMoves(const Candidate& incumbent, const std::vector<size_t>& order, M
       continue;
     }
     // software pipelining needs a loop
-    const bool loop = IsRowKernel(kernel) && kernel.design.algorithm != "persistent" &&
-                      kernel.design.algorithm != "single";
+    const bool loop = IsRowKernel(kernel) && !IsSingleTile(kernel.design.algorithm);
     WarpStageMoves(kernel, warp_options, 1, loop ? kMaxStages : 1, list);
   }
 }
@@ -460,8 +462,8 @@ bool SeedFusesAttention(int index) { return index != 1; }
 DesignMove SeedDesign(int index, double tol) {
   DesignMove move;
   move.design.seed = index;
-  const std::string precision = index == 1 ? "ieee" : MatmulPrecisionFor(tol);
-  move.design.precision = precision == "ieee" ? "" : precision;
+  const Precision precision = index == 1 ? Precision::kIeee : MatmulPrecisionFor(tol);
+  move.design.precision = precision == Precision::kIeee ? Precision::kUnset : precision;
   move.design.plan.fuse_attention = SeedFusesAttention(index);
   move.move = fmt::format("seed {}", index);
   move.description = SeedFamilyName(index);
@@ -498,7 +500,7 @@ std::vector<DesignMove> SeedRefinements(const Graph& graph, const Candidate& see
   const KernelPlan& kernel = seed.plan.kernels[order.front()];
   for (const int64_t factor : {2, 0}) {
     KernelDesign design = kernel.design;
-    const bool looped = design.algorithm == "looped" || design.algorithm == "blocked";
+    const bool looped = design.algorithm == Algorithm::kLooped || design.algorithm == Algorithm::kBlocked;
     int64_t& block = looped ? design.rblock : design.xblock;
     block = factor == 0 ? std::max<int64_t>(block / 2, 1) : block * factor;
     list.AddKernel(kernel, design, fmt::format("refine {} {} {}", kernel.name, looped ? "rblock" : "xblock", block),
@@ -527,10 +529,10 @@ std::vector<DesignMove> RepairMoves(const Candidate& failing, const std::string&
   MoveList list(failing, 4);
   if (status == "mismatch") {
     CandidateDesign exact = failing.design;
-    exact.precision.clear();
+    exact.precision = Precision::kUnset;
     for (auto& [name, design] : exact.kernels) {
-      if (design.precision == "tf32") {
-        design.precision = "ieee";
+      if (design.precision == Precision::kTf32) {
+        design.precision = Precision::kIeee;
       }
     }
     list.Add(exact, "ieee products", "a mismatch with tf32 products: float32 products (ieee) in every matmul");
@@ -543,13 +545,15 @@ std::vector<DesignMove> RepairMoves(const Candidate& failing, const std::string&
     CandidateDesign smaller = failing.design;
     for (auto& [name, design] : smaller.kernels) {
       design.xblock = std::max<int64_t>(design.xblock / 2, 1);
-      if (design.algorithm == "persistent" || design.algorithm == "single") {
-        design.algorithm = design.algorithm == "single" ? "blocked" : "looped";  // a row no longer in registers
+      if (IsSingleTile(design.algorithm)) {
+        design.algorithm = design.algorithm == Algorithm::kSingle
+                               ? Algorithm::kBlocked
+                               : Algorithm::kLooped;  // a row no longer in registers
       }
       if (design.rblock > 0) {
         design.rblock = std::max<int64_t>(design.rblock / 2, kMinBlock);
       }
-      if (design.algorithm == "flash") {  // fewer keys a step: smaller scores, K and V tiles
+      if (design.algorithm == Algorithm::kFlash) {  // fewer keys a step: smaller scores, K and V tiles
         design.xblock = std::max<int64_t>(design.xblock, kMinBlock);
         design.yblock = std::max<int64_t>(design.yblock / 2, kMinBlock);
       }

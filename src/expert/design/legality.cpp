@@ -69,9 +69,9 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
   if (!warps_ok || design.num_stages < 1 || !IsPow2(design.xblock)) {
     return false;
   }
-  if (kernel.kind == KernelKind::kMatmul && design.algorithm == "direct") {
+  if (kernel.kind == KernelKind::kMatmul && design.algorithm == Algorithm::kDirect) {
     return kernel.matmul && DirectConvolutionFits(*kernel.matmul) && design.xblock <= kMaxTile &&
-           design.precision == "ieee";
+           design.precision == Precision::kIeee;
   }
   if (kernel.kind == KernelKind::kAttention) {  // tl.dot tiles of query rows x keys, never ieee products
     constexpr int64_t kMinDot = 16;
@@ -80,15 +80,16 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
       return IsPow2(side) && side >= kMinDot && side <= kMaxAttentionTile;
     };
     const bool tiles = fits(design.xblock) && fits(design.yblock);
-    return kernel.attention && design.algorithm == "flash" && tiles &&
-           (design.precision == "tf32" || design.precision == "tf32x3");
+    return kernel.attention && design.algorithm == Algorithm::kFlash && tiles &&
+           (design.precision == Precision::kTf32 || design.precision == Precision::kTf32x3);
   }
-  if (kernel.kind == KernelKind::kMatmul && design.algorithm == "gemv") {  // fp32 FMAs: no precision to pick
+  if (kernel.kind == KernelKind::kMatmul &&
+      design.algorithm == Algorithm::kGemv) {  // fp32 FMAs: no precision to pick
     constexpr int64_t kMaxRows = 256;
     constexpr int64_t kMaxStep = 4096;
     const bool fits = kernel.matmul && MatVecFits(*kernel.matmul) && design.yblock == 1 &&
                       design.xblock <= kMaxRows && IsPow2(design.rblock) && design.rblock >= 16 &&
-                      design.rblock <= kMaxStep && design.precision == "ieee";
+                      design.rblock <= kMaxStep && design.precision == Precision::kIeee;
     const bool split_ok =
         design.split == 0 || (design.split >= 2 && kernel.matmul->k >= design.split * design.rblock);
     return fits && split_ok;
@@ -98,38 +99,39 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
     constexpr int64_t kMinDot = 16;  // tl.dot's smallest tile side
     constexpr int64_t kMaxMatmulTile = 256;
     constexpr int64_t kMaxStepTile = 128;  // a recurrent step tile: one accumulator per gate
-    const std::set<std::string> precisions = {"ieee", "tf32", "tf32x3"};
     for (int64_t side : {design.xblock, design.yblock, design.rblock}) {
       if (!IsPow2(side) || side < kMinDot || side > (matmul ? kMaxMatmulTile : kMaxStepTile)) {
         return false;
       }
     }
     if (!matmul) {
-      return design.algorithm == "sequential" && precisions.count(design.precision) != 0;
+      return design.algorithm == Algorithm::kSequential && IsDotPrecision(design.precision);
     }
-    const bool splitk = design.algorithm == "splitk" && design.split >= 2 && kernel.matmul &&
+    const bool splitk = design.algorithm == Algorithm::kSplitK && design.split >= 2 && kernel.matmul &&
                         !kernel.matmul->conv && kernel.matmul->k >= design.split * design.rblock;
-    const bool nhwc = design.algorithm == "nhwc" && kernel.matmul &&
+    const bool nhwc = design.algorithm == Algorithm::kNhwc && kernel.matmul &&
                       ChannelsLastConvolutionFits(*kernel.matmul) &&
                       design.rblock <= ChannelsLastMaxStep(*kernel.matmul);
-    const bool aligned = design.algorithm == "aligned" && kernel.matmul && AlignedCopyFits(*kernel.matmul);
-    return (design.algorithm == "tiled" || splitk || nhwc || aligned) &&
-           precisions.count(design.precision) != 0;
+    const bool aligned =
+        design.algorithm == Algorithm::kAligned && kernel.matmul && AlignedCopyFits(*kernel.matmul);
+    return (design.algorithm == Algorithm::kTiled || splitk || nhwc || aligned) &&
+           IsDotPrecision(design.precision);
   }
   if (kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan) {
     if (!IsPow2(design.rblock) || design.xblock * design.rblock > kMaxTile) {
       return false;
     }
-    const bool single = design.algorithm == "persistent" || design.algorithm == "single";
+    const bool single = IsSingleTile(design.algorithm);
     if (single && design.rblock < kernel.length) {
       return false;
     }
-    if (design.algorithm == "split" && (!kernel.splittable || design.split < 1)) {
+    if (design.algorithm == Algorithm::kSplit && (!kernel.splittable || design.split < 1)) {
       return false;
     }
-    const std::set<std::string> algorithms =
-        kernel.kind == KernelKind::kScan ? std::set<std::string>{"single", "blocked"}
-                                         : std::set<std::string>{"persistent", "looped", "online", "split"};
+    const std::set<Algorithm> algorithms =
+        kernel.kind == KernelKind::kScan ? std::set<Algorithm>{Algorithm::kSingle, Algorithm::kBlocked}
+                                         : std::set<Algorithm>{Algorithm::kPersistent, Algorithm::kLooped,
+                                                               Algorithm::kOnline, Algorithm::kSplit};
     return algorithms.count(design.algorithm) != 0;
   }
   return design.xblock <= kMaxTile;
@@ -143,7 +145,8 @@ bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
     const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
     const int64_t ring = design.num_stages * (design.xblock + design.yblock) * design.rblock * 4;
     // a mat-vec program holds its rows' products elementwise: rows x K step
-    const int64_t accumulator = design.xblock * (design.algorithm == "gemv" ? design.rblock : design.yblock);
+    const int64_t accumulator =
+        design.xblock * (design.algorithm == Algorithm::kGemv ? design.rblock : design.yblock);
     return accumulator <= threads * kMaxAccumulatorPerThread && ring <= kMaxMatmulSharedBytes;
   }
   if (kernel.kind == KernelKind::kAttention) {  // scores and output tiles in registers, K and V tiles staged

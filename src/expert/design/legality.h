@@ -31,7 +31,7 @@ inline bool IsRowKernel(const KernelPlan& kernel) {
 // A matrix-product kernel computed in tl.dot tiles under `design` (masks mindex/nindex, a K loop, staged
 // operands); a direct convolution is not: it runs one output element per lane, as a pointwise kernel does.
 inline bool DotTiles(const KernelPlan& kernel, const KernelDesign& design) {
-  return kernel.kind == KernelKind::kMatmul && design.algorithm != "direct";
+  return kernel.kind == KernelKind::kMatmul && design.algorithm != Algorithm::kDirect;
 }
 inline bool DotTiles(const KernelPlan& kernel) { return DotTiles(kernel, kernel.design); }
 

@@ -24,7 +24,7 @@ std::optional<PoolSpec> ParsePool(const Graph& graph, const Node& node) {
     return std::nullopt;
   }
   if (op.find("adaptive_avg") != std::string::npos) {
-    pool.kind = "avg";
+    pool.kind = PoolKind::kAvg;
     pool.adaptive = true;
     pool.output = node.value;
     const auto output_size = ExpandTo(ints(1, "output_size"), pool.spatial, 1);
@@ -45,7 +45,7 @@ std::optional<PoolSpec> ParsePool(const Graph& graph, const Node& node) {
     }
   } else {
     const bool is_max = op.find("max_pool") != std::string::npos;
-    pool.kind = is_max ? "max" : "avg";
+    pool.kind = is_max ? PoolKind::kMax : PoolKind::kAvg;
     pool.kernel = ExpandTo(ints(1, "kernel_size"), pool.spatial, 1);
     pool.stride = ExpandTo(ints(2, "stride"), pool.spatial, 0);
     if (ints(2, "stride").empty()) {

@@ -13,7 +13,7 @@ TEST(PoolPatternTest, MaxPoolWithIndicesIsATwoDimensionalMaxPool) {
   const Node& node = testing::NodeWithOp(graph, "aten.max_pool2d_with_indices.default");
   const auto pool = ParsePool(graph, node);
   ASSERT_TRUE(pool);
-  EXPECT_EQ(pool->kind, "max");
+  EXPECT_EQ(pool->kind, PoolKind::kMax);
   EXPECT_EQ(pool->spatial, 2);
   EXPECT_EQ(pool->kernel.size(), 2U);
   EXPECT_EQ(pool->input, node.args[0].value);

@@ -33,13 +33,15 @@ std::vector<int> RecurrentSpec::LayerParams(int64_t layer, int64_t direction) co
 std::optional<RecurrentSpec> ParseRecurrent(const Graph& graph, const Node& node) {
   RecurrentSpec spec;
   const std::string& op = node.op;
-  spec.cell = op.substr(op.find('.') + 1, op.rfind('.') - op.find('.') - 1);
-  if (op.substr(op.rfind('.') + 1) != "input" || node.args.size() < 9) {
+  const std::optional<RecurrentCell> cell =
+      FromName<RecurrentCell>(op.substr(op.find('.') + 1, op.rfind('.') - op.find('.') - 1));
+  if (!cell || op.substr(op.rfind('.') + 1) != "input" || node.args.size() < 9) {
     return std::nullopt;  // packed sequences (lstm.data) run in PyTorch
   }
+  spec.cell = *cell;
   spec.node = static_cast<int>(&node - graph.nodes.data());
   spec.input = TensorArg(graph, &node.args[0]);
-  if (spec.cell == "lstm") {
+  if (spec.cell == RecurrentCell::kLstm) {
     if (node.args[1].kind != Arg::Kind::kList || node.args[1].list.size() != 2) {
       return std::nullopt;
     }
@@ -95,7 +97,7 @@ std::optional<RecurrentSpec> ParseRecurrent(const Graph& graph, const Node& node
       }
     }
   }
-  spec.outputs.assign(spec.cell == "lstm" ? 3 : 2, -1);
+  spec.outputs.assign(spec.cell == RecurrentCell::kLstm ? 3 : 2, -1);
   for (int user : ValueAt(graph, node.value).users) {
     const Node& getitem = graph.nodes.at(static_cast<size_t>(user));
     if (getitem.op != "getitem" || getitem.args.size() < 2 || getitem.args[1].kind != Arg::Kind::kInt ||

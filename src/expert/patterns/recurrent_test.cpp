@@ -12,7 +12,7 @@ TEST(RecurrentPatternTest, BidirectionalLstmStack) {
   const Graph graph = testing::Fixture("level3_38_LSTMBidirectional");  // x [10, 64, 32], h0 [12, 10, 48]
   const auto rnn = ParseRecurrent(graph, testing::NodeWithOp(graph, "aten.lstm.input"));
   ASSERT_TRUE(rnn);
-  EXPECT_EQ(rnn->cell, "lstm");
+  EXPECT_EQ(rnn->cell, RecurrentCell::kLstm);
   EXPECT_TRUE(rnn->bidirectional);
   EXPECT_EQ(rnn->Directions(), 2);
   EXPECT_EQ(rnn->Gates(), 4);

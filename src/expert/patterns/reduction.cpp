@@ -1,11 +1,38 @@
 #include "expert/patterns/reduction.h"
 
 #include <algorithm>
+#include <map>
 
 #include "expert/ir/ops.h"
 #include "expert/patterns/node_args.h"
 
 namespace egg::expert {
+
+namespace {
+
+// What a reduction op combines, from its aten name: whole ops first (aten.max.dim: max with index), then the
+// base of aten.<base>.<overload> (aten.amax.default: max).
+std::optional<ReductionKind> ReductionKindOf(const std::string& op) {
+  using K = ReductionKind;
+  static const std::map<std::string, ReductionKind> kByOp = {
+      {"prims.sum.default", K::kSum},     {"aten.max.default", K::kMax},
+      {"aten.min.default", K::kMin},      {"aten.max.dim", K::kMaxWithIndex},
+      {"aten.min.dim", K::kMinWithIndex}, {"aten.var_mean.correction", K::kVarMean}};
+  static const std::map<std::string, ReductionKind> kByBase = {
+      {"sum", K::kSum},       {"mean", K::kMean}, {"amax", K::kMax}, {"amin", K::kMin},
+      {"prod", K::kProd},     {"var", K::kVar},   {"std", K::kStd},  {"argmax", K::kArgmax},
+      {"argmin", K::kArgmin}, {"any", K::kAny},   {"all", K::kAll}};
+  const std::string base = op.substr(op.find('.') + 1, op.rfind('.') - op.find('.') - 1);
+  if (const auto found = kByOp.find(op); found != kByOp.end()) {
+    return found->second;
+  }
+  if (const auto found = kByBase.find(base); found != kByBase.end()) {
+    return found->second;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::optional<ReductionSpec> ParseReduction(const Graph& graph, const Node& node) {
   const Value* tensor = TensorInput(graph, node);
@@ -18,7 +45,6 @@ std::optional<ReductionSpec> ParseReduction(const Graph& graph, const Node& node
   spec.node = static_cast<int>(&node - graph.nodes.data());
   spec.input = node.args[0].value;
   const std::string& op = node.op;
-  const std::string base = op.substr(op.find('.') + 1, op.rfind('.') - op.find('.') - 1);
   std::optional<std::vector<int64_t>> dims;
   bool all = false;
   auto dims_at = [&](size_t position, const std::string& key) {
@@ -71,37 +97,16 @@ std::optional<ReductionSpec> ParseReduction(const Graph& graph, const Node& node
     return std::nullopt;
   }
   spec.dims = reduced;
-  if (base == "sum" || op == "prims.sum.default") {
-    spec.kind = "sum";
-  } else if (base == "mean") {
-    spec.kind = "mean";
-  } else if (base == "amax" || op == "aten.max.default") {
-    spec.kind = "max";
-  } else if (base == "amin" || op == "aten.min.default") {
-    spec.kind = "min";
-  } else if (base == "prod") {
-    spec.kind = "prod";
-  } else if (base == "var") {
-    spec.kind = "var";
-  } else if (base == "std") {
-    spec.kind = "std";
-  } else if (base == "argmax" || base == "argmin" || base == "any" || base == "all") {
-    spec.kind = base;
-  } else if (op == "aten.max.dim") {
-    spec.kind = "max_with_index";
-  } else if (op == "aten.min.dim") {
-    spec.kind = "min_with_index";
-  } else if (op == "aten.var_mean.correction") {
-    spec.kind = "var_mean";
-  } else {
+  const std::optional<ReductionKind> kind = ReductionKindOf(op);
+  if (!kind) {
     return std::nullopt;
   }
-  if ((spec.kind == "argmax" || spec.kind == "argmin" || spec.kind == "max_with_index" ||
-       spec.kind == "min_with_index") &&
-      spec.dims.size() != 1 && !all) {
+  spec.kind = *kind;
+  if (IsIndexed(spec.kind) && spec.dims.size() != 1 && !all) {
     return std::nullopt;
   }
-  if (spec.kind == "max_with_index" || spec.kind == "min_with_index" || spec.kind == "var_mean") {
+  if (spec.kind == ReductionKind::kMaxWithIndex || spec.kind == ReductionKind::kMinWithIndex ||
+      spec.kind == ReductionKind::kVarMean) {
     spec.outputs = TupleOutputs(graph, node, 2);
   } else {
     spec.outputs = {node.value};
@@ -146,7 +151,7 @@ std::vector<std::pair<size_t, size_t>> OnlinePairs(const Graph& graph,
                                                    const std::vector<ReductionSpec>& specs) {
   std::vector<std::pair<size_t, size_t>> pairs;
   for (size_t k = 0; k < specs.size(); ++k) {
-    if (specs[k].kind != "sum") {
+    if (specs[k].kind != ReductionKind::kSum) {
       continue;
     }
     const Node* exp = graph.Producer(specs[k].input);
@@ -168,7 +173,7 @@ std::vector<std::pair<size_t, size_t>> OnlinePairs(const Graph& graph,
       continue;
     }
     for (size_t j = 0; j < k; ++j) {
-      if (specs[j].kind == "max" && specs[j].outputs[0] == m && specs[j].input == u &&
+      if (specs[j].kind == ReductionKind::kMax && specs[j].outputs[0] == m && specs[j].input == u &&
           specs[j].dims == specs[k].dims) {
         pairs.emplace_back(j, k);
         break;

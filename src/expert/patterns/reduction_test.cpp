@@ -15,13 +15,13 @@ TEST(ReductionPatternTest, SoftmaxRowsAreTheKeptDimensions) {
   const Graph graph = Fixture("level1_23_Softmax");  // x [48, 64], softmax over dim 1
   const auto amax = ParseReduction(graph, NodeWithOp(graph, "aten.amax.default"));
   ASSERT_TRUE(amax);
-  EXPECT_EQ(amax->kind, "max");
+  EXPECT_EQ(amax->kind, ReductionKind::kMax);
   EXPECT_EQ(amax->dims, std::vector<int64_t>{1});
   EXPECT_EQ(amax->Rows(), 48);
   EXPECT_EQ(amax->Length(), 64);
   const auto sum = ParseReduction(graph, NodeWithOp(graph, "aten.sum.dim_IntList"));
   ASSERT_TRUE(sum);
-  EXPECT_EQ(sum->kind, "sum");
+  EXPECT_EQ(sum->kind, ReductionKind::kSum);
   EXPECT_EQ(sum->input, NodeWithOp(graph, "aten.exp.default").value);
 }
 

@@ -13,7 +13,7 @@ std::optional<ScanSpec> ParseScan(const Graph& graph, const Node& node) {
   ScanSpec scan;
   scan.node = static_cast<int>(&node - graph.nodes.data());
   scan.input = node.args[0].value;
-  scan.kind = node.op == "aten.cumsum.default" ? "sum" : "prod";
+  scan.kind = node.op == "aten.cumsum.default" ? ScanKind::kSum : ScanKind::kProd;
   scan.dim = NormalizeDim(IntArg(node, 1, "dim", 0), input.meta->shape.size());
   return scan;
 }

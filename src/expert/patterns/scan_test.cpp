@@ -13,7 +13,7 @@ TEST(ScanPatternTest, CumsumIsASumScanAlongItsDimension) {
   const Node& node = testing::NodeWithOp(graph, "aten.cumsum.default");
   const auto scan = ParseScan(graph, node);
   ASSERT_TRUE(scan);
-  EXPECT_EQ(scan->kind, "sum");
+  EXPECT_EQ(scan->kind, ScanKind::kSum);
   EXPECT_EQ(scan->input, node.args[0].value);
   EXPECT_EQ(scan->dim, 1);
 }

@@ -64,7 +64,7 @@ KernelPlan Planner::NewKernel(const Node& node) const {
     kernel.reductions.push_back(spec);
     kernel.roots.push_back(node.value);
     kernel.reasons.push_back(
-        fmt::format("{} {} over {} of {} rows", spec.kind, node.name, kernel.length, kernel.rows));
+        fmt::format("{} {} over {} of {} rows", NameOf(spec.kind), node.name, kernel.length, kernel.rows));
   } else if (pools_.count(index) != 0) {
     const PoolSpec& pool = pools_.at(index);
     kernel.kind = KernelKind::kPool;
@@ -72,7 +72,8 @@ KernelPlan Planner::NewKernel(const Node& node) const {
     kernel.rows = Product(kernel.shape);
     kernel.pool = pool;
     kernel.roots.push_back(pool.output);
-    kernel.reasons.push_back(fmt::format("{} pooling {} ({} outputs)", pool.kind, node.name, kernel.rows));
+    kernel.reasons.push_back(
+        fmt::format("{} pooling {} ({} outputs)", NameOf(pool.kind), node.name, kernel.rows));
   } else if (scans_.count(index) != 0) {
     const ScanSpec& scan = scans_.at(index);
     kernel.kind = KernelKind::kScan;
@@ -82,7 +83,7 @@ KernelPlan Planner::NewKernel(const Node& node) const {
     kernel.rows = Product(kernel.shape) / std::max<int64_t>(kernel.length, 1);
     kernel.scan = scan;
     kernel.roots.push_back(node.value);
-    kernel.reasons.push_back(fmt::format("cumulative {} {} along {} of {} rows", scan.kind, node.name,
+    kernel.reasons.push_back(fmt::format("cumulative {} {} along {} of {} rows", NameOf(scan.kind), node.name,
                                          kernel.length, kernel.rows));
   } else if (matmuls_.count(index) != 0) {
     const MatmulSpec& mm = matmuls_.at(index);
@@ -119,10 +120,9 @@ KernelPlan Planner::NewKernel(const Node& node) const {
     }
     kernel.reasons.push_back(
         fmt::format("{} {}: {} layer(s){}, {} steps of batch {}, hidden {}: per layer and direction an input "
-                    "projection GEMM "
-                    "of every step, then a time loop with the gates fused",
-                    rnn.cell, node.name, rnn.layers, rnn.bidirectional ? " x 2 directions" : "", rnn.seq,
-                    rnn.batch, rnn.hidden));
+                    "projection GEMM of every step, then a time loop with the gates fused",
+                    NameOf(rnn.cell), node.name, rnn.layers, rnn.bidirectional ? " x 2 directions" : "",
+                    rnn.seq, rnn.batch, rnn.hidden));
   } else {
     kernel.kind = KernelKind::kPointwise;
     kernel.shape = ValueAt(graph_, node.value).meta->shape;
@@ -169,7 +169,7 @@ std::optional<KernelPlan> Planner::Extend(const KernelPlan& kernel, const Node& 
     extended.reductions.push_back(spec);
     extended.roots.push_back(node.value);
     extended.reasons.push_back(fmt::format("+ {} {}: same {} rows x {}, reads earlier results at its own row",
-                                           spec.kind, node.name, spec.Rows(), spec.Length()));
+                                           NameOf(spec.kind), node.name, spec.Rows(), spec.Length()));
     return extended;
   }
   if (pools_.count(index) != 0 || scans_.count(index) != 0 || matmuls_.count(index) != 0 ||
@@ -273,7 +273,7 @@ bool Planner::Splittable(const KernelPlan& kernel, const std::map<int, TensorMet
       trial.roots.push_back(graph_.nodes.at(static_cast<size_t>(spec.node)).value);
     }
   }
-  trial.design.algorithm = "split";
+  trial.design.algorithm = Algorithm::kSplit;
   trial.design.xblock = 1;
   trial.design.rblock = kMinSplitBlock;
   trial.design.split = 2;

@@ -223,7 +223,7 @@ TEST(PlannerTest, FewLongRowsSplitAcrossPrograms) {
   EXPECT_EQ(kernel.rows, 1);
   EXPECT_TRUE(kernel.splittable);
   const KernelDesign design = DefaultDesign(kernel, 0);
-  EXPECT_EQ(design.algorithm, "split");
+  EXPECT_EQ(design.algorithm, Algorithm::kSplit);
   EXPECT_GE(design.split, 2);
   const KernelSource source = GenerateKernel(graph, [&] {
     KernelPlan k = kernel;
@@ -246,14 +246,14 @@ TEST(PlannerTest, LayerNormOnLongRowsKeepsTheEpilogueApartAndSplitsWelford) {
   const Candidate candidate = GenerateCandidate(graph, "", "layernorm", {});
   ASSERT_TRUE(candidate.source) << candidate.problem;
   EXPECT_NE(candidate.source->find("_egg_welford_combine"), std::string::npos);
-  EXPECT_EQ(candidate.design.kernels.begin()->second.algorithm, "split");
+  EXPECT_EQ(candidate.design.kernels.begin()->second.algorithm, Algorithm::kSplit);
 }
 
 TEST(PlannerTest, PoolingAndScansGetTheirOwnKernels) {
   const Plan pool = MakePlan(Fixture("level1_42_Max_Pooling_2D"), {});
   ASSERT_EQ(pool.kernels.size(), 1U);
   EXPECT_EQ(pool.kernels[0].kind, KernelKind::kPool);
-  EXPECT_EQ(pool.kernels[0].pool->kind, "max");
+  EXPECT_EQ(pool.kernels[0].pool->kind, PoolKind::kMax);
   const Plan scan = MakePlan(Fixture("level1_92_cumsum_exclusive"), {});
   ASSERT_GE(scan.kernels.size(), 1U);
   EXPECT_EQ(scan.kernels[0].kind, KernelKind::kScan);
@@ -302,7 +302,8 @@ TEST(PlannerTest, MatmulDesignsKeepTlDotTiles) {
   design.rblock = 8;  // tl.dot needs 16 or more on every side
   EXPECT_FALSE(DesignFits(kernel, design));
   design = DefaultDesign(kernel, 0);
-  design.precision = "fp16";
+  design.precision =
+      Precision::kUnset;  // a tl.dot kernel records its precision (an unknown one never parses)
   EXPECT_FALSE(DesignFits(kernel, design));
 }
 
@@ -318,7 +319,7 @@ TEST(PlannerTest, RecurrentLayerStackIsOneTritonKernel) {
   EXPECT_EQ(KernelKindName(kernel.kind), "recurrent");
   ASSERT_TRUE(kernel.recurrent);
   const RecurrentSpec& rnn = *kernel.recurrent;
-  EXPECT_EQ(rnn.cell, "lstm");
+  EXPECT_EQ(rnn.cell, RecurrentCell::kLstm);
   EXPECT_EQ(rnn.layers, 6);
   EXPECT_TRUE(rnn.bidirectional && rnn.batch_first && rnn.has_biases);
   EXPECT_EQ(rnn.seq, 64);
@@ -337,13 +338,13 @@ TEST(PlannerTest, RecurrentLayerStackIsOneTritonKernel) {
   EXPECT_FALSE(DesignFits(kernel, design));
 
   CandidateDesign tf32;
-  tf32.precision = "tf32";
+  tf32.precision = Precision::kTf32;
   const Candidate candidate = GenerateCandidate(graph, "", "lstm", tf32);
   ASSERT_TRUE(candidate.source) << candidate.problem;
   EXPECT_TRUE(candidate.pytorch_ops.empty());
   EXPECT_EQ(candidate.kernels.at(0).kind, "recurrent");
   EXPECT_EQ(candidate.kernels.at(0).ops, std::vector<std::string>{"aten.lstm.input"});
-  EXPECT_EQ(candidate.design.kernels.at(kernel.name).precision, "tf32");
+  EXPECT_EQ(candidate.design.kernels.at(kernel.name).precision, Precision::kTf32);
   const std::string& source = *candidate.source;
   EXPECT_EQ(Count(source, "def egg_k0_lstm_proj("), 1U);  // one projection and one time loop for every layer
   EXPECT_EQ(Count(source, "def egg_k0_lstm_step("), 1U);
@@ -371,7 +372,7 @@ TEST(PlannerTest, GruKeepsTheHiddenSideOfItsNewGateApart) {
   ASSERT_EQ(candidate.plan.kernels.size(), 1U);
   const KernelPlan& kernel = candidate.plan.kernels[0];
   ASSERT_TRUE(kernel.recurrent);
-  EXPECT_EQ(kernel.recurrent->cell, "gru");
+  EXPECT_EQ(kernel.recurrent->cell, RecurrentCell::kGru);
   EXPECT_EQ(kernel.recurrent->c0, -1);
   ASSERT_EQ(kernel.stores.size(), 1U);
   EXPECT_EQ(kernel.stores[0], kernel.recurrent->outputs[1]);  // h_n; the output sequence lives in scratch
@@ -401,7 +402,7 @@ TEST(CandidateTest, SourceDefinesModelNewAndCarriesItsDesign) {
 
 TEST(CandidateTest, SeedsAreDifferentAlgorithms) {
   const Graph graph = LoadGraph(Scaled(FixtureJson("level1_23_Softmax"), 64, 65536));
-  std::vector<std::string> algorithms;
+  std::vector<Algorithm> algorithms;
   for (int seed = 0; seed < 3; ++seed) {
     CandidateDesign design;
     design.seed = seed;
@@ -409,8 +410,8 @@ TEST(CandidateTest, SeedsAreDifferentAlgorithms) {
     ASSERT_TRUE(candidate.source) << candidate.problem;
     algorithms.push_back(candidate.design.kernels.begin()->second.algorithm);
   }
-  EXPECT_EQ(algorithms[0], "online");  // one pass: running max with a rescaled sum
-  EXPECT_EQ(algorithms[1], "looped");  // two passes over the row
+  EXPECT_EQ(algorithms[0], Algorithm::kOnline);  // one pass: running max with a rescaled sum
+  EXPECT_EQ(algorithms[1], Algorithm::kLooped);  // two passes over the row
 }
 
 TEST(CandidateTest, InvalidKernelDesignsFallBackToDefaults) {
@@ -420,7 +421,7 @@ TEST(CandidateTest, InvalidKernelDesignsFallBackToDefaults) {
   bad.xblock = 3;  // not a power of two
   EXPECT_FALSE(DesignFits(plan.kernels[0], bad));
   bad = DefaultDesign(plan.kernels[0], 0);
-  bad.algorithm = "persistent";
+  bad.algorithm = Algorithm::kPersistent;
   bad.rblock = 16;  // a persistent tile must cover the row
   EXPECT_FALSE(DesignFits(plan.kernels[0], bad));
   CandidateDesign design;
@@ -493,15 +494,15 @@ TEST(PlannerTest, MatVecProductsTakeTheGemvSeed) {
   const MatmulSpec mv = *kernel.matmul;
   ASSERT_TRUE(MatVecFits(mv));
   const KernelDesign gemv = DefaultDesign(kernel, 0);
-  EXPECT_EQ(gemv.algorithm, "gemv");
+  EXPECT_EQ(gemv.algorithm, Algorithm::kGemv);
   EXPECT_EQ(gemv.yblock, 1);
   EXPECT_EQ(gemv.xblock, 16);
   EXPECT_EQ(gemv.rblock, 512);
   EXPECT_EQ(gemv.split, 2);  // 128 row blocks x 2 K slices: two waves of 132 SMs at most
   EXPECT_TRUE(DesignFits(kernel, gemv));
-  EXPECT_EQ(DefaultDesign(kernel, 1).algorithm, "tiled");  // the tl.dot seed to measure against
+  EXPECT_EQ(DefaultDesign(kernel, 1).algorithm, Algorithm::kTiled);  // the tl.dot seed to measure against
   KernelDesign tf32 = gemv;
-  tf32.precision = "tf32";  // FMA products: a precision choice would only duplicate the design
+  tf32.precision = Precision::kTf32;  // FMA products: a precision choice would only duplicate the design
   EXPECT_FALSE(DesignFits(kernel, tf32));
   KernelDesign wide = gemv;
   wide.yblock = 16;
@@ -511,7 +512,7 @@ TEST(PlannerTest, MatVecProductsTakeTheGemvSeed) {
   EXPECT_FALSE(MatVecFits(matrix));
   kernel.matmul = matrix;
   EXPECT_FALSE(DesignFits(kernel, gemv));
-  EXPECT_NE(DefaultDesign(kernel, 0).algorithm, "gemv");
+  EXPECT_NE(DefaultDesign(kernel, 0).algorithm, Algorithm::kGemv);
   MatmulSpec conv = mv;
   conv.conv = ConvShape{};
   EXPECT_FALSE(MatVecFits(conv));  // a one-channel convolution is the direct kernel's
@@ -521,10 +522,11 @@ TEST(PlannerTest, MisalignedOperandRowsTakeTheAlignedSeed) {
   KernelPlan kernel = ProductKernel(8205, 5921, 2949);  // KernelBench 1_8: [8205 x 2949] @ [2949 x 5921]
   const MatmulSpec irregular = *kernel.matmul;
   ASSERT_TRUE(AlignedCopyFits(irregular));
-  const KernelDesign seed0 = DefaultDesign(kernel, 0, "tf32x3");
-  EXPECT_EQ(seed0.algorithm, "aligned");
+  const KernelDesign seed0 = DefaultDesign(kernel, 0, Precision::kTf32x3);
+  EXPECT_EQ(seed0.algorithm, Algorithm::kAligned);
   EXPECT_TRUE(DesignFits(kernel, seed0));
-  EXPECT_EQ(DefaultDesign(kernel, 1, "ieee").algorithm, "tiled");  // operands in place, to measure against
+  EXPECT_EQ(DefaultDesign(kernel, 1, Precision::kIeee).algorithm,
+            Algorithm::kTiled);  // operands in place, to measure against
   MatmulSpec square = irregular;
   square.n = 5920;
   square.k = 2948;
@@ -534,7 +536,7 @@ TEST(PlannerTest, MisalignedOperandRowsTakeTheAlignedSeed) {
   MatmulSpec small = irregular;
   small.m = small.n = small.k = 257;  // misaligned, but two operand copies would cost as much as the product
   kernel.matmul = small;
-  EXPECT_EQ(DefaultDesign(kernel, 0, "tf32x3").algorithm, "tiled");
+  EXPECT_EQ(DefaultDesign(kernel, 0, Precision::kTf32x3).algorithm, Algorithm::kTiled);
   MatmulSpec mv = irregular;
   mv.n = 1;
   EXPECT_FALSE(AlignedCopyFits(mv));
@@ -578,11 +580,11 @@ TEST(PlannerTest, AttentionIsOneFlashKernel) {
   EXPECT_EQ(at.d, 32);
   EXPECT_EQ(at.dv, 32);
   const KernelDesign seed = DefaultDesign(*flash, 0);
-  EXPECT_EQ(seed.algorithm, "flash");
-  EXPECT_EQ(seed.precision, "tf32x3");  // never ieee
+  EXPECT_EQ(seed.algorithm, Algorithm::kFlash);
+  EXPECT_EQ(seed.precision, Precision::kTf32x3);  // never ieee
   EXPECT_TRUE(DesignFits(*flash, seed));
   KernelDesign ieee = seed;
-  ieee.precision = "ieee";
+  ieee.precision = Precision::kIeee;
   EXPECT_FALSE(DesignFits(*flash, ieee));
   EXPECT_EQ(plan.unfused_attention, 0);
   KernelPlan wide = *flash;
@@ -656,7 +658,7 @@ TEST(PlannerTest, AttentionDesignMovesSwitchFlashAndUnfused) {
     EXPECT_FALSE(moves.empty()) << stage;
     for (const DesignMove& move : moves) {
       const KernelDesign& design = move.design.kernels.at(name);
-      EXPECT_EQ(design.algorithm, "flash") << move.move;
+      EXPECT_EQ(design.algorithm, Algorithm::kFlash) << move.move;
       EXPECT_TRUE(GenerateCandidate(sdpa, "", "sdpa", move.design).source.has_value()) << move.move;
     }
   }
@@ -683,12 +685,12 @@ TEST(PlannerTest, DirectConvolutionOnlyForSmallGroups) {
   kernel.matmul = depthwise;
   kernel.matmul->m = 2 * 14 * 14;
   kernel.matmul->batch = 64;
-  EXPECT_EQ(DefaultDesign(kernel, 0).algorithm, "direct");
+  EXPECT_EQ(DefaultDesign(kernel, 0).algorithm, Algorithm::kDirect);
   EXPECT_EQ(DefaultDesign(kernel, 0).xblock, 1024);
-  EXPECT_EQ(DefaultDesign(kernel, 1).algorithm, "tiled");
+  EXPECT_EQ(DefaultDesign(kernel, 1).algorithm, Algorithm::kTiled);
   EXPECT_TRUE(DesignFits(kernel, DefaultDesign(kernel, 0)));
   KernelDesign tf32 = DefaultDesign(kernel, 0);
-  tf32.precision = "tf32";  // direct products are float32 FMAs
+  tf32.precision = Precision::kTf32;  // direct products are float32 FMAs
   EXPECT_FALSE(DesignFits(kernel, tf32));
 }
 
@@ -698,7 +700,7 @@ TEST(PlannerTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTaps) {
   const Candidate tiled = GenerateCandidate(graph, "", "conv", SeedDesign(1, 1e-4).design);
   ASSERT_TRUE(tiled.source) << tiled.problem;
   const KernelPlan& kernel = tiled.plan.kernels.at(0);
-  ASSERT_EQ(kernel.design.algorithm, "tiled");
+  ASSERT_EQ(kernel.design.algorithm, Algorithm::kTiled);
   const std::string name = kernel.name;
   const auto moves = StageMoves(graph, "stage1.algorithm", tiled, "", 8);
   const auto nhwc_move = std::find_if(moves.begin(), moves.end(), [&](const DesignMove& move) {
@@ -706,7 +708,7 @@ TEST(PlannerTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTaps) {
   });
   ASSERT_NE(nhwc_move, moves.end());
   const KernelDesign& design = nhwc_move->design.kernels.at(name);
-  EXPECT_EQ(design.algorithm, "nhwc");
+  EXPECT_EQ(design.algorithm, Algorithm::kNhwc);
   EXPECT_EQ(design.rblock, 16);  // a K step spans the 12 channels of one tap, not (channel, tap) pairs
   EXPECT_EQ(design.xblock, kernel.design.xblock);
   EXPECT_EQ(design.precision, kernel.design.precision);
@@ -732,19 +734,20 @@ TEST(PlannerTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTaps) {
   // and back: the NCHW gather in the same tiles
   const auto back = StageMoves(graph, "stage1.algorithm", nhwc, "", 8);
   EXPECT_TRUE(std::any_of(back.begin(), back.end(), [&](const DesignMove& move) {
-    return move.move == "algorithm " + name + " tiled" && move.design.kernels.at(name).algorithm == "tiled";
+    return move.move == "algorithm " + name + " tiled" &&
+           move.design.kernels.at(name).algorithm == Algorithm::kTiled;
   }));
   // seed 2 is channels-last from 16 channels a group: 12 would leave a K step of 16 a quarter padding
-  EXPECT_EQ(DefaultDesign(kernel, 2, "tf32x3").algorithm, "tiled");
+  EXPECT_EQ(DefaultDesign(kernel, 2, Precision::kTf32x3).algorithm, Algorithm::kTiled);
   KernelPlan wider = kernel;
   wider.matmul->conv->in_channels = 32;
   wider.matmul->k = 32 * 9;
-  const KernelDesign seed2 = DefaultDesign(wider, 2, "tf32x3");
-  EXPECT_EQ(seed2.algorithm, "nhwc");
+  const KernelDesign seed2 = DefaultDesign(wider, 2, Precision::kTf32x3);
+  EXPECT_EQ(seed2.algorithm, Algorithm::kNhwc);
   EXPECT_EQ(seed2.rblock, 32);  // the group's channels, under the seed's 64
   EXPECT_TRUE(DesignFits(wider, seed2));
   CandidateDesign unrolled = nhwc_move->design;
-  unrolled.kernels[name].precision = "tf32x3";  // tensor-core products: the 3x3 taps unrolled
+  unrolled.kernels[name].precision = Precision::kTf32x3;  // tensor-core products: the 3x3 taps unrolled
   const Candidate tf32x3 = GenerateCandidate(graph, "", "conv", unrolled);
   ASSERT_TRUE(tf32x3.source) << tf32x3.problem;
   EXPECT_NE(tf32x3.source->find("for tap in tl.static_range(9):"), std::string::npos);
