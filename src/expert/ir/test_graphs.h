@@ -47,4 +47,13 @@ inline Graph LoadGraph(const Json& json) {
 
 inline Graph Fixture(const std::string& name) { return LoadGraph(FixtureJson(name)); }
 
+// How many times `word` occurs in `text` (overlapping occurrences too): lines of generated source.
+inline size_t Count(const std::string& text, const std::string& word) {
+  size_t count = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
 }  // namespace egg::expert::testing
