@@ -11,18 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "expert/codegen/view_index.h"
 #include "expert/ir/graph.h"
 #include "expert/ir/index_expr.h"
 #include "expert/ir/ops.h"
 
 namespace egg::expert {
-
-// The index of `input` (shape `input_shape`) read by an op whose output index is `index` over `out_shape`,
-// under PyTorch broadcasting (dimensions aligned on the right, size-1 dimensions fixed at 0).
-std::vector<Index> BroadcastIndex(const std::vector<Index>& index, const std::vector<int64_t>& out_shape,
-                                  const std::vector<int64_t>& input_shape);
-// The index into a view node's source for an index into the view (throws NotFusable for unknown views).
-std::vector<Index> ViewSourceIndex(const Graph& graph, const Node& node, const std::vector<Index>& index);
 
 inline constexpr size_t kMaxConcatPiecesInTiles = 4;
 

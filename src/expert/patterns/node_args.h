@@ -1,4 +1,4 @@
-// Reading a captured node's arguments, shared by the pattern matchers (patterns/ only).
+// Reading a captured node's arguments, shared by the pattern matchers (and codegen/'s view index algebra).
 #pragma once
 
 #include <string>
