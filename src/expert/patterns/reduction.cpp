@@ -32,21 +32,20 @@ std::optional<ReductionKind> ReductionKindOf(const std::string& op) {
   return std::nullopt;
 }
 
-}  // namespace
-
-std::optional<ReductionSpec> ParseReduction(const Graph& graph, const Node& node) {
-  const Value* tensor = TensorInput(graph, node);
-  if (tensor == nullptr) {
-    return std::nullopt;
-  }
-  const Value& input = *tensor;
-  const size_t rank = input.meta->shape.size();
-  ReductionSpec spec;
-  spec.node = static_cast<int>(&node - graph.nodes.data());
-  spec.input = node.args[0].value;
-  const std::string& op = node.op;
-  std::optional<std::vector<int64_t>> dims;
+// What a reduction node's arguments say: the dimensions it reduces (sorted, unique), whether it reduces all
+// of them (no dim argument, or an empty one) and its variance correction.
+struct ReducedDims {
+  std::vector<int64_t> dims;
   bool all = false;
+  double correction = 1;
+};
+
+// Nullopt when the dimensions are not constants within the input's rank.
+std::optional<ReducedDims> ReadReducedDims(const Node& node, size_t rank) {
+  const std::string& op = node.op;
+  ReducedDims out;
+  std::optional<std::vector<int64_t>> dims;
+  bool& all = out.all;
   auto dims_at = [&](size_t position, const std::string& key) {
     const Arg* arg = node.ArgAt(position, key);
     if (arg == nullptr || arg->kind == Arg::Kind::kNone) {
@@ -65,20 +64,18 @@ std::optional<ReductionSpec> ParseReduction(const Graph& graph, const Node& node
   } else if (op == "aten.var.correction" || op == "aten.std.correction" || op == "aten.var_mean.correction") {
     dims_at(1, "dim");
     const Arg* correction = node.Kwarg("correction");
-    spec.correction = correction != nullptr && correction->IsNumber() ? correction->AsDouble() : 1.0;
+    out.correction = correction != nullptr && correction->IsNumber() ? correction->AsDouble() : 1.0;
   } else if (op == "aten.var.dim") {
     dims_at(1, "dim");
-    spec.correction = BoolArg(node, 2, "unbiased", true) ? 1.0 : 0.0;
+    out.correction = BoolArg(node, 2, "unbiased", true) ? 1.0 : 0.0;
   } else if (op == "prims.var.default") {
     dims_at(1, "dims");
     const Arg* correction = node.ArgAt(2, "correction");
-    spec.correction = correction != nullptr && correction->IsNumber() ? correction->AsDouble() : 1.0;
-  } else if (op == "aten.argmax.default" || op == "aten.argmin.default") {
-    dims_at(1, "dim");
+    out.correction = correction != nullptr && correction->IsNumber() ? correction->AsDouble() : 1.0;
   } else {
     dims_at(1, "dim");
   }
-  std::vector<int64_t> reduced;
+  std::vector<int64_t>& reduced = out.dims;
   if (all) {
     for (size_t d = 0; d < rank; ++d) {
       reduced.push_back(static_cast<int64_t>(d));
@@ -96,13 +93,34 @@ std::optional<ReductionSpec> ParseReduction(const Graph& graph, const Node& node
   if (rank == 0 || reduced.empty() || reduced.back() >= static_cast<int64_t>(rank) || reduced.front() < 0) {
     return std::nullopt;
   }
-  spec.dims = reduced;
+  return out;
+}
+
+}  // namespace
+
+std::optional<ReductionSpec> ParseReduction(const Graph& graph, const Node& node) {
+  const Value* tensor = TensorInput(graph, node);
+  if (tensor == nullptr) {
+    return std::nullopt;
+  }
+  const Value& input = *tensor;
+  const size_t rank = input.meta->shape.size();
+  ReductionSpec spec;
+  spec.node = static_cast<int>(&node - graph.nodes.data());
+  spec.input = node.args[0].value;
+  const std::string& op = node.op;
+  const std::optional<ReducedDims> reduced = ReadReducedDims(node, rank);
+  if (!reduced) {
+    return std::nullopt;
+  }
+  spec.dims = reduced->dims;
+  spec.correction = reduced->correction;
   const std::optional<ReductionKind> kind = ReductionKindOf(op);
   if (!kind) {
     return std::nullopt;
   }
   spec.kind = *kind;
-  if (IsIndexed(spec.kind) && spec.dims.size() != 1 && !all) {
+  if (IsIndexed(spec.kind) && spec.dims.size() != 1 && !reduced->all) {
     return std::nullopt;
   }
   if (spec.kind == ReductionKind::kMaxWithIndex || spec.kind == ReductionKind::kMinWithIndex ||

@@ -50,6 +50,43 @@ bool Planner::Generates(KernelPlan kernel, const std::map<int, TensorMeta>& memo
   return probe.lowers;
 }
 
+namespace {
+
+// An attention pattern as one flash kernel.
+void AttentionKernel(const Graph& graph, const AttentionSpec& at, const Node& node, KernelPlan* kernel) {
+  kernel->kind = KernelKind::kAttention;
+  kernel->shape = ValueAt(graph, node.value).meta->shape;
+  kernel->rows = Product(kernel->shape);
+  kernel->attention = at;
+  kernel->roots.push_back(node.value);
+  kernel->reasons.push_back(fmt::format(
+      "attention {}: {} x softmax([{}x{}] @ [{}x{}]{}) @ [{}x{}] in one flash loop (scores {} and the "
+      "softmax never stored)",
+      node.name, at.batch, at.lq, at.d, at.d, at.lk, at.safe ? ", safe" : "", at.lk, at.dv,
+      graph.nodes.at(static_cast<size_t>(at.scores)).name));
+}
+
+// A recurrent layer stack as one kernel: its roots are the outputs used.
+void RecurrentKernel(const RecurrentSpec& rnn, const Node& node, KernelPlan* kernel) {
+  kernel->kind = KernelKind::kRecurrent;
+  kernel->shape = {rnn.seq, rnn.batch, rnn.Directions() * rnn.hidden};
+  kernel->rows = rnn.batch;
+  kernel->length = rnn.seq;
+  kernel->recurrent = rnn;
+  for (int output : rnn.outputs) {
+    if (output >= 0) {
+      kernel->roots.push_back(output);
+    }
+  }
+  kernel->reasons.push_back(
+      fmt::format("{} {}: {} layer(s){}, {} steps of batch {}, hidden {}: per layer and direction an input "
+                  "projection GEMM of every step, then a time loop with the gates fused",
+                  NameOf(rnn.cell), node.name, rnn.layers, rnn.bidirectional ? " x 2 directions" : "",
+                  rnn.seq, rnn.batch, rnn.hidden));
+}
+
+}  // namespace
+
 KernelPlan Planner::NewKernel(const Node& node) const {
   KernelPlan kernel;
   const auto index = static_cast<int>(&node - graph_.nodes.data());
@@ -95,34 +132,9 @@ KernelPlan Planner::NewKernel(const Node& node) const {
     kernel.reasons.push_back(
         fmt::format("{} {}: {}x[{}x{}] @ [{}x{}]", node.op, node.name, mm.batch, mm.m, mm.k, mm.k, mm.n));
   } else if (attentions_.count(index) != 0) {
-    const AttentionSpec& at = attentions_.at(index);
-    kernel.kind = KernelKind::kAttention;
-    kernel.shape = ValueAt(graph_, node.value).meta->shape;
-    kernel.rows = Product(kernel.shape);
-    kernel.attention = at;
-    kernel.roots.push_back(node.value);
-    kernel.reasons.push_back(fmt::format(
-        "attention {}: {} x softmax([{}x{}] @ [{}x{}]{}) @ [{}x{}] in one flash loop (scores {} and the "
-        "softmax never stored)",
-        node.name, at.batch, at.lq, at.d, at.d, at.lk, at.safe ? ", safe" : "", at.lk, at.dv,
-        graph_.nodes.at(static_cast<size_t>(at.scores)).name));
+    AttentionKernel(graph_, attentions_.at(index), node, &kernel);
   } else if (recurrents_.count(index) != 0) {
-    const RecurrentSpec& rnn = recurrents_.at(index);
-    kernel.kind = KernelKind::kRecurrent;
-    kernel.shape = {rnn.seq, rnn.batch, rnn.Directions() * rnn.hidden};
-    kernel.rows = rnn.batch;
-    kernel.length = rnn.seq;
-    kernel.recurrent = rnn;
-    for (int output : rnn.outputs) {
-      if (output >= 0) {
-        kernel.roots.push_back(output);
-      }
-    }
-    kernel.reasons.push_back(
-        fmt::format("{} {}: {} layer(s){}, {} steps of batch {}, hidden {}: per layer and direction an input "
-                    "projection GEMM of every step, then a time loop with the gates fused",
-                    NameOf(rnn.cell), node.name, rnn.layers, rnn.bidirectional ? " x 2 directions" : "",
-                    rnn.seq, rnn.batch, rnn.hidden));
+    RecurrentKernel(recurrents_.at(index), node, &kernel);
   } else {
     kernel.kind = KernelKind::kPointwise;
     kernel.shape = ValueAt(graph_, node.value).meta->shape;
