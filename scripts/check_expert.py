@@ -27,7 +27,6 @@ MAX_FUNCTION_LINES = 80
 # them. A listed entry may shrink, never grow; a new breach fails.
 ALLOWED = {
     "codegen/attention_codegen.cpp:GenerateAttentionKernel": 124,
-    "codegen/candidate_file.cpp:GenerateCandidate": 115,
     "codegen/matmul_writer.cpp:KernelWriter::WriteMatmul": 107,
     "codegen/pool_writer.cpp:KernelWriter::WritePool": 85,
     "codegen/recurrent_codegen.cpp:Write": 104,

@@ -419,6 +419,67 @@ std::vector<std::string> PrecompileCalls(const Graph& graph, const KernelPlan& k
   return calls;
 }
 
+// The design a planned kernel is compiled with: the record's where it is legal, else the seed's default (an
+// attention kernel's products from the candidate's precision).
+KernelDesign KernelDesignFor(const KernelPlan& kernel, const CandidateDesign& design) {
+  const auto chosen = design.kernels.find(kernel.name);
+  if (chosen != design.kernels.end() && DesignFits(kernel, chosen->second)) {
+    return chosen->second;
+  }
+  KernelDesign fallback = DefaultDesign(kernel, design.seed, design.precision);
+  if (kernel.kind == KernelKind::kAttention) {  // ieee maps to tf32x3: float32 accuracy, tensor cores
+    fallback.precision = FlashPrecision(design.precision);
+  }
+  return fallback;
+}
+
+// The plan as comment lines for people: each kernel with its reasons, then the ops left to PyTorch.
+std::string PlanComment(const Candidate& candidate) {
+  std::string comment;
+  for (const KernelReport& kernel : candidate.kernels) {
+    comment += "# " + kernel.name + " (" + kernel.kind + "): ";
+    for (size_t i = 0; i < kernel.reasons.size(); ++i) {
+      comment += (i == 0 ? "" : "; ") + kernel.reasons[i];
+    }
+    comment += "\n";
+  }
+  for (const std::string& op : candidate.pytorch_ops) {
+    comment += "# in PyTorch: " + op + "\n";
+  }
+  return comment;
+}
+
+// forward's body: the kernels launched and the extern ops called in plan order; returns the source of the
+// constants it uses.
+std::string WriteForward(const Graph& graph, const Plan& plan, const std::vector<KernelSource>& sources,
+                         ForwardWriter* forward) {
+  for (const Step& step : plan.steps) {
+    if (step.kind == Step::Kind::kKernel) {
+      const auto k = static_cast<size_t>(step.index);
+      forward->Kernel(plan.kernels[k], sources[k]);
+    } else {
+      forward->Extern(graph.nodes.at(static_cast<size_t>(step.index)));
+    }
+  }
+  forward->Return();
+  return ConstantsSource(graph, forward->Constants());
+}
+
+// The settings check as the template's text (the template ends its last line).
+std::string SettingsCheckText(const Graph& graph) {
+  std::string text = Indent(SettingsCheck(graph), 1);
+  text.pop_back();
+  return text;
+}
+
+// forward's parameters: the graph's inputs by name, in order.
+std::string ForwardArgs(const Graph& graph) {
+  std::string args;
+  for (int input : graph.Inputs()) {
+    args += (args.empty() ? "" : ", ") + ValueAt(graph, input).name;
+  }
+  return args;
+}
 
 }  // namespace
 
@@ -441,15 +502,7 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
   try {
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       KernelPlan& kernel = plan.kernels[k];
-      const auto chosen = design.kernels.find(kernel.name);
-      if (chosen != design.kernels.end() && DesignFits(kernel, chosen->second)) {
-        kernel.design = chosen->second;
-      } else {
-        kernel.design = DefaultDesign(kernel, design.seed, design.precision);
-        if (kernel.kind == KernelKind::kAttention) {  // ieee maps to tf32x3: float32 accuracy, tensor cores
-          kernel.design.precision = FlashPrecision(design.precision);
-        }
-      }
+      kernel.design = KernelDesignFor(kernel, design);
       candidate.design.kernels[kernel.name] = kernel.design;
       std::map<int, TensorMeta> layouts;
       for (int value : kernel.stores) {
@@ -483,57 +536,28 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
   ForwardWriter forward(graph, plan);
   std::string constants;
   try {
-    for (const Step& step : plan.steps) {
-      if (step.kind == Step::Kind::kKernel) {
-        const auto k = static_cast<size_t>(step.index);
-        forward.Kernel(plan.kernels[k], sources[k]);
-      } else {
-        forward.Extern(graph.nodes.at(static_cast<size_t>(step.index)));
-      }
-    }
-    forward.Return();
-    constants = ConstantsSource(graph, forward.Constants());
+    constants = WriteForward(graph, plan, sources, &forward);
   } catch (const std::exception& error) {
     candidate.problem = std::string("forward generation failed: ") + error.what();
     return candidate;
-  }
-  std::string args;
-  for (int input : graph.Inputs()) {
-    args += (args.empty() ? "" : ", ") + ValueAt(graph, input).name;
-  }
-  std::string plan_comment;
-  for (const KernelReport& kernel : candidate.kernels) {
-    plan_comment += "# " + kernel.name + " (" + kernel.kind + "): ";
-    for (size_t i = 0; i < kernel.reasons.size(); ++i) {
-      plan_comment += (i == 0 ? "" : "; ") + kernel.reasons[i];
-    }
-    plan_comment += "\n";
-  }
-  for (const std::string& op : candidate.pytorch_ops) {
-    plan_comment += "# in PyTorch: " + op + "\n";
   }
   templates::Values values;
   values.text["task"] = task_name;
   values.text["summary"] = fmt::format("{} Triton kernel(s), {} op(s) left to PyTorch.", plan.kernels.size(),
                                        candidate.pytorch_ops.size());
   values.text["design_line"] = kDesignMarker + candidate.design.ToJson().dump();
-  values.text["plan_comment"] = plan_comment;
+  values.text["plan_comment"] = PlanComment(candidate);
   values.text["task_source"] = task_source;
   values.text["helpers"] = HelperSource(kernels_code);
   values.text["kernels"] = kernels_code;
   values.text["constants"] = constants;
-  values.text["args"] = args;
+  values.text["args"] = ForwardArgs(graph);
   values.text["guard"] = Guard(graph);
-  std::string settings_check = Indent(SettingsCheck(graph), 1);
-  settings_check.pop_back();  // the template ends its last line
-  values.text["settings_check"] = settings_check;
+  values.text["settings_check"] = SettingsCheckText(graph);
   values.flags["settings"] = !graph.settings.empty();
   values.text["body"] = Indent(forward.Lines(), 2);
   values.flags["cuda_graph"] = candidate.design.plan.cuda_graph;
-  if (precompile.empty()) {
-    precompile.push_back("pass");
-  }
-  values.text["precompile"] = Indent(precompile, 1);
+  values.text["precompile"] = Indent(precompile.empty() ? std::vector<std::string>{"pass"} : precompile, 1);
   candidate.source = templates::Render("triton/model.py.mustache", values);
   return candidate;
 }
