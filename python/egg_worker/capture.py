@@ -9,6 +9,7 @@ loader.TaskError. No tensor data crosses the protocol except small lifted consta
 
 import math
 import operator
+import re
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -55,12 +56,32 @@ def _split_with_sizes(tensor, split_sizes, dim=0):
     return pieces
 
 
+def _with_correction(correction_overload, with_dims: bool):
+    """var/std/var_mean's CompositeImplicitAutograd overloads (`torch.var(t, dim=2, keepdim=True)` records
+    `aten.var.dim`) as a call of their `correction` overload. run_decompositions applies a table entry for such an
+    overload before functionalization, as the kernel it replaces would run; the table's entry for these is
+    torch._refs' reference, whose keepdim path calls `prims.broadcast_in_dim`, a view prim that functionalization
+    refuses ("custom (non-ATen) operator whose output has alias annotations"). The correction overload's own entry
+    (the same reference) runs after functionalization, where it is traced into `prims.var` and
+    `prims.broadcast_in_dim` as the normalisations' `var_mean` is: ops the expert lowers."""
+    if with_dims:
+        def call(tensor, dim=None, unbiased=True, keepdim=False):
+            return correction_overload(tensor, dim, correction=1 if unbiased else 0, keepdim=keepdim)
+    else:
+        def call(tensor, unbiased=True):
+            return correction_overload(tensor, None, correction=1 if unbiased else 0)
+    return call
+
+
 def decomposition_table() -> dict:
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(_extra_decompositions()))
     table[_aten.split_with_sizes.default] = _split_with_sizes
+    for packet in (_aten.var, _aten.std, _aten.var_mean):
+        table[packet.dim] = _with_correction(packet.correction, with_dims=True)
+        table[packet.default] = _with_correction(packet.correction, with_dims=False)
     for name in _KEPT_WHOLE:
         packet = getattr(_aten, name, None)
         for overload in (packet.overloads() if packet is not None else []):
@@ -253,7 +274,38 @@ def _exported(model, inputs: list):
     with sdpa_kernel([SDPBackend.MATH]):
         with torch.no_grad():
             exported = torch.export.export(model, tuple(inputs), strict=False)
-        return exported.run_decompositions(decomposition_table())
+        return decomposed(exported, decomposition_table())
+
+
+MAX_KEPT_UNDECOMPOSED = 8
+_FAILED_NODE = re.compile(r"While executing %(\w+)")
+
+
+def decomposed(exported, table: dict):
+    """`exported` decomposed with `table`. PyTorch runs the module, so a decomposition that fails on one of its ops
+    (torch names the node: "While executing %var ...") must not fail the capture: that op is kept undecomposed
+    (its table entry dropped, for this capture) and the decomposition runs again. The compiler lowers it when it
+    knows the op, else it runs in PyTorch (an extern node). At most MAX_KEPT_UNDECOMPOSED ops are kept so."""
+    table, kept = dict(table), []
+    while True:
+        try:
+            return exported.run_decompositions(table)
+        except Exception as error:  # torch raises RuntimeError, AssertionError, TypeError... from a decomposition
+            target = None if MUTATED_CONSTANT in str(error) else _failed_target(exported, str(error))
+            if target is None or target not in table or len(kept) >= MAX_KEPT_UNDECOMPOSED:
+                raise
+            table.pop(target)
+            kept.append(target)
+
+
+def _failed_target(exported, message: str):
+    match = _FAILED_NODE.search(message)
+    if match is None:
+        return None
+    for node in exported.graph.nodes:
+        if node.name == match.group(1) and node.op == "call_function":
+            return node.target
+    return None
 
 
 def capture(model, inputs: list) -> dict:

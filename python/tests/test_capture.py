@@ -316,6 +316,78 @@ def test_split_is_captured_as_slices():
     assert sorted(slices) == [[1, 0, 4], [1, 4, 8], [1, 8, 12]], slices
 
 
+def test_var_after_masked_fill_is_one_var_reduction(worker):
+    """Issue 24: `torch.var(t, dim=2, keepdim=True)` records aten.var.dim, whose decomposition by torch._refs failed
+    inside functionalization (prims.broadcast_in_dim). It is captured as the expert's var reduction (prims.var
+    over dim 2 with Bessel's correction) and a broadcast_in_dim back to the kept dim, as var.correction is."""
+    ir = captured_graph(worker, task_path("var_after_masked_fill"))
+    assert_well_formed(ir)
+    (var,) = [node for node in ir["nodes"] if node["op"] == "prims.var.default"]
+    assert var["args"][1:] == [[2], 1.0] and var["meta"]["shape"] == [2, 4], var
+    assert "aten.where.self" in ops(ir), "masked_fill is a where"
+    assert not any(op.startswith("aten.var") for op in ops(ir)), ops(ir)
+    assert ir["nodes"][-1]["op"] == "prims.broadcast_in_dim.default" and ir["nodes"][-1]["meta"]["shape"] == [2, 4, 1]
+
+
+# torch.var/std/var_mean as forwards call them: their CompositeImplicitAutograd overloads (dim, default), with and
+# without keepdim and Bessel's correction, and the correction overload, which always decomposed.
+VARIANCE_FORWARDS = {
+    "var_dim_keepdim": lambda t: torch.var(t, dim=2, keepdim=True),
+    "var_dims_biased_keepdim": lambda t: torch.var(t, (0, 2), unbiased=False, keepdim=True),
+    "var_all": lambda t: torch.var(t),
+    "var_all_biased": lambda t: torch.var(t, unbiased=False),
+    "var_correction_keepdim": lambda t: torch.var(t, dim=1, correction=0, keepdim=True),
+    "std_dim_keepdim": lambda t: torch.std(t, dim=-1, keepdim=True),
+    "std_all": lambda t: torch.std(t),
+    "var_mean_dim_keepdim": lambda t: torch.var_mean(t, dim=2, keepdim=True),
+    "var_mean_all_biased": lambda t: torch.var_mean(t, unbiased=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANCE_FORWARDS))
+def test_variance_ops_after_masked_fill_are_captured_and_compute_the_same(name):
+    forward = VARIANCE_FORWARDS[name]
+
+    class Variance(nn.Module):
+        def forward(self, x):
+            return forward(x.masked_fill(x > 0.5, 0.0))
+
+    model, x = Variance().eval(), torch.rand(3, 4, 16)
+    ir = capture.capture(model, [x])
+    assert_well_formed(ir)
+    assert "prims.var.default" in ops(ir), ops(ir)
+    whole = {"aten.var", "aten.std", "aten.var_mean"}
+    assert not any(op.rsplit(".", 1)[0] in whole for op in ops(ir)), ops(ir)
+    decomposed = capture._exported(model, [x]).module()
+    expected, actual = model(x), decomposed(x)
+    for want, got in zip(expected if isinstance(expected, tuple) else (expected,),
+                         actual if isinstance(actual, tuple) else (actual,)):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_an_op_whose_decomposition_fails_is_kept_undecomposed():
+    """The general rule: PyTorch runs the module, so a decomposition that fails on one op keeps that op whole (the
+    compiler lowers it or leaves it to PyTorch). With torch._refs' var on aten.var.dim (the table before the fix)
+    the decomposition fails; `decomposed` keeps aten.var.dim and decomposes the rest."""
+    from torch._decomp import get_decompositions
+
+    class Variance(nn.Module):
+        def forward(self, x):
+            return torch.var(x.masked_fill(x > 0.5, 0.0), dim=2, keepdim=True)
+
+    with torch.no_grad():
+        exported = torch.export.export(Variance(), (torch.rand(2, 4, 16),), strict=False)
+    table = capture.decomposition_table()
+    table.update(get_decompositions([torch.ops.aten.var]))
+    with pytest.raises(RuntimeError, match="alias annotations"):
+        exported.run_decompositions(table)
+    targets = [str(node.target) for node in capture.decomposed(exported, table).graph.nodes
+               if node.op == "call_function"]
+    assert targets == ["aten.gt.Scalar", "aten.scalar_tensor.default", "aten.where.self", "aten.var.dim"], targets
+    assert torch.ops.aten.var.dim in table, "the caller's table is left as it was"
+
+
 def test_metadata_checks_are_left_out():
     """`x.to(device)` records aten._assert_tensor_metadata (34_VanillaRNNHidden): nothing to compute."""
     class Moved(nn.Module):
