@@ -10,6 +10,11 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 EGG = ROOT / "egg"
+# Kernels that run in this process (the Python API's tests) run in Triton's interpreter, which triton decides
+# when it is first imported: an earlier test importing it (egg_worker.reduce does) would otherwise leave later
+# candidates' helpers compiled-mode functions. The egg binary gets an environment without it (Egg.env), and
+# gpu_compile.py is started without it.
+os.environ["TRITON_INTERPRET"] = "1"
 
 
 class Egg:
