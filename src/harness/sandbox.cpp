@@ -111,6 +111,22 @@ std::vector<std::string> AddSystem(const HostView& host, MountPlan* plan) {
   return bound;
 }
 
+// `path` with a leading root entry that is a symlink (/lib -> usr/lib on merged-/usr systems) replaced by its
+// target: inside the sandbox that entry is the same symlink, so binding through it would mount onto a folder
+// that does not exist yet (ldconfig on Ubuntu 24.04 names libcuda under /lib).
+std::string ThroughRootLinks(const HostView& host, const std::string& path) {
+  for (std::string_view entry : kRootEntries) {
+    if (!IsUnder(path, entry)) {
+      continue;
+    }
+    if (auto target = host.SymlinkTarget(std::string(entry))) {
+      const std::string base = target->empty() || (*target)[0] != '/' ? "/" + *target : *target;
+      return std::filesystem::path(base + path.substr(entry.size())).lexically_normal().string();
+    }
+  }
+  return path;
+}
+
 void AddGpu(const HostView& host, const std::vector<std::string>& bound, MountPlan* plan) {
   for (const std::string& name : host.ListDirectory("/dev")) {
     if (name.rfind("nvidia", 0) == 0) {
@@ -120,7 +136,8 @@ void AddGpu(const HostView& host, const std::vector<std::string>& bound, MountPl
   std::vector<std::string> folders = LibcudaDirectories(host.LdconfigCache());
   folders.insert(folders.end(), kNvidiaFolders.begin(), kNvidiaFolders.end());
   std::vector<std::string> added;
-  for (const std::string& folder : folders) {
+  for (std::string& folder : folders) {
+    folder = ThroughRootLinks(host, folder);
     if (!IsUnderAny(folder, bound) && !IsUnderAny(folder, added) && host.IsDirectory(folder)) {
       plan->ReadOnly(folder);
       added.push_back(folder);
@@ -156,7 +173,11 @@ std::vector<std::string> BwrapArguments(const SandboxSpec& spec, const HostView&
   }
   plan.Writable(spec.scratch + "/tmp", "/tmp");
   plan.Writable(spec.scratch + "/shm", "/dev/shm");
-  const std::vector<std::string> readable = NewReadable(spec.readable, bound, spec.hidden);
+  std::vector<std::string> wanted;
+  for (const std::string& path : spec.readable) {
+    wanted.push_back(ThroughRootLinks(host, path));
+  }
+  const std::vector<std::string> readable = NewReadable(wanted, bound, spec.hidden);
   for (const std::string& path : readable) {
     plan.ReadOnly(path);
   }

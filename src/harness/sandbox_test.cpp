@@ -147,6 +147,23 @@ TEST(BwrapArgumentsTest, NvidiaDevicesAndDriverLibrariesPassThroughOnAGpuHostOnl
   EXPECT_GT(Find(gpu, {"--dev-bind", "/dev/nvidia0"}), Find(gpu, {"--dev", "/dev"}));
 }
 
+// Ubuntu 24.04's ldconfig names libcuda under /lib, a symlink to usr/lib: it is visible through /usr already, and
+// binding it again onto /lib inside the sandbox failed ("Can't bind mount /oldroot/usr/lib on /newroot/lib").
+TEST(BwrapArgumentsTest, DriverFoldersBehindARootSymlinkAreResolvedNotBoundAgain) {
+  SandboxSpec spec = Spec();
+  spec.gpu = true;
+  spec.readable.push_back("/lib/python3.12");
+  FakeHost host;
+  host.folders.insert({"/lib", "/lib/python3.12"});
+  host.links["/lib"] = "usr/lib";
+  host.ldconfig = "\tlibcuda.so.1 (libc6,x86-64) => /lib/libcuda.so.1\n";
+  const auto args = BwrapArguments(spec, host);
+  EXPECT_GE(Find(args, {"--symlink", "usr/lib", "/lib"}), 0);
+  EXPECT_EQ(std::count(args.begin(), args.end(), "/lib"), 1) << "only the symlink names /lib";
+  EXPECT_EQ(std::count(args.begin(), args.end(), "/usr/lib"), 0) << "/usr/lib is inside the bound /usr";
+  EXPECT_EQ(Find(args, {"--ro-bind", "/lib/python3.12"}), -1);
+}
+
 TEST(SandboxParsersTest, LibcudaDirectoriesComeFromLdconfig) {
   EXPECT_EQ(LibcudaDirectories(kLdconfig),
             (std::vector<std::string>{"/run/nvidia/driver/lib64", "/usr/lib/i386-linux-gnu"}));
