@@ -1,8 +1,6 @@
 // The planner: fused reductions, epilogues, pooling, scans and products; candidates from a plan.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-
 #include "expert/codegen/candidate_file.h"
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/design/candidate.h"
@@ -19,29 +17,6 @@ using testing::Fixture;
 using testing::FixtureJson;
 using testing::LoadGraph;
 using testing::Scaled;
-
-TEST(GraphTest, ParsesCapturedGraphs) {
-  const Graph graph = Fixture("level2_1_Conv2D_ReLU_BiasAdd");
-  ASSERT_EQ(graph.nodes.size(), 3U);
-  EXPECT_EQ(graph.nodes[0].op, "aten.convolution.default");
-  EXPECT_EQ(graph.Inputs().size(), 1U);
-  const auto state = std::count_if(graph.values.begin(), graph.values.end(),
-                                   [](const Value& v) { return v.kind == ValueKind::kState; });
-  EXPECT_EQ(state, 3);
-  EXPECT_EQ(graph.outputs.size(), 1U);
-}
-
-TEST(GraphTest, RejectsMalformedDocuments) {
-  EXPECT_FALSE(ParseGraph(Json::object()).graph);
-  Json ir = FixtureJson("level1_23_Softmax");
-  ir["nodes"][1]["args"][0] = Json{{"node", "nowhere"}};
-  const ParsedGraph parsed = ParseGraph(ir);
-  EXPECT_FALSE(parsed.graph);
-  EXPECT_NE(parsed.problem.find("unknown value nowhere"), std::string::npos);
-  ir = FixtureJson("level1_23_Softmax");
-  ir["version"] = 99;
-  EXPECT_FALSE(ParseGraph(ir).graph);
-}
 
 TEST(PlannerTest, SoftmaxIsOneFusedReductionKernel) {
   const Graph graph = Fixture("level1_23_Softmax");

@@ -1,0 +1,163 @@
+// The graph IR's edge: ParseGraph builds values, users and producers from the worker's JSON, and refuses a
+// malformed document with a one-line reason; tensor metadata helpers.
+#include "expert/ir/graph.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "expert/ir/test_graphs.h"
+
+namespace egg::expert {
+namespace {
+
+using testing::Fixture;
+using testing::FixtureJson;
+using ::testing::HasSubstr;
+
+Json Meta(std::vector<int64_t> shape, const std::string& dtype = "float32") {
+  return {{"shape", shape}, {"stride", ContiguousStrides(shape)}, {"offset", 0}, {"dtype", dtype}};
+}
+
+// x [4, 8] -> relu -> mul by the buffer `scale` [8]; returns the product.
+Json SmallIr() {
+  return {{"format", "egg-graph"},
+          {"version", 1},
+          {"torch", "test"},
+          {"inputs", {{{"name", "x"}, {"position", 0}, {"kind", "tensor"}, {"meta", Meta({4, 8})}}}},
+          {"state", {{{"name", "p_scale"}, {"kind", "buffer"}, {"target", "scale"}, {"meta", Meta({8})}}}},
+          {"nodes",
+           {{{"name", "relu"},
+             {"op", "aten.relu.default"},
+             {"args", {{{"node", "x"}}}},
+             {"kwargs", Json::object()},
+             {"meta", Meta({4, 8})}},
+            {{"name", "mul"},
+             {"op", "aten.mul.Tensor"},
+             {"args", {{{"node", "relu"}}, {{"node", "p_scale"}}}},
+             {"kwargs", Json::object()},
+             {"meta", Meta({4, 8})}}}},
+          {"outputs", {{{"node", "mul"}}}},
+          {"settings", {{{"path", "eps"}, {"literal", "1e-05"}}}},
+          {"returns", "tensor"}};
+}
+
+std::string Problem(const Json& ir) {
+  const ParsedGraph parsed = ParseGraph(ir);
+  EXPECT_FALSE(parsed.graph.has_value());
+  return parsed.problem;
+}
+
+TEST(GraphTest, ParsesCapturedGraphs) {
+  const Graph graph = Fixture("level2_1_Conv2D_ReLU_BiasAdd");
+  ASSERT_EQ(graph.nodes.size(), 3U);
+  EXPECT_EQ(graph.nodes[0].op, "aten.convolution.default");
+  EXPECT_EQ(graph.Inputs().size(), 1U);
+  const auto state = std::count_if(graph.values.begin(), graph.values.end(),
+                                   [](const Value& v) { return v.kind == ValueKind::kState; });
+  EXPECT_EQ(state, 3);
+  EXPECT_EQ(graph.outputs.size(), 1U);
+}
+
+TEST(GraphTest, RejectsMalformedCapturedDocuments) {
+  EXPECT_FALSE(ParseGraph(Json::object()).graph);
+  Json ir = FixtureJson("level1_23_Softmax");
+  ir["nodes"][1]["args"][0] = Json{{"node", "nowhere"}};
+  const ParsedGraph parsed = ParseGraph(ir);
+  EXPECT_FALSE(parsed.graph);
+  EXPECT_NE(parsed.problem.find("unknown value nowhere"), std::string::npos);
+  ir = FixtureJson("level1_23_Softmax");
+  ir["version"] = 99;
+  EXPECT_FALSE(ParseGraph(ir).graph);
+}
+
+TEST(GraphTest, ParsesValuesUsersProducersAndSettings) {
+  const Graph graph = testing::LoadGraph(SmallIr());
+  ASSERT_EQ(graph.values.size(), 4U);
+  EXPECT_EQ(graph.Inputs(), std::vector<int>{0});
+  const Value& scale = graph.values[1];
+  EXPECT_EQ(scale.kind, ValueKind::kState);
+  EXPECT_EQ(scale.state_kind, "buffer");
+  EXPECT_EQ(scale.target, "scale");
+  ASSERT_EQ(graph.nodes.size(), 2U);
+  const Node& mul = graph.nodes[1];
+  EXPECT_EQ(mul.op, "aten.mul.Tensor");
+  EXPECT_EQ(graph.ValueOf(mul.args[0]).name, "relu");
+  EXPECT_EQ(graph.values[0].users, std::vector<int>{0}) << "x is read by relu";
+  EXPECT_EQ(scale.users, std::vector<int>{1});
+  EXPECT_EQ(graph.Producer(mul.value), &mul);
+  EXPECT_EQ(graph.Producer(0), nullptr) << "an input has no producer";
+  ASSERT_EQ(graph.outputs.size(), 1U);
+  EXPECT_EQ(graph.ValueOf(graph.outputs[0]).name, "mul");
+  ASSERT_EQ(graph.settings.size(), 1U);
+  EXPECT_EQ(graph.settings[0].literal, "1e-05");
+  EXPECT_EQ(graph.torch_version, "test");
+}
+
+TEST(GraphTest, MalformedDocumentsGetAOneLineReason) {
+  EXPECT_THAT(Problem(Json::array()), HasSubstr("not an egg-graph document"));
+  Json ir = SmallIr();
+  ir["version"] = 99;
+  EXPECT_THAT(Problem(ir), HasSubstr("unsupported egg-graph version"));
+  ir = SmallIr();
+  ir.erase("nodes");
+  EXPECT_THAT(Problem(ir), HasSubstr("missing field 'nodes'"));
+  ir = SmallIr();
+  ir["nodes"][1]["args"][1] = {{"node", "nowhere"}};
+  EXPECT_THAT(Problem(ir), HasSubstr("reference to unknown value nowhere"));
+  ir = SmallIr();
+  ir["state"][0]["name"] = "x";
+  EXPECT_THAT(Problem(ir), HasSubstr("duplicate value name x"));
+  ir = SmallIr();
+  ir["inputs"][0]["meta"]["dtype"] = "complex64";
+  EXPECT_THAT(Problem(ir), HasSubstr("unsupported dtype complex64"));
+  ir = SmallIr();
+  ir["inputs"][0]["meta"]["stride"] = {1};
+  EXPECT_THAT(Problem(ir), HasSubstr("shape and stride differ in rank"));
+  ir = SmallIr();
+  ir["outputs"] = {3};
+  EXPECT_THAT(Problem(ir), HasSubstr("a graph output is not a tensor"));
+  for (const std::string& problem : {Problem(Json::array()), Problem(ir)}) {
+    EXPECT_EQ(problem.find('\n'), std::string::npos) << problem;
+    EXPECT_EQ(problem.rfind("bad graph IR: ", 0), 0U) << problem;
+  }
+}
+
+TEST(GraphTest, TensorMetaSpansAndLayouts) {
+  TensorMeta meta;
+  meta.shape = {4, 8};
+  meta.stride = {1, 4};  // a transposed view of a [8, 4] tensor
+  EXPECT_EQ(meta.Numel(), 32);
+  EXPECT_FALSE(meta.IsContiguous());
+  EXPECT_EQ(meta.StorageSpan(), 32);
+  const TensorMeta dense = DenseLayout(meta);
+  EXPECT_EQ(dense.stride, (std::vector<int64_t>{8, 1}));
+  EXPECT_TRUE(dense.IsContiguous());
+  meta.stride = {0, 1};  // a broadcast row
+  EXPECT_EQ(meta.StorageSpan(), 8);
+  meta.offset = 5;
+  EXPECT_EQ(meta.StorageSpan(), 13);
+  EXPECT_EQ(ContiguousStrides({2, 3, 4}), (std::vector<int64_t>{12, 4, 1}));
+  EXPECT_EQ(Product({2, 3, 4}), 24);
+  EXPECT_EQ(NextPowerOfTwo(1), 1);
+  EXPECT_EQ(NextPowerOfTwo(17), 32);
+  EXPECT_EQ(NextPowerOfTwo(64), 64);
+}
+
+TEST(GraphTest, DTypesRoundTripTheirNames) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt64,
+                      DType::kInt32, DType::kInt16, DType::kInt8, DType::kUInt8, DType::kBool}) {
+    EXPECT_EQ(ParseDType(DTypeName(dtype)), dtype) << DTypeName(dtype);
+    EXPECT_EQ(TorchDType(dtype), "torch." + DTypeName(dtype));
+  }
+  EXPECT_EQ(ParseDType("complex64"), std::nullopt);
+  EXPECT_EQ(TritonDType(DType::kBFloat16), "tl.bfloat16");
+  EXPECT_EQ(DTypeBytes(DType::kBFloat16), 2);
+  EXPECT_EQ(DTypeBytes(DType::kInt64), 8);
+  EXPECT_TRUE(IsFloating(DType::kFloat16));
+  EXPECT_FALSE(IsFloating(DType::kInt32));
+}
+
+}  // namespace
+}  // namespace egg::expert
