@@ -22,6 +22,7 @@ tasks=("$@")
 flags=(${OPTIMIZE_FLAGS:---quick --time-budget 60 --no-profile})
 deadline=$(( $(date +%s) + ${HYBRID_SECONDS:-500} ))
 
+rm -f "$work/port"  # a warm machine keeps /tmp: a stale port file would name a server that is gone
 python3 bench/hybrid_fake_llm.py "$work/port" &
 fake=$!
 trap 'kill $fake 2>/dev/null' EXIT
