@@ -91,8 +91,13 @@ void Planner::FinalizeStores() {
       available[value] = DenseLayout(*ValueAt(graph_, value).meta);
     }
   }
+  // In memory by the end: what the first kernel may read (inputs, state, extern results) and every store. A
+  // value a kernel computes and its epilogue reads in registers is not.
   plan_.memory.clear();
-  for (const auto& [value, layout] : memory_) {
+  for (const auto& [value, layout] : memory) {
+    plan_.memory.insert(value);
+  }
+  for (const auto& [value, layout] : available) {
     plan_.memory.insert(value);
   }
 }
