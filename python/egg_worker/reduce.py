@@ -11,7 +11,8 @@ Raises ReduceError (one line) when the file is unusable or nothing validates. Ru
 With `widths` (whole models) the image can shrink under a classifier built for the full image: a Linear whose
 in_features is a product of literals (`nn.Linear(512 * 7 * 7, 4096)`) gets the trailing equal small factors of that
 product (the final feature map's side) rewritten so that it equals the flattened size the reduced image gives, which
-the failing forward's shape error tells (mapping key `model:512 * 7 * 7`, value the new product's text); and an
+the failing forward's shape error tells (mapping key `model:512 * 7 * 7`, value the new product's text); a pool
+given its window alone (`nn.AvgPool2d(7)`) that outgrows the reduced final map gets its side (`pool:7`); and an
 input's image side is tried held at a floor (8 to 64) while all else shrinks, for pools that need a large image.
 CLI: `python -m egg_worker.reduce TASK.py --out OUT.py [--preset aligned|odd] [--max-elements N]` writes OUT.py
 and prints the mapping as one JSON line; on failure one line on stderr and exit 2.
@@ -56,6 +57,11 @@ TASK_NAMES = ("Model", GET_INPUTS, GET_INIT_INPUTS)
 # A Linear's input of the wrong width, on the CPU and on the meta device: (its features, the in_features expected).
 LINEAR_MISMATCH = (re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)"),
                    re.compile(r"must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]"))
+# A pool whose window is bigger than its input (channels x spatial sides), on the CPU and on the meta device.
+POOL_TOO_SMALL = re.compile(r"Given input size: \((\d+(?:x\d+)+)\)\. Calculated output size: \([\dx]+\)\. "
+                            r"Output size is too small")
+# Pools whose window, given alone (stride = window), is the whole final feature map (MobileNetV1's AvgPool2d(7)).
+WHOLE_MAP_POOLS = frozenset(f"{kind}Pool{dims}d" for kind in ("Avg", "Max") for dims in (1, 2, 3))
 
 _FOLD_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
                    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -115,6 +121,7 @@ class TaskSizes:
     small_code: frozenset  # integers 2..16 anywhere in the file
     batches: frozenset = frozenset()  # with widths: a batch global's value, however small (reduced too)
     products: tuple = ()  # with widths: the Linear in_features written as products of literals
+    pools: tuple = ()  # with widths: (start, end, value) of each pool window given alone as a literal
     widths: bool = False  # read with widths (a whole model: its class literals are sizes too)
 
     @property
@@ -285,6 +292,22 @@ def _linear_products(tree, spans: _Spans) -> tuple:
     return tuple(products)
 
 
+def _whole_map_pools(tree, spans: _Spans) -> tuple:
+    """(start, end, value) of the window of each pool of the task's classes called with one int literal <=
+    SMALL_LIMIT alone (`nn.AvgPool2d(7)`: no stride, padding or other argument)."""
+    pools = []
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for call in ast.walk(node):
+            if (isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", "")) in
+                    WHOLE_MAP_POOLS and len(call.args) == 1 and not call.keywords
+                    and isinstance(call.args[0], ast.Constant) and type(call.args[0].value) is int
+                    and call.args[0].value <= SMALL_LIMIT):  # a larger window is a size widths rewrites
+                pools.append((*spans.of(call.args[0]), call.args[0].value))
+    return tuple(pools)
+
+
 def _small(values) -> frozenset:
     return frozenset(v for v in values if MIN_DIVISOR <= v <= SMALL_LIMIT)
 
@@ -306,11 +329,11 @@ def read_task(path: str, widths: bool = False) -> TaskSizes:
     small_globals = _small(v for slot in slots if slot.live for v in _leaves(slot.value)) - batches
     code_ints = (node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and type(node.value) is int)
     slots += _literal_slots(tree, spans, GET_INPUTS)
-    products = ()
+    products = pools = ()
     if widths:
         slots += _literal_slots(tree, spans, MODEL_CODE) + _literal_slots(tree, spans, GET_INIT_INPUTS)
-        products = _linear_products(tree, spans)
-    return TaskSizes(path, source, slots, small_globals, _small(code_ints), batches, products, widths)
+        products, pools = _linear_products(tree, spans), _whole_map_pools(tree, spans)
+    return TaskSizes(path, source, slots, small_globals, _small(code_ints), batches, products, pools, widths)
 
 
 # ---- writing the reduced copy ----------------------------------------------------------------------------------
@@ -335,12 +358,10 @@ def render(value) -> str:
 
 def _edits(sizes: TaskSizes, values: dict, fixes: dict) -> list:
     """(start, end, new bytes) of each slot whose value changes under `values` (old int -> new int) and of each
-    product factor in `fixes` (its start -> new int)."""
+    literal in `fixes` (its start -> (end, new int): a product factor or a pool window)."""
     edits = [(slot.start, slot.end, render(_apply(slot.value, values)).encode()) for slot in sizes.slots
              if _apply(slot.value, values) != slot.value]
-    for product in sizes.products:
-        edits += [(start, end, str(fixes[start]).encode()) for start, end, _ in product.factors if start in fixes]
-    return edits
+    return edits + [(start, end, str(new).encode()) for start, (end, new) in fixes.items()]
 
 
 def _edited(text: bytes, edits, offset: int = 0) -> bytes:
@@ -351,7 +372,7 @@ def _edited(text: bytes, edits, offset: int = 0) -> bytes:
 
 def rewrite(sizes: TaskSizes, values: dict, fixes: dict = None) -> str:
     """The task source with each slot whose value changes under `values` (old int -> new int) replaced, and each
-    product factor in `fixes` (its start -> new int)."""
+    literal in `fixes` (its start -> (end, new int))."""
     return _edited(sizes.source, _edits(sizes, values, fixes or {})).decode("utf-8")
 
 
@@ -362,7 +383,8 @@ def _changed_slots(sizes: TaskSizes, values: dict) -> list:
 def _mapping(sizes: TaskSizes, values: dict, module, fixes: dict) -> dict:
     """Rewritten global -> its value in the validated module; `get_inputs:<old>` -> new for get_inputs literals
     (`model:<old>` for those of the classes, `get_init_inputs:<old>` for those of get_init_inputs); `model:<old
-    product text>` -> the new product's text for a Linear's in_features fitted to the reduced image."""
+    product text>` -> the new product's text for a Linear's in_features fitted to the reduced image, and
+    `pool:<old window>` -> the new window of a whole-map pool."""
     mapping = {}
     for slot in _changed_slots(sizes, values):
         for name in slot.names:
@@ -375,6 +397,9 @@ def _mapping(sizes: TaskSizes, values: dict, module, fixes: dict) -> dict:
             inside = [edit for edit in edits if product.start <= edit[0] and edit[1] <= product.end]
             old = sizes.source[product.start:product.end]
             mapping[f"{MODEL_CODE}:{old.decode()}"] = _edited(old, inside, product.start).decode()
+    for start, _, value in sizes.pools:
+        if start in fixes:
+            mapping[f"pool:{value}"] = fixes[start][1]
     return mapping
 
 
@@ -645,7 +670,7 @@ def task_facts(sizes: TaskSizes) -> tuple:
 
 
 def _linear_fix(sizes: TaskSizes, values: dict, fixes: dict, error: str) -> dict:
-    """Factor rewrites (start -> new int) fitting one not yet fitted product to the features a Linear got, when
+    """Factor rewrites (start -> (end, new int)) fitting one not yet fitted product to the features a Linear got, when
     `error` says a Linear got the wrong width and a product of the classes is the in_features it expected; {} when
     not. The product's trailing equal factors <= SMALL_LIMIT (the final feature map's side) become the root that
     makes it equal the width the Linear got; its other factors stay as `values` make them."""
@@ -667,8 +692,28 @@ def _linear_fix(sizes: TaskSizes, values: dict, fixes: dict, error: str) -> dict
             continue
         side = round((got // rest) ** (1 / run))
         if side >= 1 and side ** run == got // rest:
-            return {start: side for start, _, _ in product.factors[len(new) - run:]}
+            return {start: (end, side) for start, end, _ in product.factors[len(new) - run:]}
     return {}
+
+
+def _pool_fix(sizes: TaskSizes, fixes: dict, error: str) -> dict:
+    """The window of the one not yet fitted whole-map pool that is bigger than the input `error` says a pool got
+    (square, C x s x s, s >= 2), made s (the reduced image's final map); {} when there is no such single pool."""
+    match = POOL_TOO_SMALL.search(error)
+    sides = {int(side) for side in match.group(1).split("x")[1:]} if match else set()
+    if len(sides) != 1:
+        return {}
+    side = sides.pop()
+    if side < MIN_DIVISOR:
+        return {}  # a window of 1 would pool nothing
+    pools = [(start, end) for start, end, value in sizes.pools if start not in fixes and value > side]
+    return {pools[0][0]: (pools[0][1], side)} if len(pools) == 1 else {}
+
+
+def _fix(sizes: TaskSizes, values: dict, fixes: dict, error: str) -> dict:
+    """Literal rewrites (start -> (end, new int)) fitting the classifier of a whole model to a reduced image, from
+    the error of its forward: a Linear's in_features product or a whole-map pool's window; {} when neither."""
+    return _linear_fix(sizes, values, fixes, error) or _pool_fix(sizes, fixes, error)
 
 
 # ---- the search ------------------------------------------------------------------------------------------------
@@ -709,7 +754,7 @@ class _Failures:
 
 def _search(sizes: TaskSizes, preset: Preset, max_elements: int):
     """(values, fixes, source, outcome) of the first candidate that validates, its Linear products fitted to the
-    features they get (fixes: factor start -> new int); ReduceError when none does."""
+    features they get (fixes: literal start -> (end, new int)); ReduceError when none does."""
     seen, failures = set(), _Failures()
     expected, input_sides = task_facts(sizes)
     for values in candidates(sizes, preset, input_sides if sizes.widths else frozenset()):
@@ -720,7 +765,7 @@ def _search(sizes: TaskSizes, preset: Preset, max_elements: int):
         fixes = {}
         source = rewrite(sizes, values)
         outcome = validate(sizes.path, source, max_elements, expected)
-        while not outcome.ok and (more := _linear_fix(sizes, values, fixes, outcome.error)):
+        while not outcome.ok and (more := _fix(sizes, values, fixes, outcome.error)):
             fixes.update(more)
             source = rewrite(sizes, values, fixes)
             outcome = validate(sizes.path, source, max_elements, expected)
@@ -740,8 +785,9 @@ def reduce_task(path: str, preset: str = "aligned", max_elements: int = DEFAULT_
     `widths`: also rewrite the integer literals > 16 of the task's classes (whole models whose layer widths are
     written out, as in VGG, and constructor defaults such as Swin's img_size), equal values alike, the global
     batch_size even when it is small, and a Linear's in_features written as a product of literals fitted to the
-    reduced image (VGG's `512 * 7 * 7`); an input's image side is also tried held at a floor with all else shrunk
-    (VGG and DenseNet: one 32x32 image, widths of a few channels)."""
+    reduced image (VGG's `512 * 7 * 7`), as is a whole-map pool's window (MobileNetV1's `AvgPool2d(7)`); an input's
+    image side is also tried held at a floor with all else shrunk (VGG and DenseNet: one 32x32 image, widths of a
+    few channels)."""
     if preset not in PRESETS:
         raise ReduceError(f"preset must be one of {', '.join(PRESETS)}, not {preset!r}")
     if max_elements < 1:
