@@ -8,6 +8,12 @@ Integers <= 16 are kept; equal old values get equal new values. `mapping` gives 
 Model builds seeded, get_inputs makes at most `max_elements` tensor elements and the forward pass (CPU, no_grad)
 returns non-empty, finite tensors of the dtypes and ranks the unreduced task returns (found on the meta device).
 Raises ReduceError (one line) when the file is unusable or nothing validates. Runs task code in this process.
+With `widths` (whole models) the image can shrink under a classifier built for the full image: a Linear whose
+in_features is a product of literals (`nn.Linear(512 * 7 * 7, 4096)`) gets the trailing equal small factors of that
+product (the final feature map's side) rewritten so that it equals the flattened size the reduced image gives, which
+the failing forward's shape error tells (mapping key `model:512 * 7 * 7`, value the new product's text); a pool
+given its window alone (`nn.AvgPool2d(7)`) that outgrows the reduced final map gets its side (`pool:7`); and an
+input's image side is tried held at a floor (8 to 64) while all else shrinks, for pools that need a large image.
 CLI: `python -m egg_worker.reduce TASK.py --out OUT.py [--preset aligned|odd] [--max-elements N]` writes OUT.py
 and prints the mapping as one JSON line; on failure one line on stderr and exit 2.
 """
@@ -48,6 +54,14 @@ GET_INIT_INPUTS = "get_init_inputs"
 MODEL_CODE = "model"  # integer literals in the task's classes (layer widths), rewritten only with widths=True
 BATCH_GLOBAL = "batch_size"  # with widths=True reduced even when small (whole models at a fixed image size)
 TASK_NAMES = ("Model", GET_INPUTS, GET_INIT_INPUTS)
+# A Linear's input of the wrong width, on the CPU and on the meta device: (its features, the in_features expected).
+LINEAR_MISMATCH = (re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)"),
+                   re.compile(r"must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]"))
+# A pool whose window is bigger than its input (channels x spatial sides), on the CPU and on the meta device.
+POOL_TOO_SMALL = re.compile(r"Given input size: \((\d+(?:x\d+)+)\)\. Calculated output size: \([\dx]+\)\. "
+                            r"Output size is too small")
+# Pools whose window, given alone (stride = window), is the whole final feature map (MobileNetV1's AvgPool2d(7)).
+WHOLE_MAP_POOLS = frozenset(f"{kind}Pool{dims}d" for kind in ("Avg", "Max") for dims in (1, 2, 3))
 
 _FOLD_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
                    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -88,6 +102,16 @@ class Slot:
     where: str = ""  # a literal of no global: GET_INPUTS or MODEL_CODE
 
 
+@dataclasses.dataclass(frozen=True)
+class Product:
+    """A Linear's in_features written as a product of integer literals in the task's classes (`512 * 7 * 7`): the
+    expression's byte span and each factor's (start, end, value), left to right."""
+
+    start: int
+    end: int
+    factors: tuple
+
+
 @dataclasses.dataclass
 class TaskSizes:
     path: str
@@ -96,6 +120,9 @@ class TaskSizes:
     small_globals: frozenset  # integers 2..16 among the size globals
     small_code: frozenset  # integers 2..16 anywhere in the file
     batches: frozenset = frozenset()  # with widths: a batch global's value, however small (reduced too)
+    products: tuple = ()  # with widths: the Linear in_features written as products of literals
+    pools: tuple = ()  # with widths: (start, end, value) of each pool window given alone as a literal
+    widths: bool = False  # read with widths (a whole model: its class literals are sizes too)
 
     @property
     def large_values(self) -> list:
@@ -237,6 +264,50 @@ def _literal_slots(tree, spans: _Spans, where: str) -> list:
     return slots
 
 
+def _factors(node):
+    """The integer literals multiplied by `node` (a * b * c), or None when it is anything else."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        left, right = _factors(node.left), _factors(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return [node]
+    return None
+
+
+def _linear_products(tree, spans: _Spans) -> tuple:
+    """The in_features of the Linear layers of the task's classes written as a product of literals."""
+    products = []
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for call in ast.walk(node):
+            if not isinstance(call, ast.Call) or getattr(call.func, "id", getattr(call.func, "attr", "")) != "Linear":
+                continue
+            argument = call.args[0] if call.args else next(
+                (keyword.value for keyword in call.keywords if keyword.arg == "in_features"), None)
+            factors = _factors(argument)
+            if factors and len(factors) > 1:
+                products.append(Product(*spans.of(argument),
+                                        tuple((*spans.of(factor), factor.value) for factor in factors)))
+    return tuple(products)
+
+
+def _whole_map_pools(tree, spans: _Spans) -> tuple:
+    """(start, end, value) of the window of each pool of the task's classes called with one int literal <=
+    SMALL_LIMIT alone (`nn.AvgPool2d(7)`: no stride, padding or other argument)."""
+    pools = []
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for call in ast.walk(node):
+            if (isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", "")) in
+                    WHOLE_MAP_POOLS and len(call.args) == 1 and not call.keywords
+                    and isinstance(call.args[0], ast.Constant) and type(call.args[0].value) is int
+                    and call.args[0].value <= SMALL_LIMIT):  # a larger window is a size widths rewrites
+                pools.append((*spans.of(call.args[0]), call.args[0].value))
+    return tuple(pools)
+
+
 def _small(values) -> frozenset:
     return frozenset(v for v in values if MIN_DIVISOR <= v <= SMALL_LIMIT)
 
@@ -258,9 +329,11 @@ def read_task(path: str, widths: bool = False) -> TaskSizes:
     small_globals = _small(v for slot in slots if slot.live for v in _leaves(slot.value)) - batches
     code_ints = (node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and type(node.value) is int)
     slots += _literal_slots(tree, spans, GET_INPUTS)
+    products = pools = ()
     if widths:
         slots += _literal_slots(tree, spans, MODEL_CODE) + _literal_slots(tree, spans, GET_INIT_INPUTS)
-    return TaskSizes(path, source, slots, small_globals, _small(code_ints), batches)
+        products, pools = _linear_products(tree, spans), _whole_map_pools(tree, spans)
+    return TaskSizes(path, source, slots, small_globals, _small(code_ints), batches, products, pools, widths)
 
 
 # ---- writing the reduced copy ----------------------------------------------------------------------------------
@@ -283,29 +356,50 @@ def render(value) -> str:
     return str(value)
 
 
-def rewrite(sizes: TaskSizes, values: dict) -> str:
-    """The task source with each slot whose value changes under `values` (old int -> new int) replaced."""
-    text = sizes.source
-    for slot in sorted(sizes.slots, key=lambda s: s.start, reverse=True):
-        new_value = _apply(slot.value, values)
-        if new_value != slot.value:
-            text = text[:slot.start] + render(new_value).encode() + text[slot.end:]
-    return text.decode("utf-8")
+def _edits(sizes: TaskSizes, values: dict, fixes: dict) -> list:
+    """(start, end, new bytes) of each slot whose value changes under `values` (old int -> new int) and of each
+    literal in `fixes` (its start -> (end, new int): a product factor or a pool window)."""
+    edits = [(slot.start, slot.end, render(_apply(slot.value, values)).encode()) for slot in sizes.slots
+             if _apply(slot.value, values) != slot.value]
+    return edits + [(start, end, str(new).encode()) for start, (end, new) in fixes.items()]
+
+
+def _edited(text: bytes, edits, offset: int = 0) -> bytes:
+    for start, end, new in sorted(edits, reverse=True):
+        text = text[:start - offset] + new + text[end - offset:]
+    return text
+
+
+def rewrite(sizes: TaskSizes, values: dict, fixes: dict = None) -> str:
+    """The task source with each slot whose value changes under `values` (old int -> new int) replaced, and each
+    literal in `fixes` (its start -> (end, new int))."""
+    return _edited(sizes.source, _edits(sizes, values, fixes or {})).decode("utf-8")
 
 
 def _changed_slots(sizes: TaskSizes, values: dict) -> list:
     return [slot for slot in sizes.slots if _apply(slot.value, values) != slot.value]
 
 
-def _mapping(sizes: TaskSizes, values: dict, module) -> dict:
+def _mapping(sizes: TaskSizes, values: dict, module, fixes: dict) -> dict:
     """Rewritten global -> its value in the validated module; `get_inputs:<old>` -> new for get_inputs literals
-    (`model:<old>` for those of the classes, `get_init_inputs:<old>` for those of get_init_inputs)."""
+    (`model:<old>` for those of the classes, `get_init_inputs:<old>` for those of get_init_inputs); `model:<old
+    product text>` -> the new product's text for a Linear's in_features fitted to the reduced image, and
+    `pool:<old window>` -> the new window of a whole-map pool."""
     mapping = {}
     for slot in _changed_slots(sizes, values):
         for name in slot.names:
             mapping[name] = getattr(module, name)
         if not slot.names:
             mapping[f"{slot.where}:{slot.value}"] = values[slot.value]
+    edits = _edits(sizes, values, fixes)
+    for product in sizes.products:
+        if any(start in fixes for start, _, _ in product.factors):
+            inside = [edit for edit in edits if product.start <= edit[0] and edit[1] <= product.end]
+            old = sizes.source[product.start:product.end]
+            mapping[f"{MODEL_CODE}:{old.decode()}"] = _edited(old, inside, product.start).decode()
+    for start, _, value in sizes.pools:
+        if start in fixes:
+            mapping[f"pool:{value}"] = fixes[start][1]
     return mapping
 
 
@@ -403,8 +497,22 @@ def _keeping_one(values: list, preset: Preset, rule: Rule):
         yield {**chosen, kept: kept}
 
 
-def candidates(sizes: TaskSizes, preset: Preset):
-    """Candidate old -> new mappings, most preferred first (duplicates possible)."""
+def _raising_one(values: list, raised_values, preset: Preset, rule: Rule):
+    """Every value but one shrunk, down to 1 if need be, and that one (an image side) only down to a floor: for a
+    whole model whose pools need an image of some size while its widths and batch can be tiny."""
+    tiers = preset.tiers + LAST_RESORT_TIERS
+    for floor, raised in itertools.product(RAISE_FLOORS, raised_values):
+        if floor >= raised:
+            continue
+        others = [value for value in values if value != raised]
+        for strict, tier in itertools.product((True, False), tiers):
+            chosen = ranked(others, _targets(len(others), tier, preset), dataclasses.replace(rule, strict=strict))
+            yield {**chosen, raised: min(raised, _round_up(floor, rule.step(raised, chosen), rule.avoid))}
+
+
+def candidates(sizes: TaskSizes, preset: Preset, input_sides: frozenset = frozenset()):
+    """Candidate old -> new mappings, most preferred first (duplicates possible). `input_sides`: values that size
+    the inputs' non-batch dimensions, each tried raised to a floor with all else shrunk (whole models, widths)."""
     values = sizes.large_values
     if not values:
         yield {}
@@ -414,6 +522,8 @@ def candidates(sizes: TaskSizes, preset: Preset):
     for floor, tier in itertools.product(RAISE_FLOORS, preset.tiers):
         yield ranked(values, _targets(len(values), tier, preset), dataclasses.replace(by_globals, floor=floor))
     yield from _keeping_one(values, preset, by_globals)
+    yield from _raising_one(values, sorted((input_sides & set(values)) - sizes.batches, reverse=True), preset,
+                            by_globals)
 
 
 # ---- validating a candidate ------------------------------------------------------------------------------------
@@ -534,18 +644,76 @@ def validate(path: str, source: str, max_elements: int, expected=None) -> Outcom
                 sys.modules.pop(module.__name__, None)
 
 
-def task_signature(sizes: TaskSizes):
-    """The signature of the unreduced task's result, from a meta run; None when that cannot tell."""
+def _input_sides(module) -> frozenset:
+    """The non-batch dimensions of the tensors get_inputs makes (on the meta device); empty when it fails."""
+    try:
+        with torch.device("meta"):
+            inputs = module.get_inputs()
+    except Exception:
+        return frozenset()
+    return frozenset(side for tensor in _tensors(inputs) for side in tensor.shape[1:])
+
+
+def task_facts(sizes: TaskSizes) -> tuple:
+    """(signature, input sides) of the unreduced task: its result's signature from a meta run (None when that cannot
+    tell) and the non-batch dimensions of its inputs."""
     module = None
     with _quiet():
         try:
             module = _load(sizes.path, sizes.source.decode("utf-8"))
-            return _meta_check(module)[1]
+            return _meta_check(module)[1], _input_sides(module)
         except Exception:
-            return None
+            return None, frozenset()
         finally:
             if module is not None:
                 sys.modules.pop(module.__name__, None)
+
+
+def _linear_fix(sizes: TaskSizes, values: dict, fixes: dict, error: str) -> dict:
+    """Factor rewrites (start -> (end, new int)) fitting one not yet fitted product to the features a Linear got, when
+    `error` says a Linear got the wrong width and a product of the classes is the in_features it expected; {} when
+    not. The product's trailing equal factors <= SMALL_LIMIT (the final feature map's side) become the root that
+    makes it equal the width the Linear got; its other factors stay as `values` make them."""
+    match = next((found for pattern in LINEAR_MISMATCH if (found := pattern.search(error))), None)
+    if not match:
+        return {}
+    got, expected = int(match.group(2)), int(match.group(3))
+    for product in sizes.products:
+        if any(start in fixes for start, _, _ in product.factors):
+            continue
+        new = [values.get(value, value) if value > SMALL_LIMIT else value for _, _, value in product.factors]
+        if math.prod(new) != expected:
+            continue
+        run = 0
+        while run < len(new) and product.factors[-1 - run][2] <= SMALL_LIMIT and new[-1 - run] == new[-1]:
+            run += 1
+        rest = math.prod(new[:len(new) - run])
+        if not run or got % rest:
+            continue
+        side = round((got // rest) ** (1 / run))
+        if side >= 1 and side ** run == got // rest:
+            return {start: (end, side) for start, end, _ in product.factors[len(new) - run:]}
+    return {}
+
+
+def _pool_fix(sizes: TaskSizes, fixes: dict, error: str) -> dict:
+    """The window of the one not yet fitted whole-map pool that is bigger than the input `error` says a pool got
+    (square, C x s x s, s >= 2), made s (the reduced image's final map); {} when there is no such single pool."""
+    match = POOL_TOO_SMALL.search(error)
+    sides = {int(side) for side in match.group(1).split("x")[1:]} if match else set()
+    if len(sides) != 1:
+        return {}
+    side = sides.pop()
+    if side < MIN_DIVISOR:
+        return {}  # a window of 1 would pool nothing
+    pools = [(start, end) for start, end, value in sizes.pools if start not in fixes and value > side]
+    return {pools[0][0]: (pools[0][1], side)} if len(pools) == 1 else {}
+
+
+def _fix(sizes: TaskSizes, values: dict, fixes: dict, error: str) -> dict:
+    """Literal rewrites (start -> (end, new int)) fitting the classifier of a whole model to a reduced image, from
+    the error of its forward: a Linear's in_features product or a whole-map pool's window; {} when neither."""
+    return _linear_fix(sizes, values, fixes, error) or _pool_fix(sizes, fixes, error)
 
 
 # ---- the search ------------------------------------------------------------------------------------------------
@@ -585,17 +753,24 @@ class _Failures:
 
 
 def _search(sizes: TaskSizes, preset: Preset, max_elements: int):
-    """(values, source, outcome) of the first candidate that validates; ReduceError when none does."""
-    seen, failures, expected = set(), _Failures(), task_signature(sizes)
-    for values in candidates(sizes, preset):
+    """(values, fixes, source, outcome) of the first candidate that validates, its Linear products fitted to the
+    features they get (fixes: literal start -> (end, new int)); ReduceError when none does."""
+    seen, failures = set(), _Failures()
+    expected, input_sides = task_facts(sizes)
+    for values in candidates(sizes, preset, input_sides if sizes.widths else frozenset()):
         key = tuple(sorted(values.items()))
         if key in seen or failures.hopeless(values):
             continue
         seen.add(key)
+        fixes = {}
         source = rewrite(sizes, values)
         outcome = validate(sizes.path, source, max_elements, expected)
+        while not outcome.ok and (more := _fix(sizes, values, fixes, outcome.error)):
+            fixes.update(more)
+            source = rewrite(sizes, values, fixes)
+            outcome = validate(sizes.path, source, max_elements, expected)
         if outcome.ok:
-            return values, source, outcome
+            return values, fixes, source, outcome
         if outcome.fatal:
             raise ReduceError(f"cannot reduce {sizes.path}: {outcome.error}")
         failures.note(values, outcome, max_elements)
@@ -608,15 +783,18 @@ def reduce_task(path: str, preset: str = "aligned", max_elements: int = DEFAULT_
                 widths: bool = False) -> ReducedTask:
     """A reduced-size copy of the KernelBench task at `path` (see the module docstring); ReduceError if none.
     `widths`: also rewrite the integer literals > 16 of the task's classes (whole models whose layer widths are
-    written out, as in VGG, and constructor defaults such as Swin's img_size), equal values alike, and the global
-    batch_size even when it is small (VGG's classifier needs 224x224 images: only the batch can shrink)."""
+    written out, as in VGG, and constructor defaults such as Swin's img_size), equal values alike, the global
+    batch_size even when it is small, and a Linear's in_features written as a product of literals fitted to the
+    reduced image (VGG's `512 * 7 * 7`), as is a whole-map pool's window (MobileNetV1's `AvgPool2d(7)`); an input's
+    image side is also tried held at a floor with all else shrunk (VGG and DenseNet: one 32x32 image, widths of a
+    few channels)."""
     if preset not in PRESETS:
         raise ReduceError(f"preset must be one of {', '.join(PRESETS)}, not {preset!r}")
     if max_elements < 1:
         raise ReduceError(f"max_elements must be positive, not {max_elements}")
     sizes = read_task(path, widths)
-    values, source, outcome = _search(sizes, PRESETS[preset], max_elements)
-    mapping = _mapping(sizes, values, outcome.module)
+    values, fixes, source, outcome = _search(sizes, PRESETS[preset], max_elements)
+    mapping = _mapping(sizes, values, outcome.module, fixes)
     changed = {old: new for old, new in values.items() if old != new}
     return ReducedTask(header(path, preset, mapping) + source, mapping, outcome.elements, changed)
 

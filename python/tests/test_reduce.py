@@ -359,6 +359,101 @@ def test_widths_reduces_the_literals_of_the_classes_alike(tmp_path):
     assert f"image_size={image}" in reduced.source and "max_pool2d(self.block(self.stem(x)), 4)" in reduced.source
 
 
+FLATTENED_HEAD = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, num_classes=1000):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 64, kernel_size=7, padding=3), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Conv2d(64, 128, kernel_size=3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Conv2d(128, 256, kernel_size=3, padding=1), nn.MaxPool2d(2), nn.MaxPool2d(2), nn.MaxPool2d(2))
+        self.classifier = nn.Sequential(nn.Linear(256 * 7 * 7, 512), nn.ReLU(inplace=True),
+                                        nn.Linear(512, num_classes))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+batch_size = 10
+num_classes = 1000
+
+
+def get_inputs():
+    return [torch.rand(batch_size, 3, 224, 224)]
+
+
+def get_init_inputs():
+    return [num_classes]
+'''
+
+
+def test_widths_fits_a_flattened_head_to_the_reduced_image(tmp_path):
+    """VGG's classifier is built for the full image (`nn.Linear(512 * 7 * 7, 4096)`): with widths the image still
+    shrinks (to a side the five pools allow) and the product's trailing side factors follow it, the width factor
+    as the widths map it; the kernel size 7 elsewhere is left alone."""
+    path = write_task(tmp_path, FLATTENED_HEAD)
+    reduced = reduce_task(path, widths=True)
+    check_reduced(reduced, path, tmp_path, DEFAULT_MAX_ELEMENTS, widths=True)
+    image, channels, hidden = (reduced.mapping[key] for key in ("get_inputs:224", "model:256", "model:512"))
+    side = image // 2 ** 5  # five 2x2 max pools, each rounding down
+    assert 1 <= side < 7 and reduced.input_elements == reduced.mapping["batch_size"] * 3 * image ** 2
+    assert reduced.mapping["model:256 * 7 * 7"] == f"{channels} * {side} * {side}"
+    assert f"nn.Linear({channels} * {side} * {side}, {hidden})" in reduced.source
+    assert f"nn.Conv2d(3, {reduced.mapping['model:64']}, kernel_size=7, padding=3)" in reduced.source
+    with pytest.raises(ReduceError):
+        reduce_task(path)  # without widths the classes stay as written: the image must stay 224, over the budget
+
+
+WHOLE_MAP_POOL = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, num_classes=1000):
+        super().__init__()
+        widths = [3, 32, 64, 128, 256, 512]
+        self.features = nn.Sequential(
+            *[nn.Conv2d(widths[i], widths[i + 1], 3, stride=2, padding=1) for i in range(5)],
+            nn.AvgPool2d(7),
+        )
+        self.fc = nn.Linear(512, num_classes)
+
+    def forward(self, x):
+        x = self.features(x)
+        return self.fc(x.view(x.size(0), -1))
+
+
+batch_size = 10
+height = 224
+width = 224
+
+
+def get_inputs():
+    return [torch.rand(batch_size, 3, height, width)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_widths_fits_a_whole_map_pool_to_the_reduced_image(tmp_path):
+    """MobileNetV1 pools its final 7x7 map with `nn.AvgPool2d(7)` (the window its stride too): with widths the image
+    shrinks and that window becomes the reduced final map's side (2 at least, so that it still pools)."""
+    path = write_task(tmp_path, WHOLE_MAP_POOL)
+    reduced = reduce_task(path, widths=True)
+    check_reduced(reduced, path, tmp_path, DEFAULT_MAX_ELEMENTS, widths=True)
+    image, window = reduced.mapping["height"], reduced.mapping["pool:7"]
+    side = image
+    for _ in range(5):
+        side = (side + 1) // 2  # a 3x3 convolution of stride 2 and padding 1
+    assert image < 224 and 2 <= window == side < 7
+    assert f"nn.AvgPool2d({window})," in reduced.source and "stride=2, padding=1)" in reduced.source
+
+
 def test_a_task_already_small_is_copied_as_it_is(tmp_path):
     path = write_task(tmp_path, ALREADY_SMALL)
     reduced = reduce_task(path)
@@ -459,6 +554,26 @@ def test_level3_tasks_reduce_with_widths(task, tmp_path):
     budget = ONE_IMAGE if task.name in LEVEL3_BUDGETS else DEFAULT_MAX_ELEMENTS
     reduced = reduce_task(str(task), max_elements=budget, widths=True)
     check_reduced(reduced, task, tmp_path, budget, widths=True)
+
+
+# Whole models whose image shrinks with widths though their classifier is built for 224x224 images (a Linear's
+# in_features written as channels * 7 * 7, or MobileNetV1's AvgPool2d(7), fitted to the reduced image) or whose
+# pools need a 32x downsampling: the smallest budget they fit with a reduced image (the CPU suite's interpreter
+# time grows with the image).
+SHRUNK_IMAGE_BUDGETS = {"5_AlexNet.py": 16384, "11_VGG16.py": 4096, "12_VGG19.py": 4096, "15_DenseNet121.py": 4096,
+                        "16_DenseNet201.py": 4096, "19_MobileNetV1.py": 16384}
+
+
+@pytest.mark.parametrize("name", sorted(SHRUNK_IMAGE_BUDGETS))
+def test_whole_models_shrink_their_image_with_widths(name, tmp_path):
+    task = KERNELBENCH / "level3" / name
+    if not task.is_file():
+        pytest.skip(f"no {task}")
+    budget = SHRUNK_IMAGE_BUDGETS[name]
+    reduced = reduce_task(str(task), max_elements=budget, widths=True)
+    check_reduced(reduced, task, tmp_path, budget, widths=True)
+    image = reduced.mapping.get("get_inputs:224", reduced.mapping.get("height"))
+    assert image < 224 and reduced.input_elements == reduced.mapping["batch_size"] * 3 * image ** 2
 
 
 @pytest.mark.parametrize("name", ODD_SAMPLE)

@@ -3,6 +3,7 @@ default backend) and `egg bench`, on tiny tasks (tests/fixtures/tasks/expert) in
 
 Every egg process pays for a worker start (importing torch), so each command whose output several tests read
 runs once, in a module-scoped fixture with its own EGG_HOME."""
+import concurrent.futures
 import json
 import os
 import shutil
@@ -41,6 +42,9 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+
+
+COMPILE_WORKERS = 2  # the compiled fixture's concurrent `egg compile` runs
 
 
 def make_egg(tmp_path_factory, name: str) -> Egg:
@@ -155,7 +159,10 @@ def compiled(tmp_path_factory):
         "stale": ["softmax_8x32.py", "--out", "out/softmax_stale.py", "--design", json.dumps(
             {"seed": 0, "kernels": {"egg_k7_gone": {"algorithm": "flat", "xblock": 64}}})],
     }
-    runs = {name: egg.run("compile", *args, "--device", "cpu") for name, args in commands.items()}
+    # Two at a time (CI's two cores; each compile is one mostly single-threaded process), each to its own output.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=COMPILE_WORKERS) as pool:
+        futures = {name: pool.submit(egg.run, "compile", *args, "--device", "cpu") for name, args in commands.items()}
+    runs = {name: future.result() for name, future in futures.items()}
     for name, proc in runs.items():
         assert proc.returncode == 0, f"{name}: {proc.stderr}"
     return egg, runs
