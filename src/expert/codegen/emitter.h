@@ -107,6 +107,8 @@ class KernelEmitter {
   Operand Arange(const Node& node, const Value& out, const std::vector<Index>& index);
   Operand Gather(const Node& node, const Value& out, const std::vector<Index>& index);
   Operand IndexSelect(const Node& node, const std::vector<Index>& index);
+  Operand IndexTensor(const Node& node, const std::vector<Index>& index);
+  Operand Embedding(const Node& node, const std::vector<Index>& index);
   Index Positions(int index_value, const std::vector<Index>& position_index, int64_t size, bool wrap);
   Operand Bind(const std::string& expression, DType dtype);
   std::string Condition() const;

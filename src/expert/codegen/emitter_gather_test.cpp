@@ -1,0 +1,122 @@
+// Indirect reads in kernels: embedding, index with several index tensors, and the bitwise ops of mask
+// building.
+#include <gtest/gtest.h>
+
+#include "expert/codegen/candidate_file.h"
+#include "expert/ir/ops.h"
+#include "expert/ir/test_graphs.h"
+#include "expert/plan/plan.h"
+
+namespace egg::expert {
+namespace {
+
+using testing::Count;
+using testing::LoadGraph;
+
+Json Meta(const std::vector<int64_t>& shape, const std::string& dtype = "float32") {
+  return {{"shape", shape}, {"stride", ContiguousStrides(shape)}, {"offset", 0}, {"dtype", dtype}};
+}
+
+Json Input(const std::string& name, int position, const Json& meta) {
+  return {{"name", name}, {"position", position}, {"kind", "tensor"}, {"meta", meta}};
+}
+
+Json NodeJson(const std::string& name, const std::string& op, const Json& args, const Json& meta) {
+  return {{"name", name}, {"op", op}, {"args", args}, {"kwargs", Json::object()}, {"meta", meta}};
+}
+
+Json Ref(const std::string& name) { return {{"node", name}}; }
+
+// (Json::array: a one-element brace list would be copied, not wrapped.)
+Json GraphJson(const std::vector<Json>& inputs, const std::vector<Json>& nodes, const std::string& output) {
+  return {{"format", "egg-graph"},      {"version", 1},
+          {"torch", "fixture"},         {"mode", "eval"},
+          {"inputs", Json(inputs)},     {"state", Json::array()},
+          {"nodes", Json(nodes)},       {"outputs", Json::array({Ref(output)})},
+          {"mutations", Json::array()}, {"returns", "tensor"}};
+}
+
+std::string CandidateSource(const Graph& graph) {
+  const Candidate candidate = GenerateCandidate(graph, "", "indexing", CandidateDesign{});
+  EXPECT_TRUE(candidate.source) << candidate.problem;
+  return candidate.source.value_or("");
+}
+
+TEST(GatherEmitTest, EmbeddingReadsTheTableRowItsPositionHolds) {
+  const Graph graph = LoadGraph(
+      GraphJson({Input("table", 0, Meta({16, 8})), Input("ids", 1, Meta({2, 6}, "int64"))},
+                {NodeJson("embedding", "aten.embedding.default", {Ref("table"), Ref("ids")}, Meta({2, 6, 8})),
+                 NodeJson("relu", "aten.relu.default", Json::array({Ref("embedding")}), Meta({2, 6, 8}))},
+                "relu"));
+  const Plan plan = MakePlan(graph, {});
+  EXPECT_TRUE(plan.extern_ops.empty());
+  ASSERT_EQ(plan.kernels.size(), 1U);  // the look-up is computed where relu reads it
+  const std::string source = CandidateSource(graph);
+  EXPECT_EQ(Count(source, "tl.store("), 1U);
+  EXPECT_NE(source.find("tl.load(ptr1 + ((xindex % 8) + 8*tmp0), xmask"), std::string::npos) << source;
+}
+
+TEST(GatherEmitTest, AdjacentIndexTensorsBroadcastInTheirPlace) {
+  // x[rows, cols] with rows [2, 1] and cols [1, 3] (transformers' mask read at (batch, position)): out [2,
+  // 3].
+  const Graph graph = LoadGraph(GraphJson(
+      {Input("x", 0, Meta({4, 5}, "int64")), Input("rows", 1, Meta({2, 1}, "int64")),
+       Input("cols", 2, Meta({1, 3}, "int64"))},
+      {NodeJson("index", "aten.index.Tensor", {Ref("x"), {Ref("rows"), Ref("cols")}}, Meta({2, 3}, "int64")),
+       NodeJson("le", "aten.le.Scalar", {Ref("index"), 2}, Meta({2, 3}, "bool"))},
+      "le"));
+  const Plan plan = MakePlan(graph, {});
+  EXPECT_TRUE(plan.extern_ops.empty());
+  const std::string source = CandidateSource(graph);
+  // Each position read at its own broadcast index, negative ones from the end.
+  EXPECT_NE(source.find("tl.load(ptr0 + ((xindex // 3)), xmask"), std::string::npos) << source;
+  EXPECT_NE(source.find("tl.load(ptr1 + ((xindex % 3)), xmask"), std::string::npos) << source;
+  EXPECT_EQ(Count(source, " + 4, "), 1U) << source;
+  EXPECT_EQ(Count(source, " + 5, "), 1U) << source;
+  EXPECT_NE(source.find("tl.load(ptr2 + (5*tmp1 + tmp3), xmask"), std::string::npos) << source;
+}
+
+TEST(GatherEmitTest, SeparatedIndexTensorsPutTheirShapeFirst) {
+  // x[rows, :, cols] with rows [2, 1], cols [1, 3] over x [4, 6, 5]: out [2, 3, 6] (NumPy's rule).
+  const Graph graph =
+      LoadGraph(GraphJson({Input("x", 0, Meta({4, 6, 5})), Input("rows", 1, Meta({2, 1}, "int64")),
+                           Input("cols", 2, Meta({1, 3}, "int64"))},
+                          {NodeJson("index", "aten.index.Tensor",
+                                    {Ref("x"), {Ref("rows"), nullptr, Ref("cols")}}, Meta({2, 3, 6})),
+                           NodeJson("neg", "aten.neg.default", Json::array({Ref("index")}), Meta({2, 3, 6}))},
+                          "neg"));
+  const Plan plan = MakePlan(graph, {});
+  EXPECT_TRUE(plan.extern_ops.empty());
+  const std::string source = CandidateSource(graph);
+  EXPECT_NE(source.find("tl.load(ptr0 + ((xindex // 18)), xmask"), std::string::npos) << source;
+  EXPECT_NE(source.find("tl.load(ptr1 + (((xindex // 6) % 3)), xmask"), std::string::npos) << source;
+  EXPECT_NE(source.find("tl.load(ptr2 + (5*(xindex % 6) + 30*tmp1 + tmp3)"), std::string::npos)
+      << source;  // the middle dim keeps its stride
+}
+
+TEST(GatherEmitTest, BooleanIndexTensorsStayInPyTorch) {
+  const Graph graph = LoadGraph(
+      GraphJson({Input("x", 0, Meta({4, 5})), Input("keep", 1, Meta({4}, "bool"))},
+                {NodeJson("index", "aten.index.Tensor", {Ref("x"), {Ref("keep")}}, Meta({3, 5}))}, "index"));
+  const Plan plan = MakePlan(graph, {});
+  EXPECT_EQ(plan.extern_ops, std::vector<std::string>{"aten.index.Tensor"});
+}
+
+TEST(BitwiseLoweringTest, BoolsAreInt1AndLiteralsGoRight) {
+  Node node;
+  node.op = "aten.bitwise_and.Tensor";
+  const Operand literal{"1", DType::kBool, true};
+  const Operand mask{"tmp3", DType::kBool, false};
+  const Operand count{"tmp4", DType::kInt64, false};
+  EXPECT_EQ(LowerPointwise(node, {literal, mask}, DType::kBool).code, "(tmp3 & True)");
+  EXPECT_EQ(LowerPointwise(node, {mask, count}, DType::kBool).code, "(tmp3 & (tmp4 != 0))");
+  node.op = "aten.bitwise_xor.Scalar";
+  EXPECT_EQ(LowerPointwise(node, {count, Operand{"5", DType::kInt64, true}}, DType::kInt64).code,
+            "(tmp4 ^ 5)");
+  node.op = "aten.bitwise_or.Tensor";
+  EXPECT_EQ(ClassifyOp(node.op), OpClass::kPointwise);
+  EXPECT_EQ(ClassifyOp("aten.embedding.default"), OpClass::kGather);
+}
+
+}  // namespace
+}  // namespace egg::expert
