@@ -1,6 +1,7 @@
 """Black-box tests of the ops that read at computed positions and build masks (embedding, index with several
-index tensors, bitwise ops): each task compiled by the real `egg compile` with nothing left to PyTorch, checked
-by `egg eval` in Triton's interpreter, and every kernel compiled for sm_90 by Triton's own compiler."""
+index tensors, bitwise ops, nearest and linear interpolation): each task compiled by the real `egg compile` with
+nothing left to PyTorch, checked by `egg eval` in Triton's interpreter, and every kernel compiled for sm_90 by
+Triton's own compiler."""
 import json
 import os
 import shutil
@@ -13,7 +14,8 @@ from conftest import ROOT, Egg
 GPU_COMPILE = ROOT / "tests" / "blackbox" / "gpu_compile.py"
 EXPERT_TASKS = ROOT / "tests" / "fixtures" / "tasks" / "expert"
 # candidate -> (task, seed)
-CANDIDATES = {f"mask_s{seed}": ("mask_embedding.py", seed) for seed in range(2)}
+CANDIDATES = {**{f"mask_s{seed}": ("mask_embedding.py", seed) for seed in range(2)},
+              "interpolate": ("interpolate.py", 0)}
 
 
 @pytest.fixture(scope="module")

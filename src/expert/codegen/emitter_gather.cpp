@@ -38,6 +38,9 @@ Operand KernelEmitter::Gather(const Node& node, const Value& out, const std::vec
   if (node.op == "aten.embedding.default") {
     return Embedding(node, index);
   }
+  if (node.op.rfind("aten.upsample_", 0) == 0) {
+    return Interpolate(node, out, index);
+  }
   const auto dim = static_cast<size_t>(NormalizeDim(IntOf(node, 1, "dim", 0), in_shape.size()));
   const int index_value = node.args.at(2).value;
   const auto position_index = BroadcastIndex(index, out.meta->shape, ShapeOf(graph_, index_value));

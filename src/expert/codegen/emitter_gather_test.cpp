@@ -102,6 +102,59 @@ TEST(GatherEmitTest, BooleanIndexTensorsStayInPyTorch) {
   EXPECT_EQ(plan.extern_ops, std::vector<std::string>{"aten.index.Tensor"});
 }
 
+// upsample(x) of x [1, 2, 4, 6] to `out`, read by relu.
+Graph Upsample(const std::string& op, const Json& args, const std::vector<int64_t>& out) {
+  Json all = Json::array({Ref("x")});
+  for (const Json& arg : args) {
+    all.push_back(arg);
+  }
+  return LoadGraph(GraphJson({Input("x", 0, Meta({1, 2, 4, 6}))},
+                             {NodeJson("up", op, all, Meta(out)),
+                              NodeJson("relu", "aten.relu.default", Json::array({Ref("up")}), Meta(out))},
+                             "relu"));
+}
+
+TEST(InterpolateEmitTest, NearestAtIntegerRatiosIsIndexArithmetic) {
+  // Twice the size (ATen's shortcut) and half of it (a float32 scale of exactly 2): no float arithmetic.
+  std::string source = CandidateSource(
+      Upsample("aten.upsample_nearest2d.vec", {nullptr, Json::array({2.0, 2.0})}, {1, 2, 8, 12}));
+  EXPECT_EQ(Count(source, "tl.floor"), 0U) << source;
+  EXPECT_NE(
+      source.find("tl.load(ptr0 + (((xindex // 2) % 6) + 6*((xindex // 24) % 4) + 24*(xindex // 96)), xmask"),
+      std::string::npos)
+      << source;
+  source = CandidateSource(
+      Upsample("aten.upsample_nearest2d.vec", {nullptr, Json::array({0.5, 0.5})}, {1, 2, 2, 3}));
+  EXPECT_EQ(Count(source, "tl.floor"), 0U) << source;
+  EXPECT_EQ(Count(source, "tl.load("), 1U) << source;
+}
+
+TEST(InterpolateEmitTest, NearestAtOtherRatiosFloorsAFloat32Product) {
+  // Three times the size: ATen multiplies by float(1 / 3); by size 7x5 from 4x6: by 4/7 and 6/5 in float32.
+  std::string source = CandidateSource(
+      Upsample("aten.upsample_nearest2d.vec", {nullptr, Json::array({3.0, 3.0})}, {1, 2, 12, 18}));
+  EXPECT_EQ(Count(source, "* 0.333333343).to(tl.int32), "), 2U) << source;
+  source =
+      CandidateSource(Upsample("aten.upsample_nearest2d.vec", {Json::array({7, 5}), nullptr}, {1, 2, 7, 5}));
+  EXPECT_NE(source.find("* 0.571428597).to(tl.int32), 3)"), std::string::npos) << source;
+  EXPECT_NE(source.find("* 1.20000005).to(tl.int32), 5)"), std::string::npos) << source;
+}
+
+TEST(InterpolateEmitTest, BilinearBlendsFourNeighboursEitherAlignment) {
+  const std::vector<int64_t> out = {1, 2, 6, 9};
+  std::string source = CandidateSource(
+      Upsample("aten.upsample_bilinear2d.vec", {nullptr, true, Json::array({1.5, 1.5})}, out));
+  EXPECT_EQ(Count(source, "tl.load("), 4U) << source;
+  EXPECT_EQ(Count(source, "tl.maximum("), 0U)
+      << source;  // align_corners: scale * index, (in - 1) / (out - 1)
+  EXPECT_NE(source.find("* 0.600000024"), std::string::npos) << source;
+  source =
+      CandidateSource(Upsample("aten.upsample_bilinear2d.vec", {Json::array({6, 9}), false, nullptr}, out));
+  EXPECT_EQ(Count(source, "tl.load("), 4U) << source;
+  EXPECT_EQ(Count(source, " + 0.5) * "), 2U) << source;  // half-pixel centres clamped at 0, in / out
+  EXPECT_NE(source.find("* 0.666666687 - 0.5, 0.0)"), std::string::npos) << source;
+}
+
 TEST(BitwiseLoweringTest, BoolsAreInt1AndLiteralsGoRight) {
   Node node;
   node.op = "aten.bitwise_and.Tensor";
@@ -116,6 +169,7 @@ TEST(BitwiseLoweringTest, BoolsAreInt1AndLiteralsGoRight) {
   node.op = "aten.bitwise_or.Tensor";
   EXPECT_EQ(ClassifyOp(node.op), OpClass::kPointwise);
   EXPECT_EQ(ClassifyOp("aten.embedding.default"), OpClass::kGather);
+  EXPECT_EQ(ClassifyOp("aten.upsample_bilinear2d.vec"), OpClass::kGather);
 }
 
 }  // namespace

@@ -28,6 +28,14 @@ void AddIndexingClasses(std::map<std::string, OpClass>* table) {
     (*table)[op] = OpClass::kPointwise;
   }
   (*table)["aten.embedding.default"] = OpClass::kGather;
+  for (const char* op :
+       {"aten.upsample_nearest1d.vec", "aten.upsample_nearest2d.vec", "aten.upsample_nearest3d.vec",
+        "aten.upsample_nearest1d.default", "aten.upsample_nearest2d.default",
+        "aten.upsample_nearest3d.default", "aten.upsample_linear1d.vec", "aten.upsample_bilinear2d.vec",
+        "aten.upsample_trilinear3d.vec", "aten.upsample_linear1d.default", "aten.upsample_bilinear2d.default",
+        "aten.upsample_trilinear3d.default"}) {
+    (*table)[op] = OpClass::kGather;  // the input read at computed positions
+  }
 }
 
 std::optional<std::string> LowerBitwise(const Node& node, const std::vector<Operand>& operands, DType out) {
