@@ -1,7 +1,7 @@
 """Black-box tests of the ops that read at computed positions and build masks (embedding, index with several
-index tensors, bitwise ops, nearest and linear interpolation): each task compiled by the real `egg compile` with
-nothing left to PyTorch, checked by `egg eval` in Triton's interpreter, and every kernel compiled for sm_90 by
-Triton's own compiler."""
+index tensors, bitwise ops, nearest and linear interpolation) and of the row sorts (sort, topk): each task
+compiled by the real `egg compile` with nothing left to PyTorch, checked by `egg eval` in Triton's interpreter,
+and every kernel compiled for sm_90 by Triton's own compiler."""
 import json
 import os
 import shutil
@@ -15,7 +15,7 @@ GPU_COMPILE = ROOT / "tests" / "blackbox" / "gpu_compile.py"
 EXPERT_TASKS = ROOT / "tests" / "fixtures" / "tasks" / "expert"
 # candidate -> (task, seed)
 CANDIDATES = {**{f"mask_s{seed}": ("mask_embedding.py", seed) for seed in range(2)},
-              "interpolate": ("interpolate.py", 0)}
+              "interpolate": ("interpolate.py", 0), "sort": ("sort_topk.py", 0), "sort_s1": ("sort_topk.py", 1)}
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "expert/codegen/candidate_file.h"
+#include "expert/codegen/emitter.h"
 #include "expert/ir/ops.h"
 #include "expert/ir/test_graphs.h"
 #include "expert/plan/plan.h"
@@ -11,30 +12,12 @@ namespace egg::expert {
 namespace {
 
 using testing::Count;
+using testing::GraphJson;
+using testing::Input;
 using testing::LoadGraph;
-
-Json Meta(const std::vector<int64_t>& shape, const std::string& dtype = "float32") {
-  return {{"shape", shape}, {"stride", ContiguousStrides(shape)}, {"offset", 0}, {"dtype", dtype}};
-}
-
-Json Input(const std::string& name, int position, const Json& meta) {
-  return {{"name", name}, {"position", position}, {"kind", "tensor"}, {"meta", meta}};
-}
-
-Json NodeJson(const std::string& name, const std::string& op, const Json& args, const Json& meta) {
-  return {{"name", name}, {"op", op}, {"args", args}, {"kwargs", Json::object()}, {"meta", meta}};
-}
-
-Json Ref(const std::string& name) { return {{"node", name}}; }
-
-// (Json::array: a one-element brace list would be copied, not wrapped.)
-Json GraphJson(const std::vector<Json>& inputs, const std::vector<Json>& nodes, const std::string& output) {
-  return {{"format", "egg-graph"},      {"version", 1},
-          {"torch", "fixture"},         {"mode", "eval"},
-          {"inputs", Json(inputs)},     {"state", Json::array()},
-          {"nodes", Json(nodes)},       {"outputs", Json::array({Ref(output)})},
-          {"mutations", Json::array()}, {"returns", "tensor"}};
-}
+using testing::Meta;
+using testing::NodeJson;
+using testing::Ref;
 
 std::string CandidateSource(const Graph& graph) {
   const Candidate candidate = GenerateCandidate(graph, "", "indexing", CandidateDesign{});
@@ -47,7 +30,7 @@ TEST(GatherEmitTest, EmbeddingReadsTheTableRowItsPositionHolds) {
       GraphJson({Input("table", 0, Meta({16, 8})), Input("ids", 1, Meta({2, 6}, "int64"))},
                 {NodeJson("embedding", "aten.embedding.default", {Ref("table"), Ref("ids")}, Meta({2, 6, 8})),
                  NodeJson("relu", "aten.relu.default", Json::array({Ref("embedding")}), Meta({2, 6, 8}))},
-                "relu"));
+                {"relu"}));
   const Plan plan = MakePlan(graph, {});
   EXPECT_TRUE(plan.extern_ops.empty());
   ASSERT_EQ(plan.kernels.size(), 1U);  // the look-up is computed where relu reads it
@@ -64,7 +47,7 @@ TEST(GatherEmitTest, AdjacentIndexTensorsBroadcastInTheirPlace) {
        Input("cols", 2, Meta({1, 3}, "int64"))},
       {NodeJson("index", "aten.index.Tensor", {Ref("x"), {Ref("rows"), Ref("cols")}}, Meta({2, 3}, "int64")),
        NodeJson("le", "aten.le.Scalar", {Ref("index"), 2}, Meta({2, 3}, "bool"))},
-      "le"));
+      {"le"}));
   const Plan plan = MakePlan(graph, {});
   EXPECT_TRUE(plan.extern_ops.empty());
   const std::string source = CandidateSource(graph);
@@ -84,7 +67,7 @@ TEST(GatherEmitTest, SeparatedIndexTensorsPutTheirShapeFirst) {
                           {NodeJson("index", "aten.index.Tensor",
                                     {Ref("x"), {Ref("rows"), nullptr, Ref("cols")}}, Meta({2, 3, 6})),
                            NodeJson("neg", "aten.neg.default", Json::array({Ref("index")}), Meta({2, 3, 6}))},
-                          "neg"));
+                          {"neg"}));
   const Plan plan = MakePlan(graph, {});
   EXPECT_TRUE(plan.extern_ops.empty());
   const std::string source = CandidateSource(graph);
@@ -95,11 +78,24 @@ TEST(GatherEmitTest, SeparatedIndexTensorsPutTheirShapeFirst) {
 }
 
 TEST(GatherEmitTest, BooleanIndexTensorsStayInPyTorch) {
-  const Graph graph = LoadGraph(
-      GraphJson({Input("x", 0, Meta({4, 5})), Input("keep", 1, Meta({4}, "bool"))},
-                {NodeJson("index", "aten.index.Tensor", {Ref("x"), {Ref("keep")}}, Meta({3, 5}))}, "index"));
+  const Graph graph = LoadGraph(GraphJson(
+      {Input("x", 0, Meta({4, 5})), Input("keep", 1, Meta({4}, "bool"))},
+      {NodeJson("index", "aten.index.Tensor", {Ref("x"), Json::array({Ref("keep")})}, Meta({3, 5}))},
+      {"index"}));
   const Plan plan = MakePlan(graph, {});
   EXPECT_EQ(plan.extern_ops, std::vector<std::string>{"aten.index.Tensor"});
+  std::map<int, TensorMeta> memory;
+  for (int input : graph.Inputs()) {
+    memory[input] = *ValueAt(graph, input).meta;
+  }
+  KernelEmitter emitter(graph, memory, MaskSet::Flat());
+  const Index x = Index::Var("xindex", 15);
+  try {
+    emitter.Emit(graph.nodes[0].value, {x.FloorDiv(5), x.Mod(5)});
+    ADD_FAILURE() << "a boolean index emitted";
+  } catch (const NotFusable& error) {
+    EXPECT_NE(std::string(error.what()).find("a boolean or scalar index"), std::string::npos) << error.what();
+  }
 }
 
 // upsample(x) of x [1, 2, 4, 6] to `out`, read by relu.
@@ -111,7 +107,7 @@ Graph Upsample(const std::string& op, const Json& args, const std::vector<int64_
   return LoadGraph(GraphJson({Input("x", 0, Meta({1, 2, 4, 6}))},
                              {NodeJson("up", op, all, Meta(out)),
                               NodeJson("relu", "aten.relu.default", Json::array({Ref("up")}), Meta(out))},
-                             "relu"));
+                             {"relu"}));
 }
 
 TEST(InterpolateEmitTest, NearestAtIntegerRatiosIsIndexArithmetic) {

@@ -36,6 +36,9 @@ void AddIndexingClasses(std::map<std::string, OpClass>* table) {
         "aten.upsample_trilinear3d.default"}) {
     (*table)[op] = OpClass::kGather;  // the input read at computed positions
   }
+  for (const char* op : {"aten.sort.default", "aten.sort.stable", "aten.topk.default"}) {
+    (*table)[op] = OpClass::kScan;  // a row kernel, as cumsum's
+  }
 }
 
 std::optional<std::string> LowerBitwise(const Node& node, const std::vector<Operand>& operands, DType out) {

@@ -1,5 +1,5 @@
-// The op table's integer and indexing part (ir/ops.h reads it): bitwise ops on bools and integers, and the
-// ops that read their input at computed positions (embedding, interpolation).
+// The op table's integer and indexing part (ir/ops.h reads it): bitwise ops on bools and integers, the ops
+// that read their input at computed positions (embedding, interpolation), and sort and topk.
 #pragma once
 
 #include <map>
