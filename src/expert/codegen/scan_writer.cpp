@@ -85,7 +85,13 @@ KernelSource KernelWriter::WriteSort() {
   emitter_.Line(
       fmt::format("indices = {}(packed & 0xFFFFFFFF)", sort.descending ? fmt::format("{} - ", last) : ""));
   const bool all = sort.keep == kernel_.length;
-  if (!all) {
+  std::string store_mask = all ? "mask" : "kmask";
+  if (sort.keep == 1 && !all) {
+    // The top one: its address has no rindex, so it is stored as a column.
+    emitter_.Line("values = tl.sum(tl.where(rindex == 0, values, 0.0), 1)[:, None]");
+    emitter_.Line("indices = tl.sum(tl.where(rindex == 0, indices, 0), 1)[:, None]");
+    store_mask = "xmask";
+  } else if (!all) {
     emitter_.Line(fmt::format("kmask = xmask & (rindex < {})", sort.keep));
   }
   const Operand results[] = {{"values", DType::kFloat32, false}, {"indices", DType::kInt64, false}};
@@ -97,7 +103,7 @@ KernelSource KernelWriter::WriteSort() {
     const auto& out_shape = MetaOf(graph_, output).shape;
     const auto out_index = AnchorIndex(out_shape, {sort.dim}, x, Index::Var("rindex", sort.keep));
     emitter_.DefineRow(output, results[k], Linearize(out_index, out_shape));
-    StoreIfNeeded(output, out_index, results[k], all ? "mask" : "kmask");
+    StoreIfNeeded(output, out_index, results[k], store_mask);
   }
   WriteEpilogues(Linearize(index, meta.shape), graph_.nodes.at(static_cast<size_t>(sort.node)).value);
   std::vector<std::string> body = emitter_.CloseScope();
