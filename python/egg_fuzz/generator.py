@@ -518,8 +518,11 @@ def op_indexing(b: Builder) -> str:
     shape = b.shape(x)
     rank = len(shape)
     kind = b.rng.choice(["gather", "gather_argmax", "index_select", "advanced", "where", "masked_fill", "pad",
-                         "tril", "narrow", "roll"])
+                         "tril", "narrow", "roll", "embedding", "index2", "mask", "sort", "topk", "argsort",
+                         "interpolate"])
     dim = b.rng.randrange(rank)
+    if kind in LOOKUPS:
+        return LOOKUPS[kind](b, x, shape, dim)
     if kind == "gather":
         index_shape = tuple(b.rng.randint(1, s) for s in shape)
         m = b.module("idx", f"self.register_buffer('{{name}}', torch.randint(0, {shape[dim]}, "
@@ -556,6 +559,67 @@ def op_indexing(b: Builder) -> str:
         start = b.rng.randrange(shape[dim] - 1)
         return b.emit("indexing", kind, f"{x}.narrow({dim}, {start}, {b.rng.randint(1, shape[dim] - start)})")
     return b.emit("indexing", kind, f"torch.roll({x}, {b.rng.randint(1, 3)}, {dim})")
+
+
+def _embedding(b: Builder, x: str, shape: tuple, dim: int) -> str:
+    rows = shape[0]
+    index_shape = _random_shape(b.rng, b.rng.randint(1, 2), 16)
+    m = b.module("idx", f"self.register_buffer('{{name}}', torch.randint(0, {rows}, {_dims_text(index_shape)}))")
+    return b.emit("indexing", "embedding", f"F.embedding(self.{m}, {x}.reshape({rows}, -1))")
+
+
+def _index2(b: Builder, x: str, shape: tuple, dim: int) -> str:
+    """x[i, j] over two dims (adjacent, or apart with a slice between) by broadcasting index tensors, some
+    positions negative (transformers' masks read at (batch, position))."""
+    if len(shape) < 2:
+        raise Rejected("rank")
+    first = b.rng.randrange(len(shape) - 1)
+    second = b.rng.randrange(first + 1, min(first + 3, len(shape)))
+    rows = b.module("idx", f"self.register_buffer('{{name}}', torch.randint({-shape[first]}, {shape[first]}, "
+                           f"({b.rng.randint(1, 4)}, 1)))")
+    cols = b.module("idx", f"self.register_buffer('{{name}}', torch.randint(0, {shape[second]}, "
+                           f"(1, {b.rng.randint(1, 4)})))")
+    slots = [":"] * first + [f"self.{rows}"] + [":"] * (second - first - 1) + [f"self.{cols}"]
+    return b.emit("indexing", "index2", f"{x}[{', '.join(slots)}]")
+
+
+def _mask(b: Builder, x: str, shape: tuple, dim: int) -> str:
+    """A boolean mask of comparisons joined by bitwise and, or, xor (of bools and of int64 positions)."""
+    op = b.rng.choice(["&", "|", "^"])
+    position = f"torch.arange({shape[-1]})"
+    return b.emit("indexing", "mask", f"torch.where(({x} > -0.25) {op} ({x} < 0.5) & (({position} & 3) != 1), "
+                                      f"{x}, 0.0)")
+
+
+def _sort(b: Builder, x: str, shape: tuple, dim: int) -> str:
+    descending = b.rng.choice([False, True])
+    return b.emit("indexing", "sort", f"torch.sort({x}, dim={dim}, descending={descending}).values")
+
+
+def _topk(b: Builder, x: str, shape: tuple, dim: int) -> str:
+    k = b.rng.randint(1, shape[dim])
+    largest = b.rng.choice([True, False])
+    return b.emit("indexing", "topk", f"torch.topk({x}, {k}, dim={dim}, largest={largest}).values")
+
+
+def _argsort(b: Builder, x: str, shape: tuple, dim: int) -> str:
+    return b.emit("indexing", "argsort", f"torch.gather({x}, {dim}, torch.argsort({x}, dim={dim}, descending=True))")
+
+
+def _interpolate(b: Builder, x: str, shape: tuple, dim: int) -> str:
+    x = _ranked(b, b.rng.choice([3, 4]))
+    rank = b.values[x].dim()
+    mode = b.rng.choice(["nearest", "linear" if rank == 3 else "bilinear"])
+    align = "" if mode == "nearest" else f", align_corners={b.rng.choice([False, True])}"
+    if b.rng.random() < 0.5:
+        size = tuple(b.rng.randint(1, 9) for _ in range(rank - 2))
+        return b.emit("indexing", f"interpolate_{mode}", f"F.interpolate({x}, size={size}, mode='{mode}'{align})")
+    scale = b.rng.choice([0.5, 1.5, 2.0, 3.0])
+    return b.emit("indexing", f"interpolate_{mode}", f"F.interpolate({x}, scale_factor={scale}, mode='{mode}'{align})")
+
+
+LOOKUPS = {"embedding": _embedding, "index2": _index2, "mask": _mask, "sort": _sort, "topk": _topk,
+           "argsort": _argsort, "interpolate": _interpolate}
 
 
 def op_concat(b: Builder) -> str:

@@ -107,6 +107,17 @@ class KernelEmitter {
   Operand Arange(const Node& node, const Value& out, const std::vector<Index>& index);
   Operand Gather(const Node& node, const Value& out, const std::vector<Index>& index);
   Operand IndexSelect(const Node& node, const std::vector<Index>& index);
+  Operand IndexTensor(const Node& node, const std::vector<Index>& index);
+  Operand Embedding(const Node& node, const std::vector<Index>& index);
+  Operand Interpolate(const Node& node, const Value& out, const std::vector<Index>& index);
+  Index NearestSource(const Index& at, float scale, int64_t in, int64_t out);
+  struct LinearTap {  // a linear interpolation's two neighbours along one dim and their weights
+    Index lo, hi;
+    std::string lo_weight, hi_weight;
+  };
+  LinearTap Tap(const Index& at, float scale, bool align_corners, int64_t in);
+  Operand Blend(int source, std::vector<Index> at, const std::vector<LinearTap>& taps, size_t dim,
+                DType dtype);
   Index Positions(int index_value, const std::vector<Index>& position_index, int64_t size, bool wrap);
   Operand Bind(const std::string& expression, DType dtype);
   std::string Condition() const;

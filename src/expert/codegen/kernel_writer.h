@@ -246,6 +246,7 @@ class KernelWriter {
                             templates::Values values = {});
 
   KernelSource WriteScan();
+  KernelSource WriteSort();
 
   const Graph& graph_;
   const KernelPlan& kernel_;

@@ -1,4 +1,4 @@
-// Scan kernels (cumsum, cumprod) along one dimension.
+// Scan kernels (cumsum, cumprod) and sorts (sort, topk) along one dimension.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +9,9 @@ namespace egg::expert::writer {
 
 KernelSource KernelWriter::WriteScan() {
   const ScanSpec& scan = *kernel_.scan;
+  if (scan.kind == ScanKind::kSort) {
+    return WriteSort();
+  }
   const TensorMeta& meta = MetaOf(graph_, scan.input);
   const int output = graph_.nodes.at(static_cast<size_t>(scan.node)).value;
   const DType out_type = MetaOf(graph_, output).dtype;
@@ -50,13 +53,72 @@ KernelSource KernelWriter::WriteScan() {
   templates::Values values;
   values.text["rows"] = std::to_string(kernel_.rows);
   values.text["length"] = std::to_string(kernel_.length);
-  values.text["kind"] = NameText(scan.kind);
+  values.text["what"] = "cumulative " + NameText(scan.kind);
   values.text["algorithm"] = NameText(kernel_.design.algorithm);
   values.text["body"] = Join(emitter_.CloseScope());
   const int64_t xblock = kernel_.design.xblock;
   return Finish("triton/scan.py.mustache", values,
                 fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
                 {{"XBLOCK", xblock}, {"RBLOCK", kernel_.design.rblock}});
+}
+
+// Each row sorted in one tile: a float32 becomes an int32 key in the floats' order (NaN largest, -0.0 as
+// 0.0), packed above its position (reversed when largest first, so that equal keys keep the lower position
+// first); one tl.sort of the int64s, then values and positions unpacked. topk stores the first k of each row.
+KernelSource KernelWriter::WriteSort() {
+  const ScanSpec& sort = *kernel_.scan;
+  const TensorMeta& meta = MetaOf(graph_, sort.input);
+  const Index x = Index::Var("xindex", kernel_.rows);
+  const auto index = AnchorIndex(meta.shape, {sort.dim}, x, Index::Var("rindex", kernel_.length));
+  const Operand input = emitter_.Emit(sort.input, index);
+  const int64_t last = kernel_.length - 1;
+  const char* pad = sort.descending ? "-9223372036854775808" : "9223372036854775807";
+  emitter_.Line(fmt::format("value = ({}).to(tl.float32) + 0.0", input.code));
+  emitter_.Line("bits = tl.where(value != value, 0x7FC00000, value.to(tl.int32, bitcast=True))");
+  emitter_.Line("key = bits ^ ((bits >> 31) & 0x7FFFFFFF)");
+  emitter_.Line(fmt::format("packed = tl.where(mask, (key.to(tl.int64) << 32) | ({}).to(tl.int64), {})",
+                            sort.descending ? fmt::format("{} - rindex", last) : "rindex", pad));
+  emitter_.Line(
+      fmt::format("packed = tl.sort(packed, 1, descending={})", sort.descending ? "True" : "False"));
+  emitter_.Line("key = (packed >> 32).to(tl.int32)");
+  emitter_.Line("values = (key ^ ((key >> 31) & 0x7FFFFFFF)).to(tl.float32, bitcast=True)");
+  emitter_.Line(
+      fmt::format("indices = {}(packed & 0xFFFFFFFF)", sort.descending ? fmt::format("{} - ", last) : ""));
+  const bool all = sort.keep == kernel_.length;
+  std::string store_mask = all ? "mask" : "kmask";
+  if (sort.keep == 1 && !all) {
+    // The top one: its address has no rindex, so it is stored as a column.
+    emitter_.Line("values = tl.sum(tl.where(rindex == 0, values, 0.0), 1)[:, None]");
+    emitter_.Line("indices = tl.sum(tl.where(rindex == 0, indices, 0), 1)[:, None]");
+    store_mask = "xmask";
+  } else if (!all) {
+    emitter_.Line(fmt::format("kmask = xmask & (rindex < {})", sort.keep));
+  }
+  const Operand results[] = {{"values", DType::kFloat32, false}, {"indices", DType::kInt64, false}};
+  for (size_t k = 0; k < sort.outputs.size(); ++k) {
+    const int output = sort.outputs[k];
+    if (output < 0) {
+      continue;
+    }
+    const auto& out_shape = MetaOf(graph_, output).shape;
+    const auto out_index = AnchorIndex(out_shape, {sort.dim}, x, Index::Var("rindex", sort.keep));
+    emitter_.DefineRow(output, results[k], Linearize(out_index, out_shape));
+    StoreIfNeeded(output, out_index, results[k], store_mask);
+  }
+  WriteEpilogues(Linearize(index, meta.shape), graph_.nodes.at(static_cast<size_t>(sort.node)).value);
+  std::vector<std::string> body = emitter_.CloseScope();
+  emitter_.Line(TileLines(false));
+  emitter_.Append(body);
+  templates::Values values;
+  values.text["rows"] = std::to_string(kernel_.rows);
+  values.text["length"] = std::to_string(kernel_.length);
+  values.text["what"] = all ? std::string(sort.descending ? "sort, largest first" : "sort")
+                            : fmt::format("top {} ({})", sort.keep, sort.descending ? "largest" : "smallest");
+  values.text["algorithm"] = NameText(kernel_.design.algorithm);
+  values.text["body"] = Join(emitter_.CloseScope());
+  return Finish("triton/scan.py.mustache", values,
+                fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, kernel_.design.xblock),
+                {{"XBLOCK", kernel_.design.xblock}, {"RBLOCK", kernel_.design.rblock}});
 }
 
 }  // namespace egg::expert::writer

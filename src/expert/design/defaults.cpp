@@ -218,7 +218,9 @@ KernelDesign DefaultDesign(const KernelPlan& kernel, int seed, Precision precisi
       return design;
     case KernelKind::kScan: {
       const int64_t length = NextPowerOfTwo(std::max<int64_t>(kernel.length, 1));
-      const bool single = (length <= kTileElements) == (seed % 2 == 0);
+      // A sort holds its row in one tile; a scan's seeds alternate between one tile and a loop of tiles.
+      const bool sort = kernel.scan && kernel.scan->kind == ScanKind::kSort;
+      const bool single = sort || (length <= kTileElements) == (seed % 2 == 0);
       return RowDesign(kernel,
                        single && length <= kLargeTileElements ? Algorithm::kSingle : Algorithm::kBlocked);
     }

@@ -122,6 +122,9 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
       return false;
     }
     const bool single = IsSingleTile(design.algorithm);
+    if (kernel.scan && kernel.scan->kind == ScanKind::kSort && !single) {
+      return false;  // a bitonic sort of the whole row in one tile
+    }
     if (single && design.rblock < kernel.length) {
       return false;
     }

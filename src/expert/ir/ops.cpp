@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "expert/ir/ops_indexing.h"
+
 namespace egg::expert {
 namespace {
 
@@ -86,6 +88,7 @@ const std::map<std::string, OpClass>& ClassTable() {
     t["aten.index_select.default"] = OpClass::kGather;
     t["aten.index.Tensor"] = OpClass::kGather;  // one index tensor (Swin's relative position bias lookup)
     t["getitem"] = OpClass::kGetItem;
+    AddIndexingClasses(&t);
     return t;
   }();
   return table;
@@ -479,6 +482,9 @@ std::string OpClassName(OpClass op_class) {
 }
 
 PointwiseCode LowerPointwise(const Node& node, const std::vector<Operand>& operands, DType out) {
+  if (auto bitwise = LowerBitwise(node, operands, out)) {
+    return {std::move(bitwise), "", {}};
+  }
   const auto& table = LoweringTable();
   const auto found = table.find(node.op);
   if (found == table.end()) {

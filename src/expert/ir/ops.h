@@ -25,12 +25,13 @@ enum class OpClass {
   kPointwise,  // one output element from the same position of each input (broadcasting), or a constant
   kReduction,  // sum, mean, amax, amin, prod, var, argmax, argmin, max.dim, min.dim, any, all
   kPool,       // max/avg pooling windows
-  kScan,       // cumsum, cumprod
+  kScan,       // cumsum, cumprod; sort, topk (row kernels)
   kConcat,     // cat: piecewise selection along one dimension
   kGather,     // gather along a dimension with an index tensor
   kGetItem,    // element of a tuple-producing node
   kMatmul,     // mm, bmm, addmm: tl.dot tiles
-  kRecurrent,  // lstm, gru, rnn_tanh, rnn_relu: whole layer stacks, a projection GEMM and a time loop per layer
+  kRecurrent,  // lstm, gru, rnn_tanh, rnn_relu: whole layer stacks, a projection GEMM and a time loop per
+               // layer
   kExtern,     // anything else: runs in PyTorch (convolution, matmul, ...)
 };
 

@@ -39,6 +39,36 @@ inline Json Scaled(Json json, int64_t from, int64_t to) {
   return json;
 }
 
+// Building small graph documents in a test: contiguous tensor metas, inputs, nodes and references to them.
+inline Json Meta(const std::vector<int64_t>& shape, const std::string& dtype = "float32") {
+  return {{"shape", shape}, {"stride", ContiguousStrides(shape)}, {"offset", 0}, {"dtype", dtype}};
+}
+
+inline Json Input(const std::string& name, int position, const Json& meta) {
+  return {{"name", name}, {"position", position}, {"kind", "tensor"}, {"meta", meta}};
+}
+
+inline Json NodeJson(const std::string& name, const std::string& op, const Json& args, const Json& meta) {
+  return {{"name", name}, {"op", op}, {"args", args}, {"kwargs", Json::object()}, {"meta", meta}};
+}
+
+inline Json Ref(const std::string& name) { return {{"node", name}}; }
+
+// A graph document of `inputs` and `nodes` in order, returning `outputs` (one: a tensor, more: a tuple).
+// (Json arrays built explicitly: a one-element brace list would be copied, not wrapped.)
+inline Json GraphJson(const std::vector<Json>& inputs, const std::vector<Json>& nodes,
+                      const std::vector<std::string>& outputs) {
+  Json refs = Json::array();
+  for (const std::string& output : outputs) {
+    refs.push_back(Ref(output));
+  }
+  return {{"format", "egg-graph"},      {"version", 1},
+          {"torch", "fixture"},         {"mode", "eval"},
+          {"inputs", Json(inputs)},     {"state", Json::array()},
+          {"nodes", Json(nodes)},       {"outputs", refs},
+          {"mutations", Json::array()}, {"returns", outputs.size() == 1 ? "tensor" : "tuple"}};
+}
+
 inline Graph LoadGraph(const Json& json) {
   ParsedGraph parsed = ParseGraph(json);
   EXPECT_TRUE(parsed.graph.has_value()) << parsed.problem;

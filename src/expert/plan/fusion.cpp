@@ -24,7 +24,14 @@ std::vector<int> Planner::Results(const KernelPlan& kernel) const {
         }
       }
     }
-    if (!reduction) {
+    if (kernel.scan && kernel.scan->kind == ScanKind::kSort &&
+        graph_.nodes.at(static_cast<size_t>(kernel.scan->node)).value == root) {
+      for (int output : kernel.scan->outputs) {
+        if (output >= 0) {
+          results.push_back(output);
+        }
+      }
+    } else if (!reduction) {
       results.push_back(root);
     }
   }
@@ -120,8 +127,11 @@ KernelPlan Planner::NewKernel(const Node& node) const {
     kernel.rows = Product(kernel.shape) / std::max<int64_t>(kernel.length, 1);
     kernel.scan = scan;
     kernel.roots.push_back(node.value);
-    kernel.reasons.push_back(fmt::format("cumulative {} {} along {} of {} rows", NameOf(scan.kind), node.name,
-                                         kernel.length, kernel.rows));
+    kernel.reasons.push_back(scan.kind == ScanKind::kSort
+                                 ? fmt::format("{} {} along {} of {} rows, {} kept", node.op, node.name,
+                                               kernel.length, kernel.rows, scan.keep)
+                                 : fmt::format("cumulative {} {} along {} of {} rows", NameOf(scan.kind),
+                                               node.name, kernel.length, kernel.rows));
   } else if (matmuls_.count(index) != 0) {
     const MatmulSpec& mm = matmuls_.at(index);
     kernel.kind = KernelKind::kMatmul;

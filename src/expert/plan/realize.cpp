@@ -29,7 +29,7 @@ void Planner::NeedMemory(int value, bool allow_view) {
     const Value& parent = ValueAt(graph_, node.args.at(0).value);
     const int parent_node = parent.node;
     if (externs_.count(parent_node) != 0 || reductions_.count(parent_node) != 0 ||
-        recurrents_.count(parent_node) != 0) {
+        recurrents_.count(parent_node) != 0 || scans_.count(parent_node) != 0) {
       return;
     }
     if (pools_.count(parent_node) != 0 && pools_.at(parent_node).output == value) {
