@@ -80,6 +80,9 @@ class Planner {
 
   // Stores only what a later kernel, an extern op, an output or a mutation reads; designs are defaults.
   void FinalizeStores();
+  // Once the stores are final: what each kernel may read (Plan::memory_before) and what is in memory by the
+  // end (Plan::memory).
+  void RecordMemory();
 
   const Graph& graph_;
   std::set<int> forced_extern_;

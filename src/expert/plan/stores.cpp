@@ -66,6 +66,10 @@ void Planner::FinalizeStores() {
     }
     kernel.stores = stores;
   }
+  RecordMemory();
+}
+
+void Planner::RecordMemory() {
   // What each kernel may read: inputs, state, earlier extern results and earlier kernels' stores.
   std::map<int, TensorMeta> memory;
   for (const auto& [value, layout] : memory_) {
