@@ -1,7 +1,7 @@
 """Coverage of real models: tiny Hugging Face transformers models through egg's capture and expert compiler.
 
     .venv/bin/python tests/blackbox/hf_models.py [--out DIR] [MODEL ...]     # the survey table, by hand
-    EGG_HF_SURVEY=1 .venv/bin/python -m pytest -q tests/blackbox/test_hf_models.py   # the same, as a test
+    .venv/bin/python -m pytest -q tests/blackbox/test_hf_models.py   # the same, as a test (in the default run)
 
 Each model is built from its config class at a tiny size (hidden 32, 2 layers, sequence 8; no weights downloaded),
 in eval mode, and then, on the CPU in Triton's interpreter:
