@@ -13,11 +13,7 @@
 namespace egg::expert {
 namespace {
 
-using testing::FixtureJson;
-using testing::LoadGraph;
-using testing::Scaled;
-
-Graph BigSoftmax() { return LoadGraph(Scaled(FixtureJson("level1_23_Softmax"), 64, 65536)); }
+using testing::BigSoftmax;
 
 agents::StageContext Context(const std::string& stage, const std::string& incumbent = "",
                              std::optional<agents::Design> design = std::nullopt) {

@@ -16,11 +16,10 @@
 namespace egg::expert {
 namespace {
 
+using testing::BigSoftmax;
 using testing::FixtureJson;
 using testing::LoadGraph;
 using testing::Scaled;
-
-Graph BigSoftmax() { return LoadGraph(Scaled(FixtureJson("level1_23_Softmax"), 64, 65536)); }
 
 TEST(DesignSpaceTest, StageMovesChangeOneDecisionAndArePruned) {
   const Graph graph = BigSoftmax();

@@ -77,6 +77,9 @@ inline Graph LoadGraph(const Json& json) {
 
 inline Graph Fixture(const std::string& name) { return LoadGraph(FixtureJson(name)); }
 
+// Softmax over rows of 65536 (level1_23_Softmax's 64 scaled up): long rows, where the design moves matter.
+inline Graph BigSoftmax() { return LoadGraph(Scaled(FixtureJson("level1_23_Softmax"), 64, 65536)); }
+
 // How many times `word` occurs in `text` (overlapping occurrences too): lines of generated source.
 inline size_t Count(const std::string& text, const std::string& word) {
   size_t count = 0;
