@@ -14,6 +14,11 @@ product (the final feature map's side) rewritten so that it equals the flattened
 the failing forward's shape error tells (mapping key `model:512 * 7 * 7`, value the new product's text); a pool
 given its window alone (`nn.AvgPool2d(7)`) that outgrows the reduced final map gets its side (`pool:7`); and an
 input's image side is tried held at a floor (8 to 64) while all else shrinks, for pools that need a large image.
+A parameter default of the classes that must divide a feature map at every stage (Swin's `window_size=7`) is
+shrunk with the image: when the forward fails with a view/reshape shape naming a small default's value (`shape
+'[1, 1, 7, 1, 7, 1]' is invalid`), the defaults of that parameter name and value all step down by one until the view
+fits (mapping key `default:window_size=7`, value the new default); a candidate so fitted that still fails (a
+window clamped to a 1x1 final map) is tried again with its image side doubled and its batch divided by 4.
 CLI: `python -m egg_worker.reduce TASK.py --out OUT.py [--preset aligned|odd] [--max-elements N]` writes OUT.py
 and prints the mapping as one JSON line; on failure one line on stderr and exit 2.
 """
@@ -42,8 +47,8 @@ BLOCK_MULTIPLE = 16  # the odd preset avoids multiples of this, so kernels meet 
 MIN_DIVISOR = 2  # a small integer from 2 up can be a divisibility constraint (1 divides everything)
 DEFAULT_MAX_ELEMENTS = 65536
 INIT_SEED = 0
-MAX_FULL_VALIDATIONS = 64  # candidates that fit the budget and get a Model built; bounds the time per task (Swin V2
-# with widths needs 50: its windows need the 224x224 image, found among the candidates keeping one size)
+MAX_FULL_VALIDATIONS = 64  # candidates that fit the budget and get a Model built; bounds the time per task (a
+# whole model that no candidate of a budget fits, as Swin V2 at 4096 input elements, tries this many)
 RAISE_FLOORS = (8, 16, 32, 64)  # lower bounds tried when a conv or pool needs bigger sizes
 LAST_RESORT_TIERS = ((2, 1, 1), (1, 1, 1))  # for the values left to shrink when one size must stay as it is
 EXIT_BAD_INPUT = 2
@@ -60,6 +65,10 @@ LINEAR_MISMATCH = (re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+
 # A pool whose window is bigger than its input (channels x spatial sides), on the CPU and on the meta device.
 POOL_TOO_SMALL = re.compile(r"Given input size: \((\d+(?:x\d+)+)\)\. Calculated output size: \([\dx]+\)\. "
                             r"Output size is too small")
+# A view/reshape to a shape that does not fit its input (Swin's window partition of a map no window multiple).
+VIEW_INVALID = re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size \d+")
+IMAGE_GROWTH = 4  # a square image's elements when its side doubles: the batch is divided by this (_widened)
+DEFAULT_KEY = "default"  # mapping key prefix of a class parameter default shrunk to fit a view (`default:name=7`)
 # Pools whose window, given alone (stride = window), is the whole final feature map (MobileNetV1's AvgPool2d(7)).
 WHOLE_MAP_POOLS = frozenset(f"{kind}Pool{dims}d" for kind in ("Avg", "Max") for dims in (1, 2, 3))
 
@@ -122,6 +131,7 @@ class TaskSizes:
     batches: frozenset = frozenset()  # with widths: a batch global's value, however small (reduced too)
     products: tuple = ()  # with widths: the Linear in_features written as products of literals
     pools: tuple = ()  # with widths: (start, end, value) of each pool window given alone as a literal
+    defaults: tuple = ()  # with widths: ((name, value), ((start, end), ...)) of the classes' small int defaults
     widths: bool = False  # read with widths (a whole model: its class literals are sizes too)
 
     @property
@@ -308,6 +318,29 @@ def _whole_map_pools(tree, spans: _Spans) -> tuple:
     return tuple(pools)
 
 
+def _small_defaults(tree, spans: _Spans) -> tuple:
+    """The int literal defaults 2..SMALL_LIMIT of the parameters of the functions of the task's classes, grouped by
+    (parameter name, value) in order of first appearance: ((name, value), ((start, end), ...)) (Swin's
+    `window_size=7`, the default of its block and of its Model)."""
+    groups = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for function in ast.walk(node):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            arguments = function.args
+            positional = arguments.posonlyargs + arguments.args
+            pairs = list(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
+            pairs += [(argument, default) for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults)
+                      if default is not None]
+            for argument, default in pairs:
+                if (isinstance(default, ast.Constant) and type(default.value) is int
+                        and MIN_DIVISOR <= default.value <= SMALL_LIMIT):
+                    groups.setdefault((argument.arg, default.value), []).append(spans.of(default))
+    return tuple((key, tuple(spans_)) for key, spans_ in groups.items())
+
+
 def _small(values) -> frozenset:
     return frozenset(v for v in values if MIN_DIVISOR <= v <= SMALL_LIMIT)
 
@@ -329,11 +362,12 @@ def read_task(path: str, widths: bool = False) -> TaskSizes:
     small_globals = _small(v for slot in slots if slot.live for v in _leaves(slot.value)) - batches
     code_ints = (node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and type(node.value) is int)
     slots += _literal_slots(tree, spans, GET_INPUTS)
-    products = pools = ()
+    products = pools = defaults = ()
     if widths:
         slots += _literal_slots(tree, spans, MODEL_CODE) + _literal_slots(tree, spans, GET_INIT_INPUTS)
         products, pools = _linear_products(tree, spans), _whole_map_pools(tree, spans)
-    return TaskSizes(path, source, slots, small_globals, _small(code_ints), batches, products, pools, widths)
+        defaults = _small_defaults(tree, spans)
+    return TaskSizes(path, source, slots, small_globals, _small(code_ints), batches, products, pools, defaults, widths)
 
 
 # ---- writing the reduced copy ----------------------------------------------------------------------------------
@@ -383,8 +417,9 @@ def _changed_slots(sizes: TaskSizes, values: dict) -> list:
 def _mapping(sizes: TaskSizes, values: dict, module, fixes: dict) -> dict:
     """Rewritten global -> its value in the validated module; `get_inputs:<old>` -> new for get_inputs literals
     (`model:<old>` for those of the classes, `get_init_inputs:<old>` for those of get_init_inputs); `model:<old
-    product text>` -> the new product's text for a Linear's in_features fitted to the reduced image, and
-    `pool:<old window>` -> the new window of a whole-map pool."""
+    product text>` -> the new product's text for a Linear's in_features fitted to the reduced image,
+    `pool:<old window>` -> the new window of a whole-map pool, and `default:<name>=<old>` -> the new value of the
+    class parameter defaults shrunk to fit a view."""
     mapping = {}
     for slot in _changed_slots(sizes, values):
         for name in slot.names:
@@ -400,6 +435,9 @@ def _mapping(sizes: TaskSizes, values: dict, module, fixes: dict) -> dict:
     for start, _, value in sizes.pools:
         if start in fixes:
             mapping[f"pool:{value}"] = fixes[start][1]
+    for (name, value), group in sizes.defaults:
+        if group[0][0] in fixes:
+            mapping[f"{DEFAULT_KEY}:{name}={value}"] = fixes[group[0][0]][1]
     return mapping
 
 
@@ -710,10 +748,33 @@ def _pool_fix(sizes: TaskSizes, fixes: dict, error: str) -> dict:
     return {pools[0][0]: (pools[0][1], side)} if len(pools) == 1 else {}
 
 
+def _default_fix(sizes: TaskSizes, fixes: dict, error: str) -> dict:
+    """When `error` is a view/reshape to a shape that does not fit its input and the shape names the current value v
+    of a group of small class parameter defaults (Swin's `window_size=7`, which must divide the feature map at every
+    stage: `x.view(B, H // 7, 7, W // 7, 7, C)`), that group's defaults all made v - 1 (>= MIN_DIVISOR): the search
+    steps it down until the windows fit the reduced image. Once a group is being shrunk, no other is; otherwise the
+    value must name exactly one group. {} when there is no such group."""
+    match = VIEW_INVALID.search(error)
+    if not match:
+        return {}
+    shape = {int(number) for number in match.group(1).split(",")}
+    current = [(group, fixes[group[0][0]][1] if group[0][0] in fixes else value)
+               for (_, value), group in sizes.defaults]
+    if any(group[0][0] in fixes for group, _ in current):  # a group being shrunk: only it goes on
+        current = [(group, value) for group, value in current if group[0][0] in fixes]
+    chosen = [(group, value) for group, value in current if value in shape and value > MIN_DIVISOR]
+    if len(chosen) != 1:
+        return {}
+    group, value = chosen[0]
+    return {start: (end, value - 1) for start, end in group}
+
+
 def _fix(sizes: TaskSizes, values: dict, fixes: dict, error: str) -> dict:
-    """Literal rewrites (start -> (end, new int)) fitting the classifier of a whole model to a reduced image, from
-    the error of its forward: a Linear's in_features product or a whole-map pool's window; {} when neither."""
-    return _linear_fix(sizes, values, fixes, error) or _pool_fix(sizes, fixes, error)
+    """Literal rewrites (start -> (end, new int)) fitting a whole model to a reduced image, from the error of its
+    forward: a Linear's in_features product, a whole-map pool's window or a class parameter default a view needs
+    to divide the map (Swin's window_size); {} when none."""
+    return (_linear_fix(sizes, values, fixes, error) or _pool_fix(sizes, fixes, error)
+            or _default_fix(sizes, fixes, error))
 
 
 # ---- the search ------------------------------------------------------------------------------------------------
@@ -752,9 +813,42 @@ class _Failures:
                 f"(the smallest tried has {self.smallest_over_budget})")
 
 
+def _attempt(sizes: TaskSizes, values: dict, max_elements: int, expected) -> tuple:
+    """(fixes, source, outcome) of one candidate, its literals fitted (_fix) while its forward's error says how."""
+    fixes = {}
+    source = rewrite(sizes, values)
+    outcome = validate(sizes.path, source, max_elements, expected)
+    while not outcome.ok and (more := _fix(sizes, values, fixes, outcome.error)):
+        fixes.update(more)
+        source = rewrite(sizes, values, fixes)
+        outcome = validate(sizes.path, source, max_elements, expected)
+    return fixes, source, outcome
+
+
+def _defaults_fixed(sizes: TaskSizes, fixes: dict) -> bool:
+    return any(group[0][0] in fixes for _, group in sizes.defaults)
+
+
+def _widened(sizes: TaskSizes, values: dict, input_sides: frozenset) -> dict:
+    """`values` with each reduced input side (not a batch) doubled, up to its old value, and each batch divided by
+    IMAGE_GROWTH (rounded up): for windows shrunk to fit a reduced map (Swin) that still fail because the final
+    stage's map is too small for them (a window of 1), one more stage's worth of image at about the same input
+    elements. {} when no side can grow."""
+    sides = [old for old in (input_sides & set(values)) - sizes.batches if values[old] < old]
+    if not sides:
+        return {}
+    widened = dict(values)
+    for old in sides:
+        widened[old] = min(old, 2 * values[old])
+    for old in sizes.batches & set(values):
+        widened[old] = max(1, -(-values[old] // IMAGE_GROWTH))
+    return widened
+
+
 def _search(sizes: TaskSizes, preset: Preset, max_elements: int):
     """(values, fixes, source, outcome) of the first candidate that validates, its Linear products fitted to the
-    features they get (fixes: literal start -> (end, new int)); ReduceError when none does."""
+    features they get (fixes: literal start -> (end, new int)); ReduceError when none does. A candidate whose class
+    defaults were shrunk to fit a view and still fails is tried again with its image widened (_widened)."""
     seen, failures = set(), _Failures()
     expected, input_sides = task_facts(sizes)
     for values in candidates(sizes, preset, input_sides if sizes.widths else frozenset()):
@@ -762,13 +856,14 @@ def _search(sizes: TaskSizes, preset: Preset, max_elements: int):
         if key in seen or failures.hopeless(values):
             continue
         seen.add(key)
-        fixes = {}
-        source = rewrite(sizes, values)
-        outcome = validate(sizes.path, source, max_elements, expected)
-        while not outcome.ok and (more := _fix(sizes, values, fixes, outcome.error)):
-            fixes.update(more)
-            source = rewrite(sizes, values, fixes)
-            outcome = validate(sizes.path, source, max_elements, expected)
+        fixes, source, outcome = _attempt(sizes, values, max_elements, expected)
+        if not outcome.ok and not outcome.fatal and _defaults_fixed(sizes, fixes) \
+                and (widened := _widened(sizes, values, input_sides)) \
+                and (widened_key := tuple(sorted(widened.items()))) not in seen:
+            seen.add(widened_key)
+            failures.note(values, outcome, max_elements)
+            values = widened
+            fixes, source, outcome = _attempt(sizes, values, max_elements, expected)
         if outcome.ok:
             return values, fixes, source, outcome
         if outcome.fatal:
@@ -785,9 +880,9 @@ def reduce_task(path: str, preset: str = "aligned", max_elements: int = DEFAULT_
     `widths`: also rewrite the integer literals > 16 of the task's classes (whole models whose layer widths are
     written out, as in VGG, and constructor defaults such as Swin's img_size), equal values alike, the global
     batch_size even when it is small, and a Linear's in_features written as a product of literals fitted to the
-    reduced image (VGG's `512 * 7 * 7`), as is a whole-map pool's window (MobileNetV1's `AvgPool2d(7)`); an input's
-    image side is also tried held at a floor with all else shrunk (VGG and DenseNet: one 32x32 image, widths of a
-    few channels)."""
+    reduced image (VGG's `512 * 7 * 7`), as is a whole-map pool's window (MobileNetV1's `AvgPool2d(7)`) and a class
+    parameter default a view needs to divide the map (Swin's `window_size=7`); an input's image side is also tried
+    held at a floor with all else shrunk (VGG and DenseNet: one 32x32 image, widths of a few channels)."""
     if preset not in PRESETS:
         raise ReduceError(f"preset must be one of {', '.join(PRESETS)}, not {preset!r}")
     if max_elements < 1:

@@ -454,6 +454,73 @@ def test_widths_fits_a_whole_map_pool_to_the_reduced_image(tmp_path):
     assert f"nn.AvgPool2d({window})," in reduced.source and "stride=2, padding=1)" in reduced.source
 
 
+WINDOWED = '''import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def window_means(x, window_size):
+    B, H, W, C = x.shape
+    x = x.view(B, H // window_size, window_size, W // window_size, window_size, C)
+    means = x.mean((2, 4), keepdim=True).expand_as(x)
+    return means.reshape(B, H, W, C)
+
+
+class Stage(nn.Module):
+    def __init__(self, dim, resolution, window_size=7):
+        super().__init__()
+        self.window_size = min(window_size, resolution)  # a map no bigger than the window is one window
+        self.mix = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return x + self.mix(window_means(x, self.window_size))
+
+
+class Model(nn.Module):
+    def __init__(self, img_size=224, patch_size=4, embed_dim=96, num_classes=1000, window_size=7):
+        super().__init__()
+        self.embed = nn.Conv2d(3, embed_dim, patch_size, stride=patch_size)
+        resolution = img_size // patch_size
+        self.stages = nn.ModuleList([Stage(embed_dim, resolution // 2 ** i, window_size) for i in range(4)])
+        self.head = nn.Linear(embed_dim, num_classes)
+
+    def forward(self, x):
+        x = self.embed(x).permute(0, 2, 3, 1)
+        for index, stage in enumerate(self.stages):
+            x = stage(x)
+            if index < len(self.stages) - 1:
+                x = F.avg_pool2d(x.permute(0, 3, 1, 2), 2).permute(0, 2, 3, 1)
+        return self.head(x.mean((1, 2)))
+
+
+batch_size = 10
+image_size = 224
+
+
+def get_inputs():
+    return [torch.rand(batch_size, 3, image_size, image_size)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_widths_shrinks_a_window_default_with_the_image(tmp_path):
+    """Swin's windows (`window_size=7`) must divide the feature map at every stage (56, 28, 14, 7 for a 224x224
+    image): with widths the image shrinks and the window defaults, named by the view's shape error, step down with
+    it until they divide the reduced map (the window of a map no bigger than it is the map)."""
+    path = write_task(tmp_path, WINDOWED)
+    reduced = reduce_task(path, widths=True)
+    check_reduced(reduced, path, tmp_path, DEFAULT_MAX_ELEMENTS, widths=True)
+    image, window = reduced.mapping["image_size"], reduced.mapping["default:window_size=7"]
+    assert image < 224 and reduced.mapping["model:224"] == image and 2 <= window < 7
+    assert all(side % window == 0 for side in (image // 4 // 2 ** i for i in range(4)) if side > window)
+    assert reduced.source.count(f"window_size={window}") == 2 and "patch_size=4" in reduced.source
+    with pytest.raises(ReduceError):
+        reduce_task(path)  # without widths the classes stay as written: the image must stay 224, over the budget
+
+
 def test_a_task_already_small_is_copied_as_it_is(tmp_path):
     path = write_task(tmp_path, ALREADY_SMALL)
     reduced = reduce_task(path)
@@ -557,11 +624,12 @@ def test_level3_tasks_reduce_with_widths(task, tmp_path):
 
 
 # Whole models whose image shrinks with widths though their classifier is built for 224x224 images (a Linear's
-# in_features written as channels * 7 * 7, or MobileNetV1's AvgPool2d(7), fitted to the reduced image) or whose
-# pools need a 32x downsampling: the smallest budget they fit with a reduced image (the CPU suite's interpreter
-# time grows with the image).
+# in_features written as channels * 7 * 7, or MobileNetV1's AvgPool2d(7), fitted to the reduced image), whose
+# pools need a 32x downsampling, or whose windows shrink with the image (Swin's window_size=7): the smallest budget
+# they fit with a reduced image (the CPU suite's interpreter time grows with the image).
 SHRUNK_IMAGE_BUDGETS = {"5_AlexNet.py": 16384, "11_VGG16.py": 4096, "12_VGG19.py": 4096, "15_DenseNet121.py": 4096,
-                        "16_DenseNet201.py": 4096, "19_MobileNetV1.py": 16384}
+                        "16_DenseNet201.py": 4096, "19_MobileNetV1.py": 16384, "29_SwinMLP.py": 16384,
+                        "30_SwinTransformerV2.py": 16384}
 
 
 @pytest.mark.parametrize("name", sorted(SHRUNK_IMAGE_BUDGETS))
@@ -572,7 +640,7 @@ def test_whole_models_shrink_their_image_with_widths(name, tmp_path):
     budget = SHRUNK_IMAGE_BUDGETS[name]
     reduced = reduce_task(str(task), max_elements=budget, widths=True)
     check_reduced(reduced, task, tmp_path, budget, widths=True)
-    image = reduced.mapping.get("get_inputs:224", reduced.mapping.get("height"))
+    image = reduced.mapping.get("get_inputs:224", reduced.mapping.get("height", reduced.mapping.get("image_size")))
     assert image < 224 and reduced.input_elements == reduced.mapping["batch_size"] * 3 * image ** 2
 
 

@@ -46,9 +46,10 @@ MAX_ELEMENTS = {1: (65536,), 2: (16384, 65536)}
 # A transposed convolution's output is stride^dims times its input: the interpreter pays for the output, so the
 # level-1 ones (strides up to 5, 3-D) take level 2's smaller budget first.
 TRANSPOSED_MAX_ELEMENTS = (16384, 65536)
-# Level 3's whole models are reduced with their written-out layer widths and batch (reduce_task's widths);
-# the Swin transformers need one 224x224 image (their windows are built for it). VGG's and AlexNet's classifiers
-# and MobileNetV1's final pool are fitted to a reduced image (32x32, 64x64, 64x64).
+# Level 3's whole models are reduced with their written-out layer widths and batch (reduce_task's widths).
+# VGG's and AlexNet's classifiers and MobileNetV1's final pool are fitted to a reduced image (32x32, 64x64, 64x64);
+# the Swin transformers' window_size=7 default shrinks to 4 with the image (SwinMLP: two 32x32 images, Swin V2: one
+# 64x64 image, so that its last stage's map keeps a side of 2).
 MAX_ELEMENTS[3] = (4096, 16384, 65536, 3 * 224 * 224)
 # Level-3 tasks that import a module beyond torch (scripts/setup.sh installs it; skipped on an EGG_PYTHON without).
 LEVEL3_NEEDS_MODULE = {48: "einops", 49: "einops"}
