@@ -289,6 +289,10 @@ bool IsFloating(DType dtype) {
          dtype == DType::kFloat64;
 }
 
+bool IsHalf(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
+
+DType ComputeDType(DType dtype) { return IsHalf(dtype) ? DType::kFloat32 : dtype; }
+
 int64_t Product(const std::vector<int64_t>& values) {
   int64_t product = 1;
   for (int64_t value : values) {

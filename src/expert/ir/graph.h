@@ -21,6 +21,10 @@ std::string TritonDType(DType dtype);     // "tl.float32"
 std::string TorchDType(DType dtype);      // "torch.float32"
 bool IsFloating(DType dtype);
 int64_t DTypeBytes(DType dtype);
+// bfloat16 and float16: storage types only. Kernels load them upcast to float32, compute and accumulate in
+// float32, and cast to the half type when they store (ComputeDType is the type a kernel computes a value in).
+bool IsHalf(DType dtype);
+DType ComputeDType(DType dtype);
 
 struct TensorMeta {
   std::vector<int64_t> shape;
