@@ -121,6 +121,14 @@ ParsedGraph ParseGraph(const Json& ir);
 // The value with index `value` of `graph`.
 inline const Value& ValueAt(const Graph& graph, int value) { return graph.values.at(static_cast<size_t>(value)); }
 
+// The precision a graph was captured in (KernelBench's names): "bf16" or "fp16" when a floating input or
+// parameter is of that half type, else "fp32".
+std::string GraphPrecision(const Graph& graph);
+
+// The floating dtypes other than float32 among a node's tensor operands and result ("bfloat16, float64"), or
+// "" when there are none: the types a float32-only kernel family does not lower.
+std::string NonFloat32Types(const Graph& graph, const Node& node);
+
 // The layout egg gives a value it materializes: contiguous in the value's shape.
 TensorMeta DenseLayout(const TensorMeta& meta);
 
