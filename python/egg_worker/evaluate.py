@@ -836,8 +836,11 @@ def timing_protocol(request: EvalRequest, result: dict) -> dict:
     C++ side adds the baselines' (they come from the `baseline` op)."""
     stats = result["time_ms"]["candidate"]
     timer = "none" if stats is None else stats.get("timer", timing.CUDA_EVENTS_TIMER)
+    precisions = {"candidate": timing.precision_name()}
+    if request.precision != "fp32":
+        precisions["dtype"] = request.precision  # the task's inputs and both models cast to it
     return timing.protocol(request.timing, request.device, timer, EVALUATE_PROCESS, request.seed, request.init_seed,
-                           {"candidate": timing.precision_name(), "dtype": request.precision})
+                           precisions)
 
 
 def _fail(result: dict, status: str, reason: str) -> None:

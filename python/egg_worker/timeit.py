@@ -164,7 +164,9 @@ def _protocol(args, device, times) -> dict:
     candidate = times.get("candidate") if times else None
     timer = "none" if candidate is None else candidate.get("timer", timing.CUDA_EVENTS_TIMER)
     settings = timing.TimingSettings(True, args.warmup, args.timing_trials, args.timing_budget)
-    precisions = {"candidate": args.candidate_precision, "eager": args.precision, "dtype": args.dtype}
+    precisions = {"candidate": args.candidate_precision, "eager": args.precision}
+    if args.dtype != "fp32":
+        precisions["dtype"] = args.dtype
     if not args.no_compile:
         precisions["compile"] = args.precision
     return timing.protocol(settings, device, timer, TIMEIT_PROCESS, args.seed, args.init_seed, precisions)
