@@ -38,6 +38,7 @@ class BaselineRequest:
     tol: float
     settings: tuple
     runs: tuple
+    precision: str = "fp32"  # the task's inputs and Model cast to bf16 or fp16 (loader.load_task)
 
 
 def _names(value, known, default, what: str) -> tuple:
@@ -65,6 +66,7 @@ def parse_request(request: dict) -> BaselineRequest:
             tol=float(request.get("tol", DEFAULT_TOL)),
             settings=_names(request.get("settings"), precision.SETTINGS, precision.DEFAULT_ORDER, "settings"),
             runs=_names(request.get("runs"), RUNS, DEFAULT_RUNS, "runs"),
+            precision=loader.precision_name(request.get("precision")),
         )
     except (TypeError, ValueError) as error:
         raise RequestError(f"bad baseline request: {one_line(error)}") from None
@@ -137,7 +139,7 @@ def _measure(task, request: BaselineRequest) -> dict:
 
 def handle_baseline(request: dict) -> dict:
     parsed = parse_request(request)
-    task = loader.load_task(parsed.task)
+    task = loader.load_task(parsed.task, parsed.precision)
     key = (task.path, task.sha256, parsed)
     if key not in _results:
         with torch.no_grad():

@@ -330,7 +330,7 @@ def capture(model, inputs: list) -> dict:
 
 
 def handle_capture(request: dict) -> dict:
-    task = loader.load_task(_field(request, "task"))
+    task = loader.load_task(_field(request, "task"), loader.precision_name(request.get("precision")))
     device = loader.resolve_device(request.get("device"))
     init_seed = int(request.get("init_seed", 42))
     seed = int(request.get("seed", 42))

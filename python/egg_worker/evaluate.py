@@ -70,6 +70,7 @@ class EvalRequest:
     timing: timing.TimingSettings
     robust_trial: bool
     variants: bool = False
+    precision: str = "fp32"  # fp32, bf16 or fp16: the task's inputs and the models cast (loader.load_task)
 
 
 def _required_path(request: dict, field: str) -> str:
@@ -92,6 +93,7 @@ def parse_request(request: dict) -> EvalRequest:
             timing=timing.parse_settings(request.get("timing")),
             robust_trial=bool(request.get("robust_trial", False)),
             variants=bool(request.get("variants", False)),
+            precision=loader.precision_name(request.get("precision")),
         )
     except (TypeError, ValueError) as error:
         raise RequestError(f"bad evaluate request: {one_line(error)}") from None
@@ -834,8 +836,11 @@ def timing_protocol(request: EvalRequest, result: dict) -> dict:
     C++ side adds the baselines' (they come from the `baseline` op)."""
     stats = result["time_ms"]["candidate"]
     timer = "none" if stats is None else stats.get("timer", timing.CUDA_EVENTS_TIMER)
+    precisions = {"candidate": timing.precision_name()}
+    if request.precision != "fp32":
+        precisions["dtype"] = request.precision  # the task's inputs and both models cast to it
     return timing.protocol(request.timing, request.device, timer, EVALUATE_PROCESS, request.seed, request.init_seed,
-                           {"candidate": timing.precision_name()})
+                           precisions)
 
 
 def _fail(result: dict, status: str, reason: str) -> None:
@@ -855,7 +860,7 @@ def handle_evaluate(request: dict) -> dict:
     parsed = parse_request(request)
     result = _empty_result(parsed)
     with torch.no_grad():
-        task = loader.load_task(parsed.task)
+        task = loader.load_task(parsed.task, parsed.precision)
         reference = loader.reference_model(task, parsed.device, parsed.init_seed)
         launches.install()
         context = Context(parsed, task, reference, (task.path, task.sha256, str(parsed.device), parsed.init_seed))

@@ -4,7 +4,9 @@
 unusable task. A `.pt2` path (a torch.export program) is loaded as the task file egg_worker.program writes for it. `load_candidate(path)` -> the candidate module, or raises CandidateError with a one-line reason (the
 import failed, or it defines no ModelNew). The file's directory is on sys.path only while it is imported.
 `build_model` builds a model KernelBench-style (seeded, under the device context, moved, eval);
-`reference_model` caches the task's Model per (task, device, init_seed). `make_inputs` builds a trial's inputs.
+`reference_model` caches the task's Model per (task, device, init_seed, dtype). `make_inputs` builds a trial's inputs.
+A task loaded at a half precision (`load_task(path, "bf16")`, KernelBench's manner) casts its models' floating
+parameters and buffers and the floating tensors of its inputs and init inputs to that dtype.
 """
 
 import dataclasses
@@ -25,6 +27,8 @@ MAX_CACHED_TASKS = 8
 _module_numbers = itertools.count()
 
 TASK_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class RequestError(Exception):
@@ -59,6 +63,7 @@ class Task:
     sha256: str
     module: object
     source: str = ""  # the task's Python source, which candidates embed
+    dtype: torch.dtype | None = None  # a half precision: floating inputs, parameters and buffers cast to it
 
     @property
     def Model(self):
@@ -123,14 +128,24 @@ _tasks = _BoundedCache(MAX_CACHED_TASKS, on_evict=lambda task: forget(task.modul
 _reference_models = _BoundedCache(MAX_CACHED_TASKS)
 
 
-def load_task(path: str) -> Task:
+def precision_name(precision) -> str:
+    """A request's `precision` checked: fp32 (the default, also for None), bf16 or fp16; RequestError otherwise."""
+    name = "fp32" if precision is None else precision
+    if not isinstance(name, str) or name not in PRECISIONS:
+        raise RequestError(f"precision must be one of {', '.join(PRECISIONS)}, not {name!r}")
+    return name
+
+
+def load_task(path: str, precision: str | None = None) -> Task:
     if not os.path.isfile(path):
         raise TaskError(f"task file not found: {path}")
+    dtype = PRECISIONS[precision_name(precision)]
     sha256 = file_sha256(path)
     key = (os.path.abspath(path), sha256)
     if _tasks.get(key) is None:
         _tasks.put(key, _import_task(path, sha256))
-    return _tasks.get(key)
+    task = _tasks.get(key)
+    return task if dtype is None else dataclasses.replace(task, dtype=dtype)
 
 
 def _import_task(path: str, sha256: str) -> Task:
@@ -211,17 +226,30 @@ def resolve_device(name) -> torch.device:
     raise RequestError(f"device must be cuda or cpu, not {name!r}")
 
 
+def cast_floating(values: list, dtype: torch.dtype | None) -> list:
+    """`values` with each floating-point tensor cast to `dtype` (None: unchanged); integer tensors keep theirs."""
+    if dtype is None:
+        return list(values)
+    return [value.to(dtype) if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+            for value in values]
+
+
 def build_model(model_class, task: Task, device: torch.device, init_seed: int, init_inputs=None):
-    """KernelBench-style construction: seeded, built under the device context, moved, eval mode; from
-    `init_inputs` when given, else the task's get_init_inputs()."""
+    """KernelBench-style construction: seeded, built under the device context, moved, eval mode, and at a half
+    precision cast (`Module.to(dtype)`: floating parameters and buffers); from `init_inputs` when given, else the
+    task's get_init_inputs() (their floating tensors cast)."""
     with torch.device(device):
         torch.manual_seed(init_seed)
-        model = model_class(*(task.get_init_inputs() if init_inputs is None else init_inputs))
-    return model.to(device).eval()
+        arguments = task.get_init_inputs() if init_inputs is None else init_inputs
+        model = model_class(*cast_floating(arguments, task.dtype))
+    model = model.to(device)
+    if task.dtype is not None:
+        model = model.to(task.dtype)
+    return model.eval()
 
 
 def reference_model(task: Task, device: torch.device, init_seed: int):
-    key = (task.path, task.sha256, str(device), init_seed)
+    key = (task.path, task.sha256, str(device), init_seed, str(task.dtype))
     if _reference_models.get(key) is None:
         try:
             model = build_model(task.Model, task, device, init_seed)
@@ -238,11 +266,12 @@ def _on_device(value, device: torch.device):
 
 
 def make_inputs(task: Task, seed: int, device: torch.device) -> list:
-    """The inputs of one trial: get_inputs() under torch.manual_seed(seed) and the device context."""
+    """The inputs of one trial: get_inputs() under torch.manual_seed(seed) and the device context, their floating
+    tensors cast to the task's half precision."""
     try:
         torch.manual_seed(seed)
         with torch.device(device):
             inputs = task.get_inputs()
-        return [_on_device(value, device) for value in inputs]
+        return cast_floating([_on_device(value, device) for value in inputs], task.dtype)
     except Exception as error:
         raise TaskError(f"get_inputs failed: {one_line(error)}") from None

@@ -3,6 +3,7 @@
 As a program:
 
     python -m egg_worker.ncu_target --task T --candidate C --device cuda --seed S --init-seed I --names-out FILE
+        [--dtype fp32|bf16|fp16]
 
 builds the models and inputs, runs the candidate's forward twice (compile, warm), then one forward between
 torch.cuda.profiler.start() and stop(): under ncu's --profile-from-start off those are the only launches
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 PARENT_POLL_S = 1.0
+DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}  # egg's --precision (loader.PRECISIONS)
 
 
 def load_module(path, role):
@@ -59,17 +61,26 @@ class Built:
     inputs: list
 
 
-def build(task_path, candidate_path, device, seed, init_seed):
-    """Model, ModelNew and inputs, seeded as KernelBench does, created on `device`."""
+def _cast(values, dtype):
+    return [value.to(dtype) if dtype is not None and isinstance(value, torch.Tensor) and value.is_floating_point()
+            else value for value in values]
+
+
+def build(task_path, candidate_path, device, seed, init_seed, precision="fp32"):
+    """Model, ModelNew and inputs, seeded as KernelBench does, created on `device`; at a half `precision` the
+    floating inputs and the models' parameters and buffers cast to it."""
     task = load_module(task_path, "task")
     candidate_module = load_module(candidate_path, "candidate")
+    dtype = DTYPES[precision]
     with torch.device(device), torch.no_grad():
         torch.manual_seed(init_seed)
-        reference = task.Model(*task.get_init_inputs()).to(device)
+        reference = task.Model(*_cast(task.get_init_inputs(), dtype)).to(device)
         torch.manual_seed(init_seed)
-        candidate = candidate_module.ModelNew(*task.get_init_inputs()).to(device)
+        candidate = candidate_module.ModelNew(*_cast(task.get_init_inputs(), dtype)).to(device)
+        if dtype is not None:
+            reference, candidate = reference.to(dtype), candidate.to(dtype)
         torch.manual_seed(seed)
-        inputs = move_to(list(task.get_inputs()), device)
+        inputs = _cast(move_to(list(task.get_inputs()), device), dtype)
     return Built(reference, candidate, inputs)
 
 
@@ -143,7 +154,7 @@ def exit_when_orphaned():
 
 
 def profile_once(args):
-    built = build(args.task, args.candidate, args.device, args.seed, args.init_seed)
+    built = build(args.task, args.candidate, args.device, args.seed, args.init_seed, args.dtype)
     for _ in range(2):
         run_forward(built.candidate, built.inputs, args.device)
     torch.cuda.synchronize()
@@ -164,6 +175,7 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--init-seed", type=int, required=True)
     parser.add_argument("--names-out", required=True)
+    parser.add_argument("--dtype", default="fp32", choices=tuple(DTYPES))
     return parser.parse_args(argv)
 
 

@@ -178,7 +178,8 @@ def peaks_for(request):
 def task_roofline(request):
     """(roofline dict, Triton kernel names seen while timing) for the request's task and candidate."""
     device = request["device"]
-    built = ncu_target.build(request["task"], request["candidate"], device, request["seed"], request["init_seed"])
+    built = ncu_target.build(request["task"], request["candidate"], device, request["seed"], request["init_seed"],
+                             _precision(request))
     with torch.device(device):
         outputs, flops = roofline.forward_with_flops(built.reference, built.inputs)
     bytes_ = roofline.minimum_bytes(built.inputs, outputs, built.reference)
@@ -193,6 +194,13 @@ def task_roofline(request):
 
 
 # ---------------------------------------------------------------- Nsight Compute
+
+def _precision(request) -> str:
+    precision = request.get("precision") or "fp32"
+    if precision not in ncu_target.DTYPES:
+        raise ValueError(f"precision must be one of {', '.join(ncu_target.DTYPES)}, not {precision!r}")
+    return precision
+
 
 def find_ncu(requested):
     """Path of an executable ncu, or None."""
@@ -217,7 +225,7 @@ def ncu_command(ncu, request, names_path):
         sys.executable, "-m", "egg_worker.ncu_target",
         "--task", os.path.abspath(request["task"]), "--candidate", os.path.abspath(request["candidate"]),
         "--device", request["device"], "--seed", str(request["seed"]), "--init-seed", str(request["init_seed"]),
-        "--names-out", names_path,
+        "--names-out", names_path, "--dtype", _precision(request),
     ]
     return command
 

@@ -49,6 +49,7 @@ class ScreenRequest:
     timing: timing.TimingSettings
     compile_workers: int
     compile_timeout_s: float
+    precision: str = "fp32"
 
 
 def _candidate_paths(value) -> tuple:
@@ -72,6 +73,7 @@ def parse_request(request: dict) -> ScreenRequest:
             timing=timing.parse_settings(request.get("timing")),
             compile_workers=int(request.get("compile_workers", 0)),
             compile_timeout_s=float(request.get("compile_timeout_s", DEFAULT_COMPILE_TIMEOUT_S)),
+            precision=loader.precision_name(request.get("precision")),
         )
     except (TypeError, ValueError) as error:
         raise RequestError(f"bad screen request: {one_line(error)}") from None
@@ -235,7 +237,7 @@ def handle_screen(request: dict) -> dict:
     started_s = time.perf_counter()
     parsed = parse_request(request)
     results = [_entry(path) for path in parsed.candidates]
-    task = loader.load_task(parsed.task)
+    task = loader.load_task(parsed.task, parsed.precision)
     launches.install()
     threads_before = set(threading.enumerate())
     compile_s = _precompile(parsed, results)  # CPU work: outside the GPU lock

@@ -22,6 +22,7 @@ import types
 import torch
 
 DEFAULT_TOL = 1e-4  # egg's defaults (harness::EvalOptions), not the worker's request defaults
+HALF_TOL = 1e-2  # KernelBench's tolerance for bf16 and fp16
 DEFAULT_TRIALS = 5
 DEFAULT_SEED = 1
 DEFAULT_INIT_SEED = 42
@@ -39,8 +40,11 @@ def parse_args(argv):
     parser.add_argument("candidate", help="file defining ModelNew")
     parser.add_argument("--precision", default="default", help="baselines' float32 setting: default, strict, tf32")
     parser.add_argument("--candidate-precision", default="strict", help="ModelNew's float32 setting (egg: strict)")
+    parser.add_argument("--dtype", default="fp32", choices=("fp32", "bf16", "fp16"),
+                        help="the task's inputs and both models cast to this dtype (egg's --precision)")
     parser.add_argument("--trials", type=int, default=DEFAULT_TRIALS, help="correctness trials, fresh inputs each")
-    parser.add_argument("--tol", type=float, default=DEFAULT_TOL)
+    parser.add_argument("--tol", type=float, default=None,
+                        help=f"tolerance (default {DEFAULT_TOL:g}, {HALF_TOL:g} with a half --dtype)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of trial 0's inputs (timed)")
     parser.add_argument("--init-seed", type=int, default=DEFAULT_INIT_SEED, help="seed both models are built from")
     parser.add_argument("--warmup", type=int, default=10, help="warm-up calls after the first")
@@ -49,6 +53,8 @@ def parse_args(argv):
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile(Model)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    if args.tol is None:
+        args.tol = DEFAULT_TOL if args.dtype == "fp32" else HALF_TOL
     if args.trials < 1 or not args.tol > 0 or args.warmup < 0 or args.timing_trials < 1 or args.timing_budget < 0:
         parser.error("needs --trials >= 1, --tol > 0, --warmup >= 0, --timing-trials >= 1, --timing-budget >= 0")
     return args
@@ -159,6 +165,8 @@ def _protocol(args, device, times) -> dict:
     timer = "none" if candidate is None else candidate.get("timer", timing.CUDA_EVENTS_TIMER)
     settings = timing.TimingSettings(True, args.warmup, args.timing_trials, args.timing_budget)
     precisions = {"candidate": args.candidate_precision, "eager": args.precision}
+    if args.dtype != "fp32":
+        precisions["dtype"] = args.dtype
     if not args.no_compile:
         precisions["compile"] = args.precision
     return timing.protocol(settings, device, timer, TIMEIT_PROCESS, args.seed, args.init_seed, precisions)
@@ -170,7 +178,7 @@ def run(args) -> dict:
 
     server.configure_torch()  # the worker's process-wide setting: the reference that decides correctness is strict
     device = loader.resolve_device(None)
-    task = loader.load_task(args.task)
+    task = loader.load_task(args.task, args.dtype)
     result = {"task": os.path.abspath(args.task), "candidate": os.path.abspath(args.candidate),
               "device": server.device_info(), "versions": server.handle_hello({})["versions"]}
     with torch.no_grad():

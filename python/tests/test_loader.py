@@ -92,3 +92,45 @@ def test_devices_are_refused_where_triton_cannot_run_kernels(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET")
     with pytest.raises(loader.RequestError, match="TRITON_INTERPRET=1"):
         loader.resolve_device("cpu")
+
+
+HALF_TASK = """import torch
+class Model(torch.nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+        self.register_buffer("offset", torch.ones(3))
+        self.scale = scale
+    def forward(self, x, index):
+        return self.fc(x)[index] * self.scale + self.offset
+def get_inputs():
+    return [torch.randn(2, 4), torch.tensor([1, 0]), 3]
+def get_init_inputs():
+    return [torch.tensor(2.0)]
+"""
+
+
+@pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("fp16", torch.float16)])
+def test_a_half_precision_casts_floating_inputs_parameters_and_buffers(tmp_path, precision, dtype):
+    """KernelBench's manner: floating input and init-input tensors and the module (Module.to) cast; integer
+    tensors and plain numbers kept."""
+    path = tmp_path / "task.py"
+    path.write_text(HALF_TASK)
+    task = loader.load_task(str(path), precision)
+    assert task.dtype == dtype and loader.load_task(str(path)).dtype is None
+    x, index, number = loader.make_inputs(task, 1, torch.device("cpu"))
+    assert x.dtype == dtype and index.dtype == torch.int64 and number == 3
+    model = loader.build_model(task.Model, task, torch.device("cpu"), 42)
+    assert model.fc.weight.dtype == dtype and model.offset.dtype == dtype and model.scale.dtype == dtype
+    assert model(x, index).dtype == dtype
+    reference = loader.reference_model(task, torch.device("cpu"), 42)
+    assert reference is not loader.reference_model(loader.load_task(str(path)), torch.device("cpu"), 42)
+    fp32 = loader.make_inputs(loader.load_task(str(path), "fp32"), 1, torch.device("cpu"))[0]
+    assert torch.equal(fp32.to(dtype), x), "the same draws, cast"
+
+
+def test_an_unknown_precision_is_refused(tmp_path):
+    path = tmp_path / "task.py"
+    path.write_text(HALF_TASK)
+    with pytest.raises(loader.RequestError, match="precision must be one of fp32, bf16, fp16"):
+        loader.load_task(str(path), "fp8")

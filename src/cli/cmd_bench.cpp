@@ -201,6 +201,7 @@ Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
                             "flags", "timing_protocol"}) {
       row[key] = final.value(key, Json());
     }
+    row["precision"] = final.value("precision", "fp32");
   }
   if (!outcome.correct && row.value("reason", Json()).is_null()) {
     row["reason"] = FailureReason(report);
@@ -320,6 +321,7 @@ class Suite {
         {"backend", command_.args.backend},
         {"device", command_.args.eval.device},
         {"tol", command_.args.eval.tol},
+        {"precision", command_.args.eval.precision},
         {"also_tol", command_.also_tol},
         {"workers", command_.workers},
         {"per_gpu", command_.per_gpu},

@@ -67,6 +67,7 @@ CompileInput ReadTask(CompileArgs& args, const GlobalOptions& globals, const std
   expert::CaptureOptions capture;
   capture.device = args.options.device;
   capture.init_seed = args.options.init_seed;
+  capture.precision = args.options.precision;
   return {expert::CaptureGraph(*session.worker, task_path, capture), std::move(task_source)};
 }
 
@@ -157,6 +158,11 @@ CommandRunner RegisterCompile(CLI::App& app, const GlobalOptions& globals) {
   command->add_flag("--json", args->json, "Print the plan and design as JSON");
   command->add_option("--device", args->device, "cuda, cpu or auto")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
+  command
+      ->add_option("--precision", args->options.precision,
+                   "fp32, bf16 or fp16: capture the task with its inputs, parameters and buffers cast to it "
+                   "(a --graph keeps the dtypes it was captured in)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   return [command, args, &globals]() -> int { return command->parsed() ? RunCompile(*args, globals) : -1; };
 }
 

@@ -142,11 +142,26 @@ void AddEvalOptions(CLI::App& command, harness::EvalOptions* options, std::strin
   command.add_option("--timeout", options->timeout_s, "Wall-clock limit per evaluation, seconds")
       ->check(CLI::PositiveNumber)
       ->default_val(options->timeout_s);
-  command.add_option("--tol", options->tol,
-                     "atol = rtol and relative-L2 tolerance (KernelBench's float32 rule; 1e-2 allows TF32-level "
-                     "products)")
-      ->check(CLI::Range(1e-12, 1.0))
-      ->default_val(options->tol);
+  CLI::Option* tol =
+      command
+          .add_option(
+              "--tol", options->tol,
+              "atol = rtol and relative-L2 tolerance (default 1e-4, KernelBench's float32 rule, and 1e-2 "
+              "with --precision bf16 or fp16; 1e-2 in fp32 allows TF32-level products)")
+          ->check(CLI::Range(1e-12, 1.0))
+          ->default_val(options->tol);
+  command
+      .add_option("--precision", options->precision,
+                  "fp32, bf16 or fp16: KernelBench's precision, the task's floating inputs and the model's "
+                  "parameters and buffers cast to it (baselines too)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->default_val(options->precision);
+  // KernelBench's tolerance follows the precision unless --tol was given.
+  command.parse_complete_callback([options, tol]() {
+    if (tol->count() == 0) {
+      options->tol = harness::DefaultTolerance(options->precision);
+    }
+  });
   command.add_option("--trials", options->trials, "Correctness trials, each with fresh inputs")
       ->check(CLI::Range(1, 1000))
       ->default_val(options->trials);

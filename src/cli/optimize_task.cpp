@@ -73,6 +73,9 @@ Json SearchOptionsJson(const OptimizeArgs& args, const std::optional<llm::LlmCon
               {"debug_attempts", args.pipeline.debug_attempts},
               {"tol", args.eval.tol},
               {"trials", args.eval.trials}};
+  if (args.eval.precision != "fp32") {  // only when half: fp32 runs keep their ids
+    search["precision"] = args.eval.precision;
+  }
   if (args.pipeline.time_budget_s > 0) {  // only when set: runs without one keep their ids
     search["time_budget_s"] = args.pipeline.time_budget_s;
   }
@@ -158,6 +161,7 @@ expert::Graph Capture(HarnessSession& session, const std::string& task_path, con
   expert::CaptureOptions capture;
   capture.device = args.eval.device;
   capture.init_seed = args.eval.init_seed;
+  capture.precision = args.eval.precision;
   expert::ParsedGraph parsed = expert::CaptureGraph(*session.worker, task_path, capture);
   if (!parsed.graph) {
     throw ConfigError("the expert backend cannot capture this task: " + parsed.problem);
@@ -295,6 +299,7 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
       notes};
   Json report = report::BuildRunReport(result, meta, final_eval ? &*final_eval : nullptr);
   report["sandbox"] = session.sandbox.ToJson();
+  report["precision"] = args.eval.precision;
   WriteFileAtomic(out_dir + "/report.json", report.dump(2) + "\n");
   WriteFileAtomic(out_dir + "/trajectory.md", report::TrajectoryMarkdown(report));
   if (store != nullptr) {
@@ -327,11 +332,15 @@ std::string BesideText(const Json& final) {
 }  // namespace
 
 std::string ToleranceHeader(const harness::EvalOptions& options) {
+  const std::string model =
+      harness::IsHalfPrecision(options.precision)
+          ? "the task's Model cast to " + options.precision + " (inputs, parameters and buffers)"
+          : std::string("the task's Model in float32 with TF32 off");
   return fmt::format(
-      "# egg: made and verified for tol {:g}: every output within atol = rtol = {:g} and relative L2 error {:g} "
-      "of the task's Model in float32 with TF32 off, on {} trials of fresh inputs; another tolerance needs "
-      "another run.\n",
-      options.tol, options.tol, options.tol, options.trials);
+      "# egg: made and verified for tol {:g}: every output within atol = rtol = {:g} and relative L2 error "
+      "{:g} "
+      "of {}, on {} trials of fresh inputs; another tolerance needs another run.\n",
+      options.tol, options.tol, options.tol, model, options.trials);
 }
 
 void AddSearchOptions(CLI::App& command_ref, OptimizeArgs* args) {
@@ -403,13 +412,15 @@ std::string Times(const Json& value) {
 
 // The final kernel's medians beside the headline baselines', and the command that checks them by hand.
 void PrintTimes(const Json& final, const std::string& task, const std::string& model) {
+  const std::string dtype = final.value("precision", "fp32");
   const Json times = final.value("time_ms", Json::object());
   fmt::print("time (medians): {} vs eager {}, torch.compile {} (speedups of medians {}, {})\n",
              MedianMs(times.value("candidate", Json())), MedianMs(times.value("eager", Json())),
              MedianMs(times.value("compile", Json())), Times(final.value("speedup_median_vs_eager", Json())),
              Times(final.value("speedup_median_vs_compile", Json())));
-  fmt::print("check by hand: PYTHONPATH={}/python python -m egg_worker.timeit {} {} --precision {}\n",
-             EggRoot(CurrentEnvironment()), task, model, final.value("baseline", "default"));
+  fmt::print("check by hand: PYTHONPATH={}/python python -m egg_worker.timeit {} {} --precision {}{}\n",
+             EggRoot(CurrentEnvironment()), task, model, final.value("baseline", "default"),
+             dtype == "fp32" ? "" : " --dtype " + dtype);
 }
 
 }  // namespace

@@ -94,6 +94,7 @@ void to_json(Json& j, const EvalResult& r) {
       {"max_rel_err", r.max_rel_err},
       {"rel_l2_err", r.rel_l2_err},
       {"tol", r.tol},
+      {"precision", r.precision},
       {"trials", r.trials},
       {"trials_passed", r.trials_passed},
       {"robust", r.robust},
@@ -135,6 +136,7 @@ void from_json(const Json& j, EvalResult& r) {
   ReadOptional(j, "max_rel_err", r.max_rel_err);
   ReadOptional(j, "rel_l2_err", r.rel_l2_err);
   ReadValue(j, "tol", r.tol);
+  ReadValue(j, "precision", r.precision);
   ReadValue(j, "trials", r.trials);
   ReadValue(j, "trials_passed", r.trials_passed);
   ReadOptional(j, "robust", r.robust);
@@ -188,7 +190,25 @@ Json OptionsKeyJson(const EvalOptions& o) {
   if (o.variants) {  // only when asked: rows stored before the check existed keep their keys
     key["variants"] = true;
   }
+  if (o.precision != "fp32") {  // likewise: fp32 rows keep their keys
+    key["precision"] = o.precision;
+  }
   return key;
+}
+
+void CheckPrecision(const std::string& precision) {
+  for (const char* name : kPrecisionNames) {
+    if (precision == name) {
+      return;
+    }
+  }
+  throw UsageError("precision must be fp32, bf16 or fp16, not " + precision);
+}
+
+double DefaultTolerance(const std::string& precision) {
+  constexpr double kFloat32Tol = 1e-4;
+  constexpr double kHalfTol = 1e-2;
+  return IsHalfPrecision(precision) ? kHalfTol : kFloat32Tol;
 }
 
 }  // namespace egg::harness

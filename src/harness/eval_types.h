@@ -48,9 +48,20 @@ struct RobustTrial {
   std::string reason;
 };
 
+// KernelBench's precisions: the task's floating inputs and the models' parameters and buffers cast to the
+// half type (fp32: nothing cast). Throws UsageError for another name.
+inline constexpr const char* kPrecisionNames[] = {"fp32", "bf16", "fp16"};
+void CheckPrecision(const std::string& precision);
+inline bool IsHalfPrecision(const std::string& precision) {
+  return precision == "bf16" || precision == "fp16";
+}
+// KernelBench's tolerance at a precision: 1e-4 in fp32, 1e-2 in bf16 and fp16.
+double DefaultTolerance(const std::string& precision);
+
 struct EvalOptions {
   std::string device = "cpu";  // "cuda" or "cpu"
   int gpu_index = 0;
+  std::string precision = "fp32";  // fp32, bf16 or fp16 (kPrecisionNames)
   double tol = 1e-4;  // KernelBench's float32 rule; 1e-2 (TF32-level numerics) only when asked for
   int trials = 5;
   int seed = 1;        // trial i draws its inputs from seed + i
@@ -77,6 +88,7 @@ struct EvalResult {
   std::optional<double> max_rel_err;
   std::optional<double> rel_l2_err;
   double tol = 0;
+  std::string precision = "fp32";  // the dtype the task ran in (EvalOptions::precision)
   int trials = 0;
   int trials_passed = 0;
   std::optional<RobustTrial> robust;

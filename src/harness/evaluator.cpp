@@ -28,11 +28,15 @@ Json TimingJson(const EvalOptions& options) {
 
 // Everything of a screening's settings that can change its result (the cache key's options).
 Json ScreenKeyJson(const EvalOptions& options, const ScreenOptions& screen) {
-  return Json{{"device", options.device},
-              {"tol", options.tol},
-              {"seed", options.seed},
-              {"init_seed", options.init_seed},
-              {"timing", TimingJson(options, screen.warmup, screen.min_trials, screen.budget_s)}};
+  Json key = Json{{"device", options.device},
+                  {"tol", options.tol},
+                  {"seed", options.seed},
+                  {"init_seed", options.init_seed},
+                  {"timing", TimingJson(options, screen.warmup, screen.min_trials, screen.budget_s)}};
+  if (options.precision != "fp32") {  // fp32 screenings keep the keys they were stored under
+    key["precision"] = options.precision;
+  }
+  return key;
 }
 
 Json BaseRequest(const std::string& op, const std::string& task_path, const EvalOptions& options) {
@@ -41,6 +45,7 @@ Json BaseRequest(const std::string& op, const std::string& task_path, const Eval
               {"device", options.device},
               {"seed", options.seed},
               {"init_seed", options.init_seed},
+              {"precision", options.precision},
               {"timing", TimingJson(options)}};
 }
 
@@ -229,6 +234,7 @@ EvalResult Evaluator::Evaluate(const std::string& task_file, const std::string& 
   const BaselineResult baseline = Baseline(task_path, task_hash, options, &baseline_flags);
   EvalResult result = RunCandidate(task_path, candidate_path, options);
   result.tol = options.tol;
+  result.precision = options.precision;
   result.trials = result.trials == 0 ? options.trials : result.trials;
   result.correct = result.status == EvalStatus::kOk;
   result.flags.insert(result.flags.end(), baseline_flags.begin(), baseline_flags.end());

@@ -208,6 +208,36 @@ TEST_F(EvaluatorTest, SecondAskReturnsStoredRowWithoutCallingWorker) {
   EXPECT_EQ(worker_.requests.size(), 2U);
 }
 
+TEST_F(EvaluatorTest, HalfPrecisionTravelsInEveryRequestAndKeysItsRowsApart) {
+  options_.timing = false;
+  worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
+  Evaluator evaluator(worker_, store_.get());
+  const EvalResult fp32 = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_EQ(fp32.precision, "fp32");
+  EXPECT_FALSE(OptionsKeyJson(options_).contains("precision")) << "fp32 rows keep the keys they had";
+  options_.precision = "bf16";
+  options_.tol = DefaultTolerance("bf16");
+  worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
+  const EvalResult bf16 = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_FALSE(bf16.cached) << "the precision is part of the key";
+  EXPECT_NE(bf16.key, fp32.key);
+  EXPECT_EQ(bf16.precision, "bf16");
+  EXPECT_DOUBLE_EQ(bf16.tol, 1e-2);
+  EXPECT_EQ(worker_.requests.back()["precision"], "bf16");
+  EXPECT_EQ(Json(bf16)["precision"], "bf16");
+  EXPECT_EQ(Json(bf16).get<EvalResult>().precision, "bf16");
+}
+
+TEST(EvalTypesTest, PrecisionsAndTheirTolerances) {
+  EXPECT_DOUBLE_EQ(DefaultTolerance("fp32"), 1e-4);
+  EXPECT_DOUBLE_EQ(DefaultTolerance("bf16"), 1e-2);
+  EXPECT_DOUBLE_EQ(DefaultTolerance("fp16"), 1e-2);
+  EXPECT_TRUE(IsHalfPrecision("fp16"));
+  EXPECT_FALSE(IsHalfPrecision("fp32"));
+  EXPECT_NO_THROW(CheckPrecision("bf16"));
+  EXPECT_THROW(CheckPrecision("fp8"), EggError);
+}
+
 TEST_F(EvaluatorTest, KeyChangesWithGpuAndVersions) {
   options_.timing = false;
   worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));

@@ -489,6 +489,7 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
   candidate.design.seed = design.seed;
   candidate.design.plan = design.plan;
   candidate.design.precision = design.precision;
+  candidate.design.dtype = GraphPrecision(graph);
   try {
     candidate.plan = MakePlan(graph, design.plan);
   } catch (const std::exception& error) {

@@ -67,5 +67,33 @@ TEST(CandidateTest, InvalidKernelDesignsFallBackToDefaults) {
   EXPECT_TRUE(DesignFits(plan.kernels[0], candidate.design.kernels.at(plan.kernels[0].name)));
 }
 
+// Half products: tl.dot takes the half operands (bf16 through EGG_BF16_DOT, float32 only under the
+// interpreter), accumulates in float32; the record says the precision. A type no kernel lowers stays in
+// PyTorch with a note.
+TEST(CandidateTest, HalfProductsGoToTheTensorCoresInTheirType) {
+  const Json bmm = FixtureJson("level1_3_Batched_matrix_multiplication");
+  const Candidate bf16 =
+      GenerateCandidate(LoadGraph(testing::Retyped(bmm, "float32", "bfloat16")), "", "bmm", {});
+  ASSERT_TRUE(bf16.source) << bf16.problem;
+  EXPECT_TRUE(bf16.pytorch_ops.empty());
+  const std::string& code = *bf16.source;
+  EXPECT_EQ(
+      Count(code, "EGG_BF16_DOT: tl.constexpr = tl.constexpr(tl.float32 if EGG_INTERPRET else tl.bfloat16)"),
+      1U);
+  EXPECT_EQ(Count(code, "tl.dot(a.to(EGG_BF16_DOT), b.to(EGG_BF16_DOT)"), 1U);
+  EXPECT_EQ(Count(code, "acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)"), 1U);
+  EXPECT_EQ(bf16.design.dtype, "bf16");
+  EXPECT_EQ(bf16.design.ToJson()["dtype"], "bf16");
+  const Candidate fp16 =
+      GenerateCandidate(LoadGraph(testing::Retyped(bmm, "float32", "float16")), "", "bmm", {});
+  ASSERT_TRUE(fp16.source) << fp16.problem;
+  EXPECT_EQ(Count(*fp16.source, "tl.dot(a.to(tl.float16), b.to(tl.float16)"), 1U);
+  EXPECT_EQ(Count(*fp16.source, "EGG_BF16_DOT"), 0U);
+  const Candidate fp32 = GenerateCandidate(LoadGraph(bmm), "", "bmm", {});
+  ASSERT_TRUE(fp32.source);
+  EXPECT_EQ(Count(*fp32.source, "tl.dot(a, b,"), 1U) << "float32 operands go to tl.dot as they are";
+  EXPECT_FALSE(fp32.design.ToJson().contains("dtype"));
+}
+
 }  // namespace
 }  // namespace egg::expert

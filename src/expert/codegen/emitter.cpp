@@ -218,6 +218,18 @@ Operand KernelEmitter::Load(int value, const std::vector<Index>& index) {
     inside = index[d].Lo() >= 0 && index[d].Hi() < layout.shape[d];
   }
   const std::string mask = MaskFor(address, !inside);
+  if (IsHalf(layout.dtype)) {
+    // Upcast as loaded. No half constant: Triton's interpreter has none (a bf16 `other` fails there), so the
+    // masked lanes are zeroed after the upcast.
+    const std::string load =
+        fmt::format("tl.load({} + ({}){})", pointer, address.Code(), mask.empty() ? "" : ", " + mask);
+    if (mask.empty()) {
+      return Bind(load + ".to(tl.float32)", DType::kFloat32);
+    }
+    Operand loaded = Bind(fmt::format("tl.where({}, {}.to(tl.float32), 0.0)", mask, load), DType::kFloat32);
+    NoteZeroMasked(loaded.code, mask);
+    return loaded;
+  }
   const std::string other = layout.dtype == DType::kBool ? "0" : (IsFloating(layout.dtype) ? "0.0" : "0");
   if (mask.empty()) {
     return Bind(fmt::format("tl.load({} + ({}))", pointer, address.Code()), layout.dtype);
@@ -225,19 +237,23 @@ Operand KernelEmitter::Load(int value, const std::vector<Index>& index) {
   Operand loaded =
       Bind(fmt::format("tl.load({} + ({}), {}, other={})", pointer, address.Code(), mask, other), layout.dtype);
   if (layout.dtype == DType::kFloat32) {
-    std::set<std::string>& terms = float_load_masks_[loaded.code];
-    for (const std::string& term : MaskTerms(mask)) {
-      terms.insert(term);
-      for (const auto& [expression, name] : masks_.combined) {  // a precomputed mask stands for its terms
-        if (name == term) {
-          for (const std::string& part : MaskTerms(expression)) {
-            terms.insert(part);
-          }
+    NoteZeroMasked(loaded.code, mask);
+  }
+  return loaded;
+}
+
+void KernelEmitter::NoteZeroMasked(const std::string& temp, const std::string& mask) {
+  std::set<std::string>& terms = float_load_masks_[temp];
+  for (const std::string& term : MaskTerms(mask)) {
+    terms.insert(term);
+    for (const auto& [expression, name] : masks_.combined) {  // a precomputed mask stands for its terms
+      if (name == term) {
+        for (const std::string& part : MaskTerms(expression)) {
+          terms.insert(part);
         }
       }
     }
   }
-  return loaded;
 }
 
 bool KernelEmitter::ZeroWhereMasked(const Operand& operand, const std::vector<std::string>& masks) const {
@@ -278,15 +294,16 @@ Operand KernelEmitter::Pointwise(const Node& node, const Value& out, const std::
     }
     operands.push_back(operand);
   }
-  const PointwiseCode code = LowerPointwise(node, operands, out.meta->dtype);
+  const DType type = ComputeDType(out.meta->dtype);
+  const PointwiseCode code = LowerPointwise(node, operands, type);
   if (!code.code) {
     throw NotFusable(code.problem);
   }
   helpers_.insert(helpers_.end(), code.helpers.begin(), code.helpers.end());
   if (all_scalar) {
-    return Operand{*code.code, out.meta->dtype, true};
+    return Operand{*code.code, type, true};
   }
-  return Bind(*code.code, out.meta->dtype);
+  return Bind(*code.code, type);
 }
 
 // arange(start, end, step)[i] = start + step * i: the index itself, as a value.
@@ -313,7 +330,8 @@ Operand KernelEmitter::Arange(const Node& node, const Value& out, const std::vec
   // shape already (in a matrix product's operand tile, the tile variable's would not broadcast with it).
   const bool scalar = LanesOf(index.at(0)).empty();
   const std::string tile = masks_.tile_var.empty() || !scalar ? code : "(" + code + " + tl.zeros_like(" + masks_.tile_var + "))";
-  return Bind(tile + ".to(" + TritonDType(out.meta->dtype) + ")", out.meta->dtype);
+  const DType type = ComputeDType(out.meta->dtype);
+  return Bind(tile + ".to(" + TritonDType(type) + ")", type);
 }
 
 // constant_pad_nd(x, pad, value): `pad` holds (before, after) pairs from the last dim backwards (negative ones
@@ -349,7 +367,8 @@ Operand KernelEmitter::Pad(const Node& node, const Value& out, const std::vector
   PushCondition(condition);
   const Operand operand = Emit(source, in_index);
   PopCondition();
-  return Bind(fmt::format("tl.where({}, {}, {})", condition, operand.code, literal), out.meta->dtype);
+  return Bind(fmt::format("tl.where({}, {}, {})", condition, operand.code, literal),
+              ComputeDType(out.meta->dtype));
 }
 
 Operand KernelEmitter::Concat(const Node& node, const Value& out, const std::vector<Index>& index) {
@@ -409,9 +428,9 @@ Operand KernelEmitter::Concat(const Node& node, const Value& out, const std::vec
   for (size_t i = pieces.size() - 1; i-- > 0;) {
     const std::string code =
         fmt::format("tl.where({}, {}, {})", pieces[i].condition, pieces[i].operand.code, selected.code);
-    selected = Bind(code, out.meta->dtype);
+    selected = Bind(code, ComputeDType(out.meta->dtype));
   }
-  return pieces.size() == 1 ? Bind(selected.code, out.meta->dtype) : selected;
+  return pieces.size() == 1 ? Bind(selected.code, ComputeDType(out.meta->dtype)) : selected;
 }
 
 void KernelEmitter::Store(int value, const std::vector<Index>& index, const Operand& operand,
@@ -421,9 +440,13 @@ void KernelEmitter::Store(int value, const std::vector<Index>& index, const Oper
   const std::string pointer = PointerName(value);
   const std::string full_mask = And(mask, Condition());
   std::string data = operand.code;
-  if (operand.scalar) {
-    data = fmt::format("tl.full({}.shape, {}, {})", mask, operand.code, TritonDType(layout.dtype));
-  } else if (operand.dtype != layout.dtype) {
+  if (operand.scalar) {  // a half constant made in float32 (the interpreter has no bf16 constants)
+    data =
+        fmt::format("tl.full({}.shape, {}, {})", mask, operand.code, TritonDType(ComputeDType(layout.dtype)));
+  }
+  if (operand.scalar && IsHalf(layout.dtype)) {
+    data += ".to(" + TritonDType(layout.dtype) + ")";
+  } else if (!operand.scalar && (operand.dtype != layout.dtype || IsHalf(layout.dtype))) {
     data = layout.dtype == DType::kBool ? "(" + data + " != 0)" : data + ".to(" + TritonDType(layout.dtype) + ")";
   }
   // A fixed address (a single-element result), or a matrix tile's address that misses a tile variable (a single

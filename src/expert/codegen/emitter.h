@@ -84,8 +84,9 @@ class KernelEmitter {
   // The load mask of `address`: the masks of the lane variables it uses, and the lane conditions unless
   // `conditions` is false (an address inside its tensor for every lane).
   std::string MaskFor(const Index& address, bool conditions = true) const;
-  // True when `operand` is a float32 load whose mask includes each of `masks`: its masked lanes already read
-  // 0.0, so a matmul may take it as it is (no tl.where between the load and tl.dot).
+  // True when `operand` is a float32 load (or a half one, upcast) whose mask includes each of `masks`: its
+  // masked lanes already read 0.0, so a matmul may take it as it is (no tl.where between the load and
+  // tl.dot).
   bool ZeroWhereMasked(const Operand& operand, const std::vector<std::string>& masks) const;
 
  private:
@@ -120,6 +121,8 @@ class KernelEmitter {
                 DType dtype);
   Index Positions(int index_value, const std::vector<Index>& position_index, int64_t size, bool wrap);
   Operand Bind(const std::string& expression, DType dtype);
+  // Records that float32 temp `temp` is zero wherever `mask` is false (ZeroWhereMasked).
+  void NoteZeroMasked(const std::string& temp, const std::string& mask);
   std::string Condition() const;
 
   const Graph& graph_;

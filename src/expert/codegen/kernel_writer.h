@@ -28,6 +28,9 @@ std::string Identity(ReductionKind kind, DType dtype);
 DType AccumulatorType(ReductionKind kind, DType input);
 // The tl reduction combining a row of partial results of `kind` (not prod): tl.max, tl.min or tl.sum.
 std::string RowCombine(ReductionKind kind);
+// What tl.dot's operands (computed in float32) are cast to for products of `operand` tensors: half types go
+// to the tensor cores in their own type (EGG_BF16_DOT for bf16), float32 ones are taken as they are ("").
+std::string DotOperandCast(DType operand);
 
 class KernelWriter {
  public:

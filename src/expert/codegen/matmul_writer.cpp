@@ -115,6 +115,13 @@ KernelSource KernelWriter::WriteMatmul() {
   return source;
 }
 
+std::string DotOperandCast(DType operand) {
+  if (operand == DType::kBFloat16) {
+    return std::string(".to(") + kBf16Dot + ")";
+  }
+  return operand == DType::kFloat16 ? ".to(tl.float16)" : "";
+}
+
 int64_t KernelWriter::AlignedStride(int64_t columns) {
   constexpr int64_t kAlignFloats = 32;
   return (columns + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
@@ -181,6 +188,7 @@ KernelSource KernelWriter::FinishMatmul(const std::string& loop, int out, const 
   values.text["group_m"] = std::to_string(group_m);
   values.text["group_size"] = std::to_string(group_m * grid_n);
   values.text["precision"] = NameText(DotPrecision(design.precision));
+  values.text["dot_cast"] = DotOperandCast(MetaOf(graph_, mm.a).dtype);
   values.flags["batched"] = mm.batched;
   values.flags["gemv"] = design.algorithm == Algorithm::kGemv;
   values.text["loop"] = loop;

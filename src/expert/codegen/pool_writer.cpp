@@ -78,8 +78,8 @@ KernelSource KernelWriter::WritePool() {
   if (!is_max) {
     result = "acc / " + AvgDivisor(pool, in, out, out_index, first_spatial, starts, ends);
   }
-  const Operand pooled{"pooled", out.dtype, false};
-  emitter_.Line("pooled = (" + result + ").to(" + TritonDType(out.dtype) + ")");
+  const Operand pooled{"pooled", ComputeDType(out.dtype), false};
+  emitter_.Line("pooled = (" + result + ").to(" + TritonDType(pooled.dtype) + ")");
   emitter_.DefineRow(pool.output, pooled, x);
   StoreIfNeeded(pool.output, out_index, pooled, "xmask");
   WriteEpilogues(x, pool.output);

@@ -30,7 +30,7 @@ KernelWriter::Accumulator KernelWriter::Accumulate(const ReductionSpec& spec, co
   }
   const std::string a = "acc" + tag;
   const ReductionKind kind = spec.kind;
-  const DType out_type = MetaOf(graph_, spec.outputs.at(0)).dtype;
+  const DType out_type = ComputeDType(MetaOf(graph_, spec.outputs.at(0)).dtype);
   auto result = [&](int value_id, const std::string& code, DType dtype) {
     acc.results.emplace_back(value_id, Operand{code, dtype, false});
   };
@@ -223,7 +223,7 @@ void KernelWriter::EmitVariance(const ReductionSpec& spec, size_t number, bool l
   const std::string variance = "var" + tag;
   emitter_.Line(fmt::format("{} = {} / {}", variance, squares, FloatLiteral(std::max(denominator, 0.0))));
   Accumulator results;
-  const DType out_type = MetaOf(graph_, spec.outputs.at(0)).dtype;
+  const DType out_type = ComputeDType(MetaOf(graph_, spec.outputs.at(0)).dtype);
   if (spec.kind == ReductionKind::kVar) {
     results.results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
   } else if (spec.kind == ReductionKind::kStd) {
@@ -359,7 +359,8 @@ void KernelWriter::WelfordResults(const ReductionSpec& spec, const std::string& 
                                   Accumulator* acc) {
   const double denominator = std::max(static_cast<double>(spec.Length()) - spec.correction, 0.0);
   const std::string variance = fmt::format("({} / {})", m2, FloatLiteral(denominator));
-  const DType out_type = MetaOf(graph_, spec.outputs[0] >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype;
+  const DType out_type =
+      ComputeDType(MetaOf(graph_, spec.outputs[0] >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype);
   if (spec.kind == ReductionKind::kVar) {
     acc->results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
   } else if (spec.kind == ReductionKind::kStd) {
@@ -392,10 +393,12 @@ KernelWriter::Accumulator KernelWriter::OnlineAccumulate(const ReductionSpec& ma
   acc.finish.push_back(fmt::format(
       "reds{0} = tl.sum(s{0} * tl.where(m{0} == float('-inf'), 0.0, tl.exp(m{0} - redm{0})), 1)[:, None]",
       t));
-  acc.results.emplace_back(max_spec.outputs[0],
-                           Operand{"redm" + t, MetaOf(graph_, max_spec.outputs[0]).dtype, false});
-  acc.results.emplace_back(sum_spec.outputs[0],
-                           Operand{"reds" + t, MetaOf(graph_, sum_spec.outputs[0]).dtype, false});
+  acc.results.emplace_back(
+      max_spec.outputs[0],
+      Operand{"redm" + t, ComputeDType(MetaOf(graph_, max_spec.outputs[0]).dtype), false});
+  acc.results.emplace_back(
+      sum_spec.outputs[0],
+      Operand{"reds" + t, ComputeDType(MetaOf(graph_, sum_spec.outputs[0]).dtype), false});
   return acc;
 }
 

@@ -14,7 +14,7 @@ KernelSource KernelWriter::WriteScan() {
   }
   const TensorMeta& meta = MetaOf(graph_, scan.input);
   const int output = graph_.nodes.at(static_cast<size_t>(scan.node)).value;
-  const DType out_type = MetaOf(graph_, output).dtype;
+  const DType out_type = ComputeDType(MetaOf(graph_, output).dtype);
   const Index x = Index::Var("xindex", kernel_.rows);
   const Index r = Index::Var("rindex", kernel_.length);
   const auto index = AnchorIndex(meta.shape, {scan.dim}, x, r);

@@ -115,7 +115,7 @@ KernelSource KernelWriter::WriteSplitReduction() {
                                pointer, splits, part.identity));
     }
     const DType out_type =
-        MetaOf(graph_, spec.outputs.at(0) >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype;
+        ComputeDType(MetaOf(graph_, spec.outputs.at(0) >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype);
     Accumulator results;
     const std::string red = "red" + tag;
     if (loaded.size() == 3) {

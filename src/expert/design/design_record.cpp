@@ -59,6 +59,9 @@ Json CandidateDesign::ToJson() const {
   if (precision != Precision::kUnset) {
     json["precision"] = NameOf(precision);
   }
+  if (dtype != "fp32") {
+    json["dtype"] = dtype;
+  }
   return json;
 }
 
@@ -67,6 +70,7 @@ CandidateDesign CandidateDesign::FromJson(const Json& json) {
   design.seed = json.value("seed", 0);
   design.plan = PlanOptions::FromJson(json.value("plan", Json::object()));
   design.precision = ParseName<Precision>(json.value("precision", ""), "precision");
+  design.dtype = json.value("dtype", "fp32");
   const Json kernels = json.value("kernels", Json::object());
   for (const auto& [name, kernel] : kernels.items()) {
     design.kernels[name] = KernelDesign::FromJson(kernel);

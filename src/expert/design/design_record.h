@@ -147,6 +147,9 @@ struct CandidateDesign {
   Precision precision =
       Precision::kUnset;  // tl.dot input_precision for unlisted matmul kernels (unset: ieee)
   std::map<std::string, KernelDesign> kernels;  // by kernel name; missing kernels take DefaultDesign(seed)
+  // The precision the graph was captured in (fp32, bf16, fp16): set by GenerateCandidate from the graph, so
+  // a record says what its kernels were made for; written only when not fp32.
+  std::string dtype = "fp32";
 
   Json ToJson() const;
   // UnknownName for an algorithm or precision that does not exist; Json::exception for a malformed record.

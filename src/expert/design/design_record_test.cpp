@@ -24,6 +24,15 @@ TEST(DesignRecordTest, KernelDesignJsonKeepsItsStoredShape) {
   EXPECT_FALSE(flat.ToJson().contains("precision"));
 }
 
+TEST(DesignRecordTest, DTypeIsRecordedOnlyWhenHalf) {
+  CandidateDesign design;
+  EXPECT_FALSE(design.ToJson().contains("dtype")) << "fp32 records keep their stored shape";
+  design.dtype = "bf16";
+  EXPECT_EQ(design.ToJson()["dtype"], "bf16");
+  EXPECT_EQ(CandidateDesign::FromJson(design.ToJson()).dtype, "bf16");
+  EXPECT_EQ(CandidateDesign::FromJson(Json::object()).dtype, "fp32");
+}
+
 TEST(DesignRecordTest, CandidateDesignRoundTripsAndIsReadBackFromSource) {
   CandidateDesign design;
   design.seed = 2;

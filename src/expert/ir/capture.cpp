@@ -3,11 +3,14 @@
 namespace egg::expert {
 
 ParsedGraph CaptureGraph(harness::WorkerChannel& worker, const std::string& task_path, const CaptureOptions& options) {
-  const Json request = {{"op", "capture"},
-                        {"task", task_path},
-                        {"device", options.device},
-                        {"seed", options.seed},
-                        {"init_seed", options.init_seed}};
+  Json request = {{"op", "capture"},
+                  {"task", task_path},
+                  {"device", options.device},
+                  {"seed", options.seed},
+                  {"init_seed", options.init_seed}};
+  if (options.precision != "fp32") {
+    request["precision"] = options.precision;
+  }
   const harness::CallResult call = worker.Call(request, options.timeout_s);
   if (call.outcome != harness::CallOutcome::kOk) {
     return {std::nullopt, "capture did not finish: " + call.detail};

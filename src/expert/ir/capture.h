@@ -15,6 +15,8 @@ struct CaptureOptions {
   std::string device = "cpu";
   int seed = 42;
   int init_seed = 42;
+  std::string precision =
+      "fp32";  // bf16, fp16: the module and inputs cast first, so the graph is in that dtype
   double timeout_s = kCaptureTimeoutSeconds;
 };
 

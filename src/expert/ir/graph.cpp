@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 namespace egg::expert {
@@ -289,6 +290,10 @@ bool IsFloating(DType dtype) {
          dtype == DType::kFloat64;
 }
 
+bool IsHalf(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
+
+DType ComputeDType(DType dtype) { return IsHalf(dtype) ? DType::kFloat32 : dtype; }
+
 int64_t Product(const std::vector<int64_t>& values) {
   int64_t product = 1;
   for (int64_t value : values) {
@@ -404,6 +409,48 @@ ParsedGraph ParseGraph(const Json& ir) {
   } catch (const Json::exception& error) {
     return {std::nullopt, std::string("bad graph IR: ") + error.what()};
   }
+}
+
+std::string GraphPrecision(const Graph& graph) {
+  for (const Value& value : graph.values) {
+    if ((value.kind == ValueKind::kInput || value.kind == ValueKind::kState) && value.meta) {
+      if (value.meta->dtype == DType::kBFloat16) {
+        return "bf16";
+      }
+      if (value.meta->dtype == DType::kFloat16) {
+        return "fp16";
+      }
+    }
+  }
+  return "fp32";
+}
+
+std::string NonFloat32Types(const Graph& graph, const Node& node) {
+  std::set<std::string> names;
+  auto note = [&](int value) {
+    const auto& meta = ValueAt(graph, value).meta;
+    if (meta && IsFloating(meta->dtype) && meta->dtype != DType::kFloat32) {
+      names.insert(DTypeName(meta->dtype));
+    }
+  };
+  for (const Arg& arg : node.args) {
+    if (arg.kind == Arg::Kind::kValue) {
+      note(arg.value);
+    }
+    for (const Arg& item : arg.list) {
+      if (item.kind == Arg::Kind::kValue) {
+        note(item.value);
+      }
+    }
+  }
+  if (node.value >= 0) {
+    note(node.value);
+  }
+  std::string text;
+  for (const std::string& name : names) {
+    text += (text.empty() ? "" : ", ") + name;
+  }
+  return text;
 }
 
 TensorMeta DenseLayout(const TensorMeta& meta) {

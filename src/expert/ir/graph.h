@@ -21,6 +21,10 @@ std::string TritonDType(DType dtype);     // "tl.float32"
 std::string TorchDType(DType dtype);      // "torch.float32"
 bool IsFloating(DType dtype);
 int64_t DTypeBytes(DType dtype);
+// bfloat16 and float16: storage types only. Kernels load them upcast to float32, compute and accumulate in
+// float32, and cast to the half type when they store (ComputeDType is the type a kernel computes a value in).
+bool IsHalf(DType dtype);
+DType ComputeDType(DType dtype);
 
 struct TensorMeta {
   std::vector<int64_t> shape;
@@ -116,6 +120,14 @@ ParsedGraph ParseGraph(const Json& ir);
 
 // The value with index `value` of `graph`.
 inline const Value& ValueAt(const Graph& graph, int value) { return graph.values.at(static_cast<size_t>(value)); }
+
+// The precision a graph was captured in (KernelBench's names): "bf16" or "fp16" when a floating input or
+// parameter is of that half type, else "fp32".
+std::string GraphPrecision(const Graph& graph);
+
+// The floating dtypes other than float32 among a node's tensor operands and result ("bfloat16, float64"), or
+// "" when there are none: the types a float32-only kernel family does not lower.
+std::string NonFloat32Types(const Graph& graph, const Node& node);
 
 // The layout egg gives a value it materializes: contiguous in the value's shape.
 TensorMeta DenseLayout(const TensorMeta& meta);

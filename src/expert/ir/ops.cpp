@@ -545,6 +545,9 @@ std::string HelperSource(const std::string& code) {
       out << "    return " << source.compiled << "\n\n\n";
     }
   }
+  if (code.find(kBf16Dot) != std::string::npos) {  // the interpreter's bf16 tl.dot is wrong: float32 there
+    out << kBf16Dot << ": tl.constexpr = tl.constexpr(tl.float32 if EGG_INTERPRET else tl.bfloat16)\n\n\n";
+  }
   if (code.find("_egg_welford_combine") != std::string::npos) {
     out << "@triton.jit\ndef _egg_welford_combine(m1, s1, n1, m2, s2, n2):\n"
         << "    n = n1 + n2\n"

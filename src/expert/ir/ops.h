@@ -58,8 +58,12 @@ struct PointwiseCode {
 // list elements, as ValueOf finds them) and its scalar arguments. `out` is the node's result type.
 PointwiseCode LowerPointwise(const Node& node, const std::vector<Operand>& tensors, DType out);
 
+// The type bfloat16 tl.dot operands are cast to: tl.bfloat16 (the tensor cores), but float32 under Triton's
+// interpreter, whose bf16 products are wrong (triton 3.6). HelperSource defines it where code names it.
+inline constexpr const char* kBf16Dot = "EGG_BF16_DOT";
+
 // Source of every helper function (`_egg_*`) that `code` calls: jit functions with a tl-math fallback for the
-// interpreter, and the combine functions of tl.reduce.
+// interpreter, the combine functions of tl.reduce, and EGG_BF16_DOT.
 std::string HelperSource(const std::string& code);
 
 // A Python literal for a double ("1.0", "float('inf')").

@@ -69,6 +69,25 @@ inline Json GraphJson(const std::vector<Json>& inputs, const std::vector<Json>& 
           {"mutations", Json::array()}, {"returns", outputs.size() == 1 ? "tensor" : "tuple"}};
 }
 
+// Every dtype `from` (metadata and dtype arguments) becomes `to`: the graph a capture of the module and
+// inputs cast to `to` gives (egg --precision), for graphs whose decompositions do not depend on the dtype.
+inline Json Retyped(Json json, const std::string& from, const std::string& to) {
+  if (json.is_object()) {
+    for (auto& [key, value] : json.items()) {
+      if (key == "dtype" && value == from) {
+        value = to;
+      } else {
+        value = Retyped(value, from, to);
+      }
+    }
+  } else if (json.is_array()) {
+    for (Json& item : json) {
+      item = Retyped(item, from, to);
+    }
+  }
+  return json;
+}
+
 inline Graph LoadGraph(const Json& json) {
   ParsedGraph parsed = ParseGraph(json);
   EXPECT_TRUE(parsed.graph.has_value()) << parsed.problem;

@@ -46,7 +46,14 @@ int64_t TransposedMaxTaps(const ConvShape& conv, size_t s) {
 
 namespace {
 
-// aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), fp32.
+// Operands and result of one type, float32 or a half type (products of half operands on the tensor cores,
+// accumulated in float32); anything else (float64, mixed types) runs in PyTorch.
+bool ProductTypes(DType a, DType b, DType out) {
+  return a == b && b == out && (a == DType::kFloat32 || IsHalf(a));
+}
+
+// aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), fp32,
+// bf16 or fp16.
 // The weight is [out, in / groups, kernel...], transposed [in, out / groups, kernel...].
 std::optional<MatmulSpec> ParseConvolution(const Graph& graph, const Node& node) {
   if (node.args.size() < 9 || node.args[0].kind != Arg::Kind::kValue ||
@@ -59,9 +66,9 @@ std::optional<MatmulSpec> ParseConvolution(const Graph& graph, const Node& node)
   const auto& in = ValueAt(graph, node.args[0].value).meta;
   const auto& weight = ValueAt(graph, node.args[1].value).meta;
   const auto& out = ValueAt(graph, node.value).meta;
-  if (!in || !weight || !out || in->dtype != DType::kFloat32 || weight->dtype != DType::kFloat32 ||
-      out->dtype != DType::kFloat32 || in->shape.size() < 3 || in->shape.size() > 5 ||
-      weight->shape.size() != in->shape.size() || out->shape.size() != in->shape.size()) {
+  if (!in || !weight || !out || !ProductTypes(in->dtype, weight->dtype, out->dtype) || in->shape.size() < 3 ||
+      in->shape.size() > 5 || weight->shape.size() != in->shape.size() ||
+      out->shape.size() != in->shape.size()) {
     return std::nullopt;
   }
   ConvShape conv;
@@ -149,9 +156,8 @@ std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node) {
   const auto& a = ValueAt(graph, spec.a).meta;
   const auto& b = ValueAt(graph, spec.b).meta;
   const auto& out = ValueAt(graph, node.value).meta;
-  if (!a || !b || !out || a->dtype != DType::kFloat32 || b->dtype != DType::kFloat32 ||
-      out->dtype != DType::kFloat32) {
-    return std::nullopt;  // fp32 semantics only, for now
+  if (!a || !b || !out || !ProductTypes(a->dtype, b->dtype, out->dtype)) {
+    return std::nullopt;
   }
   spec.batched = node.op == "aten.bmm.default";
   const size_t rank = spec.batched ? 3 : 2;

@@ -22,6 +22,20 @@ TEST(MatmulPatternTest, BmmIsABatchedProduct) {
   EXPECT_FALSE(mm->conv);
 }
 
+TEST(MatmulPatternTest, HalfProductsOfOneTypeAreLoweredMixedOnesAreNot) {
+  const Json fp32 = testing::FixtureJson("level1_3_Batched_matrix_multiplication");
+  for (const char* type : {"bfloat16", "float16"}) {
+    const Graph graph = testing::LoadGraph(testing::Retyped(fp32, "float32", type));
+    EXPECT_TRUE(ParseMatmul(graph, testing::NodeWithOp(graph, "aten.bmm.default"))) << type;
+  }
+  const Graph float64 = testing::LoadGraph(testing::Retyped(fp32, "float32", "float64"));
+  EXPECT_FALSE(ParseMatmul(float64, testing::NodeWithOp(float64, "aten.bmm.default")));
+  Json mixed = fp32;
+  mixed["inputs"][0]["meta"]["dtype"] = "bfloat16";  // a bf16 A times a float32 B
+  const Graph graph = testing::LoadGraph(mixed);
+  EXPECT_FALSE(ParseMatmul(graph, testing::NodeWithOp(graph, "aten.bmm.default")));
+}
+
 TEST(MatmulPatternTest, ConvolutionIsAnImplicitGemmPerGroup) {
   const Graph graph = testing::Fixture("level2_1_Conv2D_ReLU_BiasAdd");  // x [16, 12, 16, 16]
   const auto mm = ParseMatmul(graph, testing::NodeWithOp(graph, "aten.convolution.default"));

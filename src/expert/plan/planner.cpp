@@ -68,12 +68,14 @@ void Planner::Classify() {
         matmuls_[index] = *spec;
       } else {
         op_class = OpClass::kExtern;
+        NoteUnloweredTypes(node, "products of one operand type, float32, bfloat16 or float16");
       }
     } else if (op_class == OpClass::kRecurrent) {
       if (auto spec = ParseRecurrent(graph_, node)) {
         recurrents_[index] = *spec;
       } else {
         op_class = OpClass::kExtern;
+        NoteUnloweredTypes(node, "recurrent layers in float32");
       }
     } else if (op_class == OpClass::kGetItem) {
       op_class = OpClass::kGetItem;
@@ -82,6 +84,14 @@ void Planner::Classify() {
       externs_.insert(index);
     }
     classes_[index] = op_class;
+  }
+}
+
+void Planner::NoteUnloweredTypes(const Node& node, const std::string& lowered) {
+  const std::string types = NonFloat32Types(graph_, node);
+  if (!types.empty()) {
+    plan_.notes.push_back(fmt::format("{} runs in PyTorch: {} on {} (the kernels lower {})", node.name,
+                                      node.op, types, lowered));
   }
 }
 

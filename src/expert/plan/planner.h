@@ -27,6 +27,9 @@ class Planner {
 
  private:
   void Classify();
+  // A planner note for a product or recurrent layer left to PyTorch whose tensors have a floating type other
+  // than float32 (`lowered`: what its kernel family does lower).
+  void NoteUnloweredTypes(const Node& node, const std::string& lowered);
 
   // Attention patterns become one flash kernel each, anchored at bmm(P, V): the scores' product and the
   // softmax's reductions are no longer kernels of their own.

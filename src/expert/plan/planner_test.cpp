@@ -1,6 +1,8 @@
 // The planner: fused reductions, epilogues, pooling, scans and products.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "expert/codegen/candidate_file.h"
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/design/candidate.h"
@@ -117,6 +119,22 @@ TEST(PlannerTest, TransposedAndBatchedOperandsAreIndexArithmetic) {
   const Candidate b = GenerateCandidate(batched, "", "bmm", CandidateDesign{});
   ASSERT_TRUE(b.source) << b.problem;
   EXPECT_NE(b.source->find("bindex = tl.program_id(1)"), std::string::npos);
+}
+
+TEST(PlannerTest, ProductsOfTypesNoKernelLowersRunInPyTorchWithANote) {
+  const Graph float64 = LoadGraph(
+      testing::Retyped(FixtureJson("level1_3_Batched_matrix_multiplication"), "float32", "float64"));
+  const Plan plan = MakePlan(float64, {});
+  EXPECT_EQ(plan.extern_ops, std::vector<std::string>{"aten.bmm.default"});
+  ASSERT_EQ(plan.notes.size(), 1U);
+  EXPECT_NE(plan.notes[0].find("runs in PyTorch: aten.bmm.default on float64"), std::string::npos)
+      << plan.notes[0];
+  const Plan lstm = MakePlan(
+      LoadGraph(testing::Retyped(FixtureJson("level3_38_LSTMBidirectional"), "float32", "bfloat16")), {});
+  EXPECT_TRUE(std::any_of(lstm.notes.begin(), lstm.notes.end(), [](const std::string& note) {
+    return note.find("aten.lstm.input on bfloat16") != std::string::npos;
+  })) << "a bf16 recurrent layer stays in PyTorch, said so";
+  EXPECT_TRUE(MakePlan(Fixture("level1_3_Batched_matrix_multiplication"), {}).notes.empty());
 }
 
 }  // namespace
