@@ -6,7 +6,7 @@ from conftest import candidate_path, task_path
 
 RESULT_FIELDS = {"status", "reason", "correct", "trials", "trials_passed", "max_abs_err", "max_rel_err", "rel_l2_err",
                  "tol", "robust", "time_ms", "triton_launches", "triton_kernels", "triton_time_share", "flags",
-                 "worker_tainted", "vacuous", "io_bytes", "timing_protocol", "variants"}
+                 "worker_tainted", "vacuous", "float32_answer", "io_bytes", "timing_protocol", "variants"}
 
 
 @pytest.mark.parametrize("task, candidate, kernel", [
@@ -24,6 +24,7 @@ def test_correct_candidates_are_ok(worker, task, candidate, kernel):
     assert result["time_ms"] == {"candidate": None}  # never timed on cpu, whatever timing says
     assert result["triton_time_share"] is None and result["robust"] is None
     assert result["worker_tainted"] is False and result["flags"] == [] and result["vacuous"] is False
+    assert result["float32_answer"] is False
     assert result["io_bytes"] > 0
 
 
@@ -235,3 +236,19 @@ def test_a_reference_that_never_changes_is_flagged_vacuous(worker):
     assert any(flag.startswith("vacuous: ") for flag in constant["flags"])
     single = worker.evaluate("relu_after_shift", "zeros", trials=1)
     assert single["vacuous"] is False  # one trial cannot tell
+
+
+def test_a_half_candidate_more_accurate_than_pytorch_passes_against_the_float32_answer(worker):
+    # bf16 eager rounds 3.1x + 1000 to a multiple of 4: off by up to 2 from the answer; the fused kernel is not
+    fused = worker.evaluate("shift_cancel_64", "shift_cancel_ok", precision="bf16", tol=1e-2, robust_trial=True)
+    assert fused["status"] == "ok" and fused["trials_passed"] == 3, fused
+    assert fused["float32_answer"] is True and fused["robust"]["correct"] is True
+    assert fused["max_abs_err"] > 0.5  # not allclose to PyTorch's bf16 output: KernelBench's rule fails it
+    flag = [flag for flag in fused["flags"] if flag.startswith("half-precision check passed against the float32")]
+    assert len(flag) == 1 and "not allclose" in flag[0] and "against PyTorch's" in flag[0]
+    # closer to the float32 answer than PyTorch's bf16 output, but 0.5 off everywhere: outside tol, so wrong
+    shifted = worker.evaluate("shift_cancel_64", "shift_cancel_off", precision="bf16", tol=1e-2)
+    assert shifted["status"] == "mismatch" and shifted["float32_answer"] is False
+    # in float32 there is no half answer to excuse: the rule never applies
+    exact = worker.evaluate("shift_cancel_64", "shift_cancel_ok", tol=1e-4)
+    assert exact["status"] == "ok" and exact["float32_answer"] is False and exact["flags"] == [], exact

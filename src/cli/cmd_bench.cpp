@@ -195,10 +195,17 @@ Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
               {"stages", StageSpeedups(report)},
               {"llm", report.value("llm", Json::object())}};
   if (final.is_object()) {
-    for (const char* key : {"speedup_vs_eager", "speedup_vs_compile", "time_ms", "max_abs_err", "max_rel_err",
-                            "triton_time_share", "triton_launches", "reason", "robust", "device", "versions",
-                            "tol", "baseline", "beside_baseline", "speedups", "baselines", "vacuous", "io_bytes",
-                            "flags", "timing_protocol"}) {
+    for (const char* key : {"speedup_vs_eager", "speedup_vs_compile",
+                            "time_ms",          "max_abs_err",
+                            "max_rel_err",      "triton_time_share",
+                            "triton_launches",  "reason",
+                            "robust",           "device",
+                            "versions",         "tol",
+                            "baseline",         "beside_baseline",
+                            "speedups",         "baselines",
+                            "vacuous",          "float32_answer",
+                            "io_bytes",         "flags",
+                            "timing_protocol"}) {
       row[key] = final.value(key, Json());
     }
     row["precision"] = final.value("precision", "fp32");

@@ -109,6 +109,11 @@ void PrintHuman(const harness::EvalResult& r) {
     fmt::print(
         "vacuous: the reference output is the same for every input; the trials cannot judge this task\n");
   }
+  if (r.float32_answer) {
+    fmt::print(
+        "judged against the float32 answer: not allclose to PyTorch's half-precision output, but at least as "
+        "accurate as it (see flags)\n");
+  }
   if (r.time_ms.candidate) {
     fmt::print("time (ms):\n");
     PrintStats("candidate", r.time_ms.candidate);

@@ -110,6 +110,7 @@ void to_json(Json& j, const EvalResult& r) {
       {"baselines", r.baselines},
       {"speedups", r.speedups},
       {"vacuous", r.vacuous},
+      {"float32_answer", r.float32_answer},
       {"io_bytes", r.io_bytes},
       {"triton_launches", r.triton_launches},
       {"triton_kernels", r.triton_kernels},
@@ -155,6 +156,7 @@ void from_json(const Json& j, EvalResult& r) {
   ReadValue(j, "baselines", r.baselines);
   ReadValue(j, "speedups", r.speedups);
   ReadValue(j, "vacuous", r.vacuous);
+  ReadValue(j, "float32_answer", r.float32_answer);
   ReadOptional(j, "io_bytes", r.io_bytes);
   ReadValue(j, "triton_launches", r.triton_launches);
   ReadValue(j, "triton_kernels", r.triton_kernels);

@@ -14,7 +14,8 @@ namespace egg::harness {
 // 2: library kernels on side streams are timed by the host clock instead of refused.
 // 3: baselines under three precision settings, the robustness trial by the relative criterion, vacuous tasks.
 // 4: the launch counters are paused while timing (no wrapper's cost per Triton launch in a timed call).
-inline constexpr const char* kHarnessVersion = "4";
+// 5: at bf16/fp16, a candidate more accurate than PyTorch's half result passes against the float32 answer.
+inline constexpr const char* kHarnessVersion = "5";
 
 enum class EvalStatus { kOk, kCompileError, kRuntimeError, kMismatch, kTimeout, kCrash, kRejected };
 
@@ -103,6 +104,8 @@ struct EvalResult {
   Json baselines;               // every setting's runs: times, compile times, errors against the reference
   Json speedups;                // {setting: {run: baseline mean / candidate mean}}
   bool vacuous = false;         // the reference output was the same for every trial's inputs
+  bool float32_answer =
+      false;  // bf16/fp16: passed against the float32 answer, not allclose to PyTorch's half one
   std::optional<int64_t> io_bytes;  // inputs, outputs, parameters and buffers: what any implementation moves
   int triton_launches = 0;
   std::vector<std::string> triton_kernels;

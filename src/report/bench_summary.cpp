@@ -153,6 +153,7 @@ Json TolMetrics(const std::vector<Json>& rows, const std::string& tol_key, const
   const std::string headline = harness::HeadlineSettingFor(std::stod(tol_key));
   size_t correct = 0;
   size_t vacuous = 0;
+  size_t float32_answer = 0;  // half precision: correct against the float32 answer, not by KernelBench's rule
   std::map<std::string, std::map<std::string, std::vector<double>>> speedups;  // setting -> run -> values
   std::vector<double> headline_eager;
   std::vector<double> headline_compile;
@@ -162,6 +163,7 @@ Json TolMetrics(const std::vector<Json>& rows, const std::string& tol_key, const
     }
     ++correct;
     vacuous += row.value("vacuous", false) ? 1U : 0U;
+    float32_answer += row.value("float32_answer", false) ? 1U : 0U;
     Json per_setting = row.value("speedups", Json::object());
     if (!per_setting.is_object()) {
       per_setting = Json::object();
@@ -190,6 +192,7 @@ Json TolMetrics(const std::vector<Json>& rows, const std::string& tol_key, const
       {"correct", correct},
       {"correct_rate", total == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(total)},
       {"vacuous", vacuous},
+      {"float32_answer", float32_answer},
       {"baseline", headline}};
   AddSpeedupMetrics(headline_eager, total, "vs_eager", &metrics);
   AddSpeedupMetrics(headline_compile, total, "vs_compile", &metrics);

@@ -91,6 +91,19 @@ TEST(BenchSummaryTest, EveryBaselineHasItsMetricsAndTheHeadlineFollowsTheToleran
   EXPECT_EQ(tight["total_ms"]["tasks"], 1);
 }
 
+TEST(BenchSummaryTest, HalfRowsJudgedAgainstTheFloat32AnswerAreCountedApart) {
+  Json by_float32 = Row("/kb/level1/a.py", true, 2.0, 1.0, false);
+  by_float32["float32_answer"] = true;
+  Json wrong_by_float32 = Row("/kb/level1/b.py", false, 2.0, 1.0, false);
+  wrong_by_float32["float32_answer"] = true;  // a failed row's flag counts nowhere
+  const Json rows =
+      Json::array({by_float32, wrong_by_float32, Row("/kb/level1/c.py", true, 1.0, 1.0, false)});
+  const Json summary = BenchSummary(rows, 1e-2, {});
+  const Json& loose = summary["overall"]["tol"]["0.01"];
+  EXPECT_EQ(loose["correct"], 2);
+  EXPECT_EQ(loose["float32_answer"], 1);  // so 1 of 3 is correct by KernelBench's own rule
+}
+
 TEST(BenchSummaryTest, MissingNumbersAreNotFast) {
   Json untimed = Json{{"path", "/x/level1/a.py"}, {"correct", true}};
   const Json summary = BenchSummary(Json::array({untimed}), 1e-2, {});

@@ -74,9 +74,13 @@ std::string ResultSection(const Json& final) {
   if (!final.is_object()) {
     return "";
   }
-  std::string out =
-      fmt::format("\n## Result\nverified at tol {:g}{}\n", final.value("tol", 0.0),
-                  final.value("vacuous", false) ? " (vacuous task: the reference never changes)" : "");
+  std::string out = fmt::format(
+      "\n## Result\nverified at tol {:g}{}{}\n", final.value("tol", 0.0),
+      final.value("vacuous", false) ? " (vacuous task: the reference never changes)" : "",
+      final.value("float32_answer", false)
+          ? " against the float32 answer (at least as accurate as PyTorch's half-precision output, "
+            "not allclose to it)"
+          : "");
   const Json speedups = final.value("speedups", Json());
   if (!speedups.is_object()) {
     return out;
