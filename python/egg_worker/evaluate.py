@@ -375,6 +375,11 @@ def _is_triton_compile_failure(error: BaseException) -> bool:
         "InterpreterError", "PTXASError", "OutOfResources")
 
 
+class HarnessOutOfMemory(Exception):
+    """Out of memory in the harness's own checks, not in candidate code: answered as a failed request (ok:false),
+    so that the run counts an error to retry, never a wrong candidate."""
+
+
 def _is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, torch.cuda.OutOfMemoryError) or "can't allocate memory" in str(error)
 
@@ -931,6 +936,7 @@ def handle_evaluate(request: dict) -> dict:
         context.snapshot = guards.take_snapshot(extra=[task.module, task.Model])
         threads_before = set(threading.enumerate())
         processes_before = fence.descendants()
+        no_memory = None
         try:
             _evaluate(context, result)
         except Rejected as rejection:
@@ -940,6 +946,9 @@ def handle_evaluate(request: dict) -> dict:
         except RequestError:
             raise
         except Exception as error:  # raised by the checks on what the candidate returned
+            if _is_out_of_memory(error):  # the harness's own work did not fit: no verdict on the candidate
+                no_memory = HarnessOutOfMemory(f"the harness ran out of memory checking a candidate's outputs "
+                                               f"(other workers on the GPU? fewer per GPU): {one_line(error)}")
             _fail(result, "runtime_error", f"checking the candidate's outputs failed: {one_line(error)}")
             if guards.find_patches(context.snapshot):
                 guards.restore(context.snapshot)
@@ -950,6 +959,11 @@ def handle_evaluate(request: dict) -> dict:
         context.tainted = True
         if result["status"] != "rejected":
             _fail(result, "rejected", strays)
+    if no_memory is not None:
+        gc.collect()
+        if parsed.device.type == "cuda":
+            torch.cuda.empty_cache()
+        raise no_memory
     result["flags"] = context.flags
     result["worker_tainted"] = context.tainted
     result["io_bytes"] = context.io_bytes

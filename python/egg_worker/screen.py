@@ -133,6 +133,9 @@ def _check(session: Session, outputs, launched, entry: dict) -> bool:
             inputs = loader.make_inputs(session.task, session.request.seed, session.device)
             comparison = evaluate.compare_at_noise_floor(session, outputs, session.references, inputs, comparison)
     except BaseException as error:  # an output's own __eq__ may raise anything
+        if evaluate._is_out_of_memory(error):
+            raise evaluate.HarnessOutOfMemory(f"the harness ran out of memory checking a candidate's outputs: "
+                                              f"{one_line(error)}") from None
         raise CandidateFailed("runtime_error", f"checking the candidate's outputs failed: {one_line(error)}") from None
     entry["max_abs_err"] = _finite_or_none(comparison.errors.max_abs_err)
     if not comparison.passed:
@@ -193,7 +196,7 @@ def _screen_one(session: Session, path: str, entry: dict) -> None:
         entry.update(status="rejected", reason=str(rejection))
     except CandidateFailed as failure:
         entry.update(status=failure.status, reason=failure.reason)
-    except RequestError:  # the task broke (get_inputs), not the candidate
+    except (RequestError, evaluate.HarnessOutOfMemory):  # the task or the harness broke, not the candidate
         raise
     except BaseException as error:
         entry.update(status="runtime_error", reason=one_line(error))

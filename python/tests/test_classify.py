@@ -36,3 +36,21 @@ def test_out_of_memory_is_a_runtime_error_saying_so():
     failure = classify(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
     assert failure.status == "runtime_error"
     assert failure.reason.startswith("out of memory: OutOfMemoryError: CUDA out of memory")
+
+
+def test_out_of_memory_in_the_harness_checks_is_no_verdict_on_the_candidate(monkeypatch):
+    # four workers on one 80 GB card: the comparison of a 7 GiB output could not allocate; that is the run's
+    # problem (retry it), not a wrong kernel, so evaluate answers ok:false instead of a failed candidate
+    import pytest
+    from conftest import candidate_path, task_path
+    from egg_worker import evaluate
+
+    def no_memory(*args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 7516192768 bytes")
+    monkeypatch.setattr(evaluate, "compare_outputs", no_memory)
+    request = {"task": task_path("relu_64"), "candidate": candidate_path("relu_ok"), "device": "cpu",
+               "tol": 1e-4, "trials": 1, "seed": 1, "init_seed": 42, "robust_trial": False}
+    with pytest.raises(evaluate.HarnessOutOfMemory, match="ran out of memory checking"):
+        evaluate.handle_evaluate(request)
+    monkeypatch.undo()
+    assert evaluate.handle_evaluate(request)["status"] == "ok"  # nothing left behind
