@@ -109,6 +109,9 @@ def test_compile_lowers_a_bf16_linear_and_eval_finds_it_correct(egg, tmp_path):
     assert report["design"]["dtype"] == "bf16"
     source = candidate.read_text()
     assert "tl.dot(a.to(EGG_BF16_DOT), b.to(EGG_BF16_DOT)" in source
+    # both operands loaded in bf16 and handed to tl.dot as loaded: no widening to float32 and back in the K loop
+    loop = source[source.index("for k0 in"):source.index("tl.dot(")]
+    assert loop.count(", other=0.0)") == 2 and "float32" not in loop and "tl.where" not in loop, loop
     proc, result = egg.eval_json(task, candidate, "--precision", "bf16", "--no-store")
     assert result["status"] == "ok", result["reason"]
     assert result["precision"] == "bf16" and result["tol"] == 1e-2

@@ -512,7 +512,9 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
       sources.push_back(GenerateKernel(graph, kernel, plan.memory_before.at(k), layouts));
       candidate.launches += sources.back().launches.size();
       if (DotTiles(kernel)) {  // the launch and the design record say the stages it can use
-        kernel.design.num_stages = FittingStages(kernel.design, sources.back().a_tile_loads, sources.back().b_tile_loads);
+        kernel.design.num_stages =
+            FittingStages(kernel.design, sources.back().a_tile_loads, sources.back().b_tile_loads,
+                          StagedOperandBytes(*kernel.matmul, kernel.design));
         candidate.design.kernels[kernel.name] = kernel.design;
       }
       kernels_code += sources.back().code + "\n\n";

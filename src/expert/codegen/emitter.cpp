@@ -153,8 +153,29 @@ std::string KernelEmitter::MaskFor(const Index& address, bool conditions) const 
 
 void KernelEmitter::DefineRow(int value, const Operand& operand, const Index& row) { rows_[value] = Row{operand, row}; }
 
+bool KernelEmitter::ReadThroughViews(int value) const {
+  for (;;) {
+    if (rows_.count(value) != 0) {
+      return false;
+    }
+    if (memory_.count(value) != 0) {
+      return true;
+    }
+    const Value& v = graph_.values.at(static_cast<size_t>(value));
+    if (v.kind != ValueKind::kNode || !v.meta) {
+      return false;
+    }
+    const Node& node = graph_.nodes.at(static_cast<size_t>(v.node));
+    if (ClassifyOp(node.op) != OpClass::kView) {
+      return false;
+    }
+    value = ViewSource(node);
+  }
+}
+
 Operand KernelEmitter::Emit(int value, const std::vector<Index>& index) {
-  const std::string key = std::to_string(value) + "@" + JoinIndexKeys(index) + "|" + Condition();
+  const std::string key = std::to_string(value) + "@" + JoinIndexKeys(index) + "|" + Condition() +
+                          (keep_half_loads_ ? "|half" : "");
   for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
     const auto found = scope->cse.find(key);
     if (found != scope->cse.end()) {
@@ -218,6 +239,15 @@ Operand KernelEmitter::Load(int value, const std::vector<Index>& index) {
     inside = index[d].Lo() >= 0 && index[d].Hi() < layout.shape[d];
   }
   const std::string mask = MaskFor(address, !inside);
+  if (IsHalf(layout.dtype) && keep_half_loads_) {
+    const std::string load = fmt::format("tl.load({} + ({}){})", pointer, address.Code(),
+                                         mask.empty() ? "" : ", " + mask + ", other=0.0");
+    Operand loaded = Bind(load, layout.dtype);
+    if (!mask.empty()) {
+      NoteZeroMasked(loaded.code, mask);
+    }
+    return loaded;
+  }
   if (IsHalf(layout.dtype)) {
     // Upcast as loaded. No half constant: Triton's interpreter has none (a bf16 `other` fails there), so the
     // masked lanes are zeroed after the upcast.

@@ -88,6 +88,13 @@ class KernelEmitter {
   // masked lanes already read 0.0, so a matmul may take it as it is (no tl.where between the load and
   // tl.dot).
   bool ZeroWhereMasked(const Operand& operand, const std::vector<std::string>& masks) const;
+  // While set, a half tensor read in place stays in its half type, `tl.load(p, mask, other=0.0)`, instead of
+  // being widened: a tl.dot operand that Triton stages in half and hands to the tensor cores as it is (widening
+  // and narrowing again halved a bf16 GEMM's speed on the H100: bench/results/h100-bf16-sample).
+  void KeepHalfLoads(bool keep) { keep_half_loads_ = keep; }
+  // Whether `value` is read from memory through views alone (index arithmetic, nothing computed on its
+  // elements), so that KeepHalfLoads gives its operand in the half type.
+  bool ReadThroughViews(int value) const;
 
  private:
   struct Scope {
@@ -127,6 +134,7 @@ class KernelEmitter {
 
   const Graph& graph_;
   const std::map<int, TensorMeta>& memory_;
+  bool keep_half_loads_ = false;
   MaskSet masks_;
   std::vector<Scope> scopes_;
   std::map<int, Row> rows_;

@@ -56,10 +56,14 @@ KernelSource KernelWriter::WriteMatmul() {
                               emitter_.PointerName(ScratchId(1)),
                               ((b * mm.k + k_rows) * b_stride + n).Code()));
   }
+  // A half operand read in place (through views at most) reaches tl.dot in its half type.
+  emitter_.KeepHalfLoads(!aligned && IsHalf(mm.dtype) && emitter_.ReadThroughViews(mm.a));
   const Operand a =
       aligned ? Operand{"a", DType::kFloat32, false} : emitter_.Emit(mm.a, operand_index(m, ka));
+  emitter_.KeepHalfLoads(!aligned && IsHalf(mm.dtype) && emitter_.ReadThroughViews(mm.b));
   const Operand bt =
       aligned ? Operand{"b", DType::kFloat32, false} : emitter_.Emit(mm.b, operand_index(kb, n));
+  emitter_.KeepHalfLoads(false);
   if (a.scalar || bt.scalar) {
     throw NotFusable("a constant matrix operand");
   }

@@ -39,6 +39,11 @@ TEST(FittingStagesTest, EveryStagedOperandTileCountsAgainstSharedMemory) {
   EXPECT_EQ(FittingStages(design, 4, 1), 1) << "never below one stage";
   design.num_stages = 1;
   EXPECT_EQ(FittingStages(design, 1, 1), 1) << "never above the design's stages";
+  design.xblock = 128;
+  design.yblock = 256;
+  design.num_stages = 3;
+  EXPECT_EQ(FittingStages(design, 1, 1, 2), 3) << "bf16 tiles: 48 KB a stage";
+  EXPECT_EQ(FittingStages(design, 1, 1), 1) << "the same tiles in float32: 96 KB a stage";
 }
 
 TEST(MatmulDesignTest, SplitKOnlyForFewTilesOverADeepK) {

@@ -385,7 +385,7 @@ void WarpStageMoves(const KernelPlan& kernel, const std::vector<int>& warp_optio
 
 // Matmul: 4 or 8 warps per tile and 2-5 operand tiles in flight (a recurrent time loop: 2-8 warps, no pipeline),
 // then the other exact precision (tf32x3 for ieee and back: three tf32 products on the tensor cores against ieee
-// FMA products).
+// FMA products); half products have no precision to choose (bf16/fp16 operands on the tensor cores).
 void MatmulMemoryMoves(const KernelPlan& kernel, MoveList* list) {
   if (kernel.kind == KernelKind::kRecurrent) {
     WarpStageMoves(kernel, {2, 4, 8}, 1, 1, list);  // the time loop carries a dependence: nothing to pipeline
@@ -393,7 +393,8 @@ void MatmulMemoryMoves(const KernelPlan& kernel, MoveList* list) {
     WarpStageMoves(kernel, {4, 8}, 2, kMaxMatmulStages, list);
   }
   const KernelDesign& base = kernel.design;
-  if (base.precision == Precision::kIeee || base.precision == Precision::kTf32x3) {
+  const bool half = kernel.matmul && IsHalf(kernel.matmul->dtype);
+  if (!half && (base.precision == Precision::kIeee || base.precision == Precision::kTf32x3)) {
     KernelDesign design = base;
     design.precision = base.precision == Precision::kIeee ? Precision::kTf32x3 : Precision::kIeee;
     list->AddKernel(kernel, design, fmt::format("precision {} {}", kernel.name, NameOf(design.precision)),

@@ -20,6 +20,7 @@ using testing::BigSoftmax;
 using testing::FixtureJson;
 using testing::LoadGraph;
 using testing::Scaled;
+using testing::Retyped;
 
 TEST(DesignSpaceTest, StageMovesChangeOneDecisionAndArePruned) {
   const Graph graph = BigSoftmax();
@@ -200,6 +201,30 @@ TEST(DesignSpaceTest, MatmulStagesMoveTilesPipelineDepthAndPrecision) {
   design.num_warps = 8;
   design.num_stages = 5;
   EXPECT_FALSE(WorthMeasuring(kernel, design));
+}
+
+TEST(DesignSpaceTest, HalfProductsTakeWideTilesStagedInHalfAndNoPrecisionMoves) {
+  const Graph graph = LoadGraph(
+      Retyped(Scaled(Scaled(FixtureJson("level2_12_Gemm_Multiply_LeakyReLU"), 48, 256), 64, 512), "float32",
+              "bfloat16"));  // [256 x 512] @ [512 x 512] in bf16
+  const Candidate incumbent = GenerateCandidate(graph, "", "gemm", SeedDesign(0, 1e-2).design);
+  ASSERT_TRUE(incumbent.source) << incumbent.problem;
+  const KernelPlan& kernel = incumbent.plan.kernels.at(0);
+  ASSERT_EQ(kernel.kind, KernelKind::kMatmul);
+  ASSERT_EQ(kernel.matmul->dtype, DType::kBFloat16);
+  // 128x256x64 of 8 warps: three stages of bf16 operand tiles (147 KB) fit, where float32 ones would not
+  EXPECT_EQ(std::make_tuple(kernel.design.xblock, kernel.design.yblock, kernel.design.rblock,
+                            kernel.design.num_warps, kernel.design.num_stages),
+            std::make_tuple(int64_t{128}, int64_t{256}, int64_t{64}, 8, 3));
+  EXPECT_TRUE(WorthMeasuring(kernel, kernel.design));
+  // both operands loaded in bf16 and handed to tl.dot as loaded
+  const std::string& source = *incumbent.source;
+  const std::string loop = source.substr(source.find("for k0 in"), source.find("tl.dot(") - source.find("for k0 in"));
+  EXPECT_EQ(testing::Count(loop, ", other=0.0)"), 2U) << loop;
+  EXPECT_EQ(loop.find("float32"), std::string::npos) << loop;
+  for (const DesignMove& move : StageMoves(graph, "stage2.memory", incumbent, "", 20)) {
+    EXPECT_EQ(move.design.kernels.at(kernel.name).precision, kernel.design.precision) << move.move;
+  }
 }
 
 TEST(DesignSpaceTest, RepairsGetMoreConservative) {

@@ -146,7 +146,8 @@ bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
   }
   if (DotTiles(kernel, design)) {
     const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
-    const int64_t ring = design.num_stages * (design.xblock + design.yblock) * design.rblock * 4;
+    const int64_t ring = design.num_stages * (design.xblock + design.yblock) * design.rblock *
+                         StagedOperandBytes(*kernel.matmul, design);
     // a mat-vec program holds its rows' products elementwise: rows x K step
     const int64_t accumulator =
         design.xblock * (design.algorithm == Algorithm::kGemv ? design.rblock : design.yblock);
@@ -169,14 +170,19 @@ bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
   return tile <= threads * kMaxElementsPerThread && tile * 4 >= threads;
 }
 
-int FittingStages(const KernelDesign& design, int a_tile_loads, int b_tile_loads) {
-  // The operand ring in bytes per stage, fp32, against a budget below the 227 KB a block may use: Triton's
+int64_t StagedOperandBytes(const MatmulSpec& mm, const KernelDesign& design) {
+  const bool copied = design.algorithm == Algorithm::kAligned || design.algorithm == Algorithm::kNhwc;
+  return copied ? DTypeBytes(DType::kFloat32) : DTypeBytes(mm.dtype);
+}
+
+int FittingStages(const KernelDesign& design, int a_tile_loads, int b_tile_loads, int64_t element_bytes) {
+  // The operand ring in bytes per stage (elements as loaded) against a budget below the 227 KB a block may use: Triton's
   // layout conversions and epilogue take about 0.4x the ring again (measured on sm_90: 4 A loads + 1 B load
   // of 128x32 and 32x64 tiles in 3 stages, a 216 KB ring, needed 296 KB).
   constexpr int64_t kStagedOperandBudget = 160 * 1024;
   const int64_t per_stage =
       (std::max(a_tile_loads, 1) * design.xblock + std::max(b_tile_loads, 1) * design.yblock) *
-      design.rblock * 4;
+      design.rblock * element_bytes;
   const int64_t fitting = per_stage > 0 ? kStagedOperandBudget / per_stage : design.num_stages;
   return static_cast<int>(std::clamp<int64_t>(fitting, 1, design.num_stages));
 }

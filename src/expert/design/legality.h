@@ -66,8 +66,12 @@ bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design);
 
 // The most pipeline stages (at least 1, at most `design.num_stages`) whose staged operand tiles fit the
 // shared memory of an H100/H200 block, for a matmul kernel with `a_tile_loads` tile-shaped loads of the A
-// side
-// ([BLOCK_M, BLOCK_K]) and `b_tile_loads` of the B side ([BLOCK_K, BLOCK_N]) in one K step.
-int FittingStages(const KernelDesign& design, int a_tile_loads, int b_tile_loads);
+// side ([BLOCK_M, BLOCK_K]) and `b_tile_loads` of the B side ([BLOCK_K, BLOCK_N]) in one K step, each element
+// `element_bytes` as loaded (a half operand is staged in its half type).
+int FittingStages(const KernelDesign& design, int a_tile_loads, int b_tile_loads, int64_t element_bytes = 4);
+
+// The bytes of one element of a product's operands as its K loop loads them: the half type's for bf16/fp16
+// operands read in place, float32 for the aligned and channels-last copies (which are float32 scratch).
+int64_t StagedOperandBytes(const MatmulSpec& mm, const KernelDesign& design);
 
 }  // namespace egg::expert

@@ -133,6 +133,7 @@ std::optional<MatmulSpec> ParseConvolution(const Graph& graph, const Node& node)
   if (spec.m * spec.n * spec.k == 0) {
     return std::nullopt;
   }
+  spec.dtype = out->dtype;
   spec.conv = std::move(conv);
   return spec;
 }
@@ -159,6 +160,7 @@ std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node) {
   if (!a || !b || !out || !ProductTypes(a->dtype, b->dtype, out->dtype)) {
     return std::nullopt;
   }
+  spec.dtype = out->dtype;
   spec.batched = node.op == "aten.bmm.default";
   const size_t rank = spec.batched ? 3 : 2;
   if (a->shape.size() != rank || b->shape.size() != rank) {

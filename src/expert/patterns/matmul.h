@@ -47,6 +47,7 @@ struct MatmulSpec {
   double beta = 1;
   bool batched = false;
   int64_t batch = 1, m = 0, n = 0, k = 0;
+  DType dtype = DType::kFloat32;  // the operands' and the result's one type (float32, bfloat16 or float16)
   std::optional<ConvShape> conv;
 };
 std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node);
