@@ -156,6 +156,32 @@ TEST(RealizeTest, TheResultsOfAnOpInPyTorchAreInMemoryForLaterKernels) {
   EXPECT_FALSE(InMemory(graph, plan, "pair")) << "the tuple itself is no tensor";
 }
 
+TEST(RealizeTest, ARecurrentLayerReadsAViewOfItsInputFromADenseCopy) {
+  const Graph plain = testing::Fixture("level3_38_LSTMBidirectional");
+  const Plan direct = MakePlan(plain, {});
+  ASSERT_FALSE(direct.kernels.empty());
+  EXPECT_EQ(direct.kernels[0].kind, KernelKind::kRecurrent) << "the input is read where it is";
+
+  // The same layer over x [64, 10, 32] permuted to [10, 64, 32] (strides 32, 320, 1).
+  Json ir = testing::FixtureJson("level3_38_LSTMBidirectional");
+  ir["inputs"][0]["meta"] = Meta({64, 10, 32});
+  Json permute =
+      NodeJson("xp", "aten.permute.default", {Ref("x"), Json::array({1, 0, 2})}, Meta({10, 64, 32}));
+  permute["meta"]["stride"] = Json::array({32, 320, 1});
+  ir["nodes"][0]["args"][0] = Ref("xp");
+  ir["nodes"].insert(ir["nodes"].begin(), permute);
+  const Graph graph = LoadGraph(ir);
+  const Plan plan = MakePlan(graph, {});
+  ASSERT_EQ(plan.kernels.size(), direct.kernels.size() + 1);
+  EXPECT_EQ(plan.kernels[0].kind, KernelKind::kPointwise);
+  EXPECT_EQ(Roots(graph, plan).front(), "xp") << "the view is realized, not left to PyTorch";
+  EXPECT_EQ(plan.kernels[1].kind, KernelKind::kRecurrent);
+  const int xp = graph.nodes[0].value;
+  ASSERT_EQ(plan.memory_before[1].count(xp), 1U);
+  EXPECT_EQ(plan.memory_before[1].at(xp).stride, (std::vector<int64_t>{2048, 32, 1}))
+      << "in its own dense layout";
+}
+
 TEST(RealizeTest, APoolsOutputIsComputedByThePoolKernel) {
   const Graph graph = testing::Fixture("level1_42_Max_Pooling_2D");
   const Plan plan = MakePlan(graph, {});
