@@ -111,6 +111,9 @@ Operand KernelEmitter::Interpolate(const Node& node, const Value& out, const std
     }
     return Emit(source, at);
   }
+  if (in_shape == out_shape) {  // ATen copies when every size is kept, whatever scale factor was given
+    return Emit(source, at);
+  }
   std::vector<LinearTap> taps;
   for (size_t d = 0; d < dims; ++d) {
     const size_t k = d + 2;
