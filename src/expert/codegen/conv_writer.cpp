@@ -284,8 +284,12 @@ KernelSource KernelWriter::FinishConvolution(const ConvTiles& tiles, const Index
   for (const std::string& line : tiles.loop) {
     emitter_.Line(line);
   }
+  // A half operand read from memory stays in its half type (KeepHalfLoads; zero where masked, padding included)
+  emitter_.KeepHalfLoads(IsHalf(mm.dtype) && memory_.count(mm.a) != 0);
   const Operand a = EmitUnder(mm.a, tiles.input, tiles.input_valid, "valid");
+  emitter_.KeepHalfLoads(IsHalf(mm.dtype) && memory_.count(mm.b) != 0);
   const Operand bt = EmitUnder(mm.b, tiles.weight, tiles.weight_valid, "wvalid");
+  emitter_.KeepHalfLoads(false);
   if (a.scalar || bt.scalar) {
     throw NotFusable("a constant convolution operand");
   }
@@ -297,7 +301,8 @@ KernelSource KernelWriter::FinishConvolution(const ConvTiles& tiles, const Index
       lanes = lanes + i;
     }
     const std::string mask = emitter_.MaskFor(lanes);
-    return memory_.count(value) != 0 && MetaOf(graph_, value).dtype == DType::kFloat32 &&
+    const DType dtype = MetaOf(graph_, value).dtype;
+    return memory_.count(value) != 0 && (dtype == DType::kFloat32 || IsHalf(dtype)) &&
            mask.find(row_mask) != std::string::npos && mask.find(column_mask) != std::string::npos;
   };
   auto extra = [](const std::string& valid, const std::string& name) {
