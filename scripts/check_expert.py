@@ -31,7 +31,6 @@ ALLOWED = {
     "codegen/pool_writer.cpp:KernelWriter::WritePool": 85,
     "codegen/recurrent_codegen.cpp:Write": 104,
     "codegen/split_reduction_writer.cpp:KernelWriter::WriteSplitReduction": 195,
-    "ir/ops_pointwise.cpp:LoweringTable": 251,
     "patterns/attention.cpp:ParseAttention": 111,
     "patterns/matmul.cpp:ParseConvolution": 81,
 }
