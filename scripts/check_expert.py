@@ -26,7 +26,6 @@ MAX_FUNCTION_LINES = 80
 # Known breaches, with their size when this check was written: the kernel-IR step (issue 22, item 2) removes
 # them. A listed entry may shrink, never grow; a new breach fails.
 ALLOWED = {
-    "codegen/attention_codegen.cpp:GenerateAttentionKernel": 124,
     "codegen/matmul_writer.cpp:KernelWriter::WriteMatmul": 107,
     "codegen/pool_writer.cpp:KernelWriter::WritePool": 85,
     "codegen/recurrent_codegen.cpp:Write": 104,
