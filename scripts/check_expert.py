@@ -27,7 +27,6 @@ MAX_FUNCTION_LINES = 80
 # them. A listed entry may shrink, never grow; a new breach fails.
 ALLOWED = {
     "codegen/matmul_writer.cpp:KernelWriter::WriteMatmul": 107,
-    "patterns/matmul.cpp:ParseConvolution": 81,
 }
 SCOPE_WORDS = re.compile(r"\b(namespace|class|struct|enum|union)\b[^;{()]*$")
 
