@@ -282,6 +282,14 @@ class KernelWriter {
   KernelSource WriteScan();
   KernelSource WriteSort();
 
+  // Closes the scope of a row's code and places it after the tile lines: inside the loop over row tiles where
+  // `looped`, else after the one tile's lines.
+  void PlaceRowBody(bool looped);
+
+  // The scan template's kernel (scans and sorts) with the emitter's code as its body; `what`: the rows'
+  // result in words ("cumulative sum", "top 5 (largest)").
+  KernelSource FinishScanKernel(const std::string& what);
+
   const Graph& graph_;
   const KernelPlan& kernel_;
   const std::map<int, TensorMeta>& memory_;
