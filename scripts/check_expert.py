@@ -26,14 +26,7 @@ MAX_FUNCTION_LINES = 80
 # Known breaches, with their size when this check was written: the kernel-IR step (issue 22, item 2) removes
 # them. A listed entry may shrink, never grow; a new breach fails.
 ALLOWED = {
-    "codegen/attention_codegen.cpp:GenerateAttentionKernel": 124,
     "codegen/matmul_writer.cpp:KernelWriter::WriteMatmul": 107,
-    "codegen/pool_writer.cpp:KernelWriter::WritePool": 85,
-    "codegen/recurrent_codegen.cpp:Write": 104,
-    "codegen/split_reduction_writer.cpp:KernelWriter::WriteSplitReduction": 195,
-    "ir/ops.cpp:LoweringTable": 251,
-    "patterns/attention.cpp:ParseAttention": 111,
-    "patterns/matmul.cpp:ParseConvolution": 81,
 }
 SCOPE_WORDS = re.compile(r"\b(namespace|class|struct|enum|union)\b[^;{()]*$")
 

@@ -15,17 +15,22 @@
 namespace egg::expert {
 namespace {
 
-constexpr int64_t kMinDot = 16;         // tl.dot's smallest tile side
+constexpr int64_t kMinDot = 16;  // tl.dot's smallest tile side
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
+// The kernel's index variables: batch, query rows (m), key columns of the scores (n) and rows of V (nv), and
+// the head dimensions of Q (dq), K (dk) and V (dv).
+struct AttentionIndex {
+  Index b, m, n, nv, dq, dk, dv;
+};
 
-}  // namespace
+AttentionIndex IndexOf(const AttentionSpec& at) {
+  return {Index::Var("bindex", at.batch), Index::Var("mindex", at.lq), Index::Var("nindex", at.lk),
+          Index::Var("nvindex", at.lk),   Index::Var("dqindex", at.d), Index::Var("dkindex", at.d),
+          Index::Var("dvindex", at.dv)};
+}
 
-KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kernel,
-                                     const std::map<int, TensorMeta>& memory,
-                                     const std::map<int, TensorMeta>& layouts) {
-  const AttentionSpec& at = *kernel.attention;
-  const KernelDesign& design = kernel.design;
+MaskSet AttentionMasks() {
   MaskSet masks{{{"mindex", "mmask"},
                  {"nindex", "nmask"},
                  {"nvindex", "nvmask"},
@@ -35,22 +40,16 @@ KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kerne
                 {{"mmask & nmask", "smask"}, {"mmask & dvmask", "omask"}},
                 "smask"};
   masks.max_concat_pieces = kMaxConcatPiecesInTiles;
-  KernelEmitter emitter(graph, memory, masks);
-  const Index b = Index::Var("bindex", at.batch);
-  const Index m = Index::Var("mindex", at.lq);
-  const Index n = Index::Var("nindex", at.lk);
-  const Index nv = Index::Var("nvindex", at.lk);
-  const Index dq = Index::Var("dqindex", at.d);
-  const Index dk = Index::Var("dkindex", at.d);
-  const Index dv = Index::Var("dvindex", at.dv);
-  // flash products are never ieee: tf32x3 keeps float32 accuracy on the tensor cores
-  const std::string_view precision = NameOf(FlashPrecision(design.precision));
-  emitter.OpenScope(1);
-  const Operand q = emitter.Emit(at.q, {b, m, dq});
-  emitter.Line(fmt::format("q = tl.where(mmask & dqmask, ({}).to(tl.float32), 0.0)", q.code));
-  const std::string prologue = Join(emitter.CloseScope());
+  return masks;
+}
+
+// The body of the loop over key blocks: the scores s = q kt, X computed from them, the online softmax's
+// update and acc += p v; a key block masked for every query row of the program is skipped. `q_scalar`: the
+// prologue's Q tile is a constant (no attention to write: NotFusable, once the loop is written).
+std::string EmitKeyBlockLoop(const Graph& graph, const AttentionSpec& at, const AttentionIndex& ix,
+                             std::string_view precision, bool q_scalar, KernelEmitter& emitter) {
   emitter.OpenScope(2);
-  const Index scores_flat = (b * at.lq + m) * at.lk + n;
+  const Index scores_flat = (ix.b * at.lq + ix.m) * at.lk + ix.n;
   const auto x_index = Delinearize(scores_flat, ValueAt(graph, at.x).meta->shape);
   if (at.mask >= 0) {  // a key block masked for every query row of the program contributes nothing
     const Operand mask = emitter.Emit(at.mask, BroadcastIndex(x_index, ValueAt(graph, at.x).meta->shape,
@@ -60,19 +59,19 @@ KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kerne
     emitter.Line("if live > 0:");
     emitter.OpenScope(3);
   }
-  const Operand kt = emitter.Emit(at.kt, {b, dk, n});
+  const Operand kt = emitter.Emit(at.kt, {ix.b, ix.dk, ix.n});
   emitter.Line(fmt::format("kt = tl.where(dkmask & nmask, ({}).to(tl.float32), 0.0)", kt.code));
   emitter.Line(fmt::format("s = tl.dot(q, kt, input_precision=\"{}\")", precision));
   emitter.DefineRow(at.s_value, Operand{"s", DType::kFloat32, false}, scores_flat);
   const Operand x = emitter.Emit(at.x, x_index);
   emitter.Line(fmt::format("x = tl.where(nmask, ({}).to(tl.float32), float(\"-inf\"))", x.code));
-  const Operand v = emitter.Emit(at.v, {b, nv, dv});
+  const Operand v = emitter.Emit(at.v, {ix.b, ix.nv, ix.dv});
   emitter.Line(fmt::format("v = tl.where(nvmask & dvmask, ({}).to(tl.float32), 0.0)", v.code));
-  for (const char* line : {"m_new = tl.maximum(m_i, tl.max(x, 1))",
-                           "# a row with no finite score yet subtracts 0: its exponentials are 0, not nan",
-                           "m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)",
-                           "alpha = tl.exp(m_i - m_safe)", "p = tl.exp(x - m_safe[:, None])",
-                           "l_i = l_i * alpha + tl.sum(p, 1)"}) {
+  for (const char* line :
+       {"m_new = tl.maximum(m_i, tl.max(x, 1))",
+        "# a row with no finite score yet subtracts 0: its exponentials are 0, not nan",
+        "m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)", "alpha = tl.exp(m_i - m_safe)",
+        "p = tl.exp(x - m_safe[:, None])", "l_i = l_i * alpha + tl.sum(p, 1)"}) {
     emitter.Line(line);
   }
   emitter.Line(fmt::format("acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=\"{}\")", precision));
@@ -81,19 +80,27 @@ KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kerne
     const std::vector<std::string> live = emitter.CloseScope();
     emitter.Append(live);
   }
-  const std::string loop = Join(emitter.CloseScope());
-  if (q.scalar || kt.scalar || v.scalar) {
+  std::string loop = Join(emitter.CloseScope());
+  if (q_scalar || kt.scalar || v.scalar) {
     throw NotFusable("a constant attention operand");
   }
+  return loop;
+}
+
+// After the loop: the output row block, stored where the plan stores it, and the kernel's other roots (an
+// elementwise epilogue of the output) computed and stored at the same positions.
+void EmitOutputs(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& layouts,
+                 const AttentionIndex& ix, KernelEmitter& emitter) {
+  const AttentionSpec& at = *kernel.attention;
   const int out = graph.nodes.at(static_cast<size_t>(at.node)).value;
-  const Index out_flat = (b * at.lq + m) * at.dv + dv;
+  const Index out_flat = (ix.b * at.lq + ix.m) * at.dv + ix.dv;
   const Operand result{"out", DType::kFloat32, false};
   emitter.DefineRow(out, result, out_flat);
   for (int root : kernel.roots) {
     const bool stored = std::find(kernel.stores.begin(), kernel.stores.end(), root) != kernel.stores.end();
     if (root == out) {
       if (stored) {
-        emitter.Store(out, {b, m, dv}, result, layouts.at(out), "omask");
+        emitter.Store(out, {ix.b, ix.m, ix.dv}, result, layouts.at(out), "omask");
       }
       continue;
     }
@@ -103,6 +110,12 @@ KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kerne
       emitter.Store(root, index, value, layouts.at(root), "omask");
     }
   }
+}
+
+// The template's sizes and names (the code sections are set by the caller).
+templates::Values TemplateValues(const Graph& graph, const KernelPlan& kernel, const KernelEmitter& emitter,
+                                 std::string_view precision) {
+  const AttentionSpec& at = *kernel.attention;
   templates::Values values;
   values.text["name"] = kernel.name;
   std::string params;
@@ -124,6 +137,27 @@ KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kerne
   values.text["block_dv"] = std::to_string(std::max(kMinDot, NextPowerOfTwo(at.dv)));
   values.text["precision"] = precision;
   values.flags["safe"] = at.safe;
+  return values;
+}
+
+}  // namespace
+
+KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kernel,
+                                     const std::map<int, TensorMeta>& memory,
+                                     const std::map<int, TensorMeta>& layouts) {
+  const AttentionSpec& at = *kernel.attention;
+  const KernelDesign& design = kernel.design;
+  KernelEmitter emitter(graph, memory, AttentionMasks());
+  const AttentionIndex ix = IndexOf(at);
+  // flash products are never ieee: tf32x3 keeps float32 accuracy on the tensor cores
+  const std::string_view precision = NameOf(FlashPrecision(design.precision));
+  emitter.OpenScope(1);
+  const Operand q = emitter.Emit(at.q, {ix.b, ix.m, ix.dq});
+  emitter.Line(fmt::format("q = tl.where(mmask & dqmask, ({}).to(tl.float32), 0.0)", q.code));
+  const std::string prologue = Join(emitter.CloseScope());
+  const std::string loop = EmitKeyBlockLoop(graph, at, ix, precision, q.scalar, emitter);
+  EmitOutputs(graph, kernel, layouts, ix, emitter);
+  templates::Values values = TemplateValues(graph, kernel, emitter, precision);
   values.text["prologue"] = prologue;
   values.text["loop"] = loop;
   values.text["body"] = Join(emitter.CloseScope());

@@ -97,6 +97,37 @@ class KernelWriter {
   // computes what the rows feed.
   KernelSource WriteSplitReduction();
 
+  // A partial result of a split reduction: the partial kernel stores `code` to scratch buffer `scratch`, one
+  // value per row and split; the combine kernel loads them back (`identity` for splits past the last).
+  struct SplitPart {
+    size_t scratch;
+    std::string code;
+    DType dtype;
+    std::string identity;
+  };
+
+  // The partial kernel (the emitter's): one loop over a chunk of `chunk` elements of each row accumulating
+  // every reduction, the partials stored to scratch buffers added to `source`. Returns them per reduction.
+  std::vector<std::vector<SplitPart>> WriteSplitPartials(const Index& x, const Index& r, int64_t chunk,
+                                                         int64_t splits, KernelSource& source);
+
+  // The partials of reduction `spec` (the kernel's `number`th), their scratch buffers added to `source`.
+  std::vector<SplitPart> AddSplitParts(const ReductionSpec& spec, size_t number, DType acc_type,
+                                       int64_t splits, KernelSource& source) const;
+
+  // The combine kernel: per row block, each reduction's partials combined into its results, then the
+  // kernel's other roots computed from them.
+  void WriteSplitCombine(const Index& x, int64_t splits, const std::vector<std::vector<SplitPart>>& parts,
+                         KernelSource& source);
+
+  // The partials of reduction `spec` loaded and combined in `combine`: its row results.
+  Accumulator CombineSplitParts(const ReductionSpec& spec, size_t number, const std::vector<SplitPart>& parts,
+                                int64_t splits, KernelEmitter& combine);
+
+  // The kernel's roots other than its reductions, computed per row from their results (NotFusable for a
+  // root that is not one value per row).
+  void EmitSplitEpilogues(const Index& x, KernelEmitter& combine);
+
   // A reduction unit: a plain accumulator, a variance (Welford when streamed), or an online-softmax pair.
   struct Unit {
     enum class Kind { kPlain, kVariance, kOnline };
@@ -250,6 +281,14 @@ class KernelWriter {
 
   KernelSource WriteScan();
   KernelSource WriteSort();
+
+  // Closes the scope of a row's code and places it after the tile lines: inside the loop over row tiles where
+  // `looped`, else after the one tile's lines.
+  void PlaceRowBody(bool looped);
+
+  // The scan template's kernel (scans and sorts) with the emitter's code as its body; `what`: the rows'
+  // result in words ("cumulative sum", "top 5 (largest)").
+  KernelSource FinishScanKernel(const std::string& what);
 
   const Graph& graph_;
   const KernelPlan& kernel_;

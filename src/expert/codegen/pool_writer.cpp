@@ -7,24 +7,26 @@
 
 namespace egg::expert::writer {
 
-KernelSource KernelWriter::WritePool() {
-  const PoolSpec& pool = *kernel_.pool;
-  const TensorMeta& in = MetaOf(graph_, pool.input);
-  const TensorMeta& out = MetaOf(graph_, pool.output);
-  const int64_t numel = out.Numel();
-  const Index x = Index::Var("xindex", numel);
-  const auto out_index = Delinearize(x, out.shape);
-  const size_t rank = out.shape.size();
-  const size_t first_spatial = rank - static_cast<size_t>(pool.spatial);
-  const bool is_max = pool.kind == PoolKind::kMax;
-  emitter_.Line(fmt::format("acc = tl.full([XBLOCK], {}, tl.float32)", is_max ? "float('-inf')" : "0.0"));
+namespace {
+
+// The pooling window: a static loop per spatial dim over its kernel offsets, the input index at the window's
+// position, the conditions that keep that position in the input (or in the adaptive window), each dim's
+// window start and end (for the average's divisor), and the window's size as text ("3x3").
+struct PoolWindow {
+  std::vector<Index> index;
+  std::vector<std::string> conditions;
   std::vector<std::string> starts;
   std::vector<std::string> ends;
-  std::vector<Index> window_index(out_index.begin(),
-                                  out_index.begin() + static_cast<std::ptrdiff_t>(first_spatial));
-  std::string window_text;
+  std::string text;
+};
+
+// Opens the window's loops in `emitter` (one scope per spatial dim, left open).
+PoolWindow OpenWindowLoops(const PoolSpec& pool, const TensorMeta& in, const TensorMeta& out,
+                           const std::vector<Index>& out_index, size_t first_spatial,
+                           KernelEmitter& emitter) {
+  PoolWindow window;
+  window.index.assign(out_index.begin(), out_index.begin() + static_cast<std::ptrdiff_t>(first_spatial));
   int depth = 1;
-  std::vector<std::string> conditions;
   for (int s = 0; s < pool.spatial; ++s) {
     const auto sd = static_cast<size_t>(s);
     const size_t d = first_spatial + sd;
@@ -36,34 +38,51 @@ KernelSource KernelWriter::WritePool() {
       const Index start = (out_index[d] * in_size).FloorDiv(out_size);
       const Index end = ((out_index[d] + Index(1)) * in_size + Index(out_size - 1)).FloorDiv(out_size);
       position = start + Index::Var(k, pool.kernel[sd]);
-      conditions.push_back(fmt::format("({}) < ({})", position.Code(), end.Code()));
-      starts.push_back(start.Code());
-      ends.push_back(end.Code());
+      window.conditions.push_back(fmt::format("({}) < ({})", position.Code(), end.Code()));
+      window.starts.push_back(start.Code());
+      window.ends.push_back(end.Code());
     } else {
       position = out_index[d] * pool.stride[sd] - Index(pool.padding[sd]) +
                  Index::Var(k, pool.kernel[sd]) * pool.dilation[sd];
       if (pool.padding[sd] > 0 || pool.ceil_mode) {
-        conditions.push_back(fmt::format("(({0}) >= 0) & (({0}) < {1})", position.Code(), in_size));
+        window.conditions.push_back(fmt::format("(({0}) >= 0) & (({0}) < {1})", position.Code(), in_size));
       }
       const Index start = out_index[d] * pool.stride[sd] - Index(pool.padding[sd]);
-      starts.push_back(start.Code());
-      ends.push_back(
+      window.starts.push_back(start.Code());
+      window.ends.push_back(
           fmt::format("tl.minimum({} + {}, {})", start.Code(), pool.kernel[sd], in_size + pool.padding[sd]));
     }
-    window_index.push_back(position);
-    window_text += (window_text.empty() ? "" : "x") + std::to_string(pool.kernel[sd]);
-    emitter_.Line(fmt::format("for {} in tl.static_range({}):", k, pool.kernel[sd]));
-    emitter_.OpenScope(++depth);
+    window.index.push_back(position);
+    window.text += (window.text.empty() ? "" : "x") + std::to_string(pool.kernel[sd]);
+    emitter.Line(fmt::format("for {} in tl.static_range({}):", k, pool.kernel[sd]));
+    emitter.OpenScope(++depth);
   }
+  return window;
+}
+
+}  // namespace
+
+KernelSource KernelWriter::WritePool() {
+  const PoolSpec& pool = *kernel_.pool;
+  const TensorMeta& in = MetaOf(graph_, pool.input);
+  const TensorMeta& out = MetaOf(graph_, pool.output);
+  const int64_t numel = out.Numel();
+  const Index x = Index::Var("xindex", numel);
+  const auto out_index = Delinearize(x, out.shape);
+  const size_t rank = out.shape.size();
+  const size_t first_spatial = rank - static_cast<size_t>(pool.spatial);
+  const bool is_max = pool.kind == PoolKind::kMax;
+  emitter_.Line(fmt::format("acc = tl.full([XBLOCK], {}, tl.float32)", is_max ? "float('-inf')" : "0.0"));
+  const PoolWindow window = OpenWindowLoops(pool, in, out, out_index, first_spatial, emitter_);
   std::string valid;
-  for (const std::string& c : conditions) {
+  for (const std::string& c : window.conditions) {
     valid = valid.empty() ? c : "(" + valid + ") & (" + c + ")";
   }
   if (!valid.empty()) {
     emitter_.Line("valid = " + valid);
     emitter_.PushCondition("valid");
   }
-  const Operand value = emitter_.Emit(pool.input, window_index);
+  const Operand value = emitter_.Emit(pool.input, window.index);
   std::string element = "(" + value.code + ").to(tl.float32)";
   if (!valid.empty()) {
     element = fmt::format("tl.where(valid, {}, {})", element, is_max ? "float('-inf')" : "0.0");
@@ -76,7 +95,7 @@ KernelSource KernelWriter::WritePool() {
   }
   std::string result = "acc";
   if (!is_max) {
-    result = "acc / " + AvgDivisor(pool, in, out, out_index, first_spatial, starts, ends);
+    result = "acc / " + AvgDivisor(pool, in, out, out_index, first_spatial, window.starts, window.ends);
   }
   const Operand pooled{"pooled", ComputeDType(out.dtype), false};
   emitter_.Line("pooled = (" + result + ").to(" + TritonDType(pooled.dtype) + ")");
@@ -86,7 +105,7 @@ KernelSource KernelWriter::WritePool() {
   templates::Values values;
   values.text["numel"] = std::to_string(numel);
   values.text["kind"] = NameText(pool.kind) + " pooling";
-  values.text["window"] = window_text;
+  values.text["window"] = window.text;
   values.text["body"] = Join(emitter_.CloseScope());
   const int64_t xblock = kernel_.design.xblock;
   return Finish("triton/pool.py.mustache", values, fmt::format("(triton.cdiv({}, {}),)", numel, xblock),

@@ -37,102 +37,17 @@ class RecurrentWriter {
 
   KernelSource Write() {
     source_.name = kernel_.name;
-    const int64_t directions = spec_.Directions();
-    const int64_t hidden = spec_.hidden;
-    const int64_t width = directions * hidden;  // a layer's output features
-    const int64_t rows = spec_.seq * spec_.batch;
-    const int projection = AddScratch(rows * spec_.Gates() * hidden);
-    // Layer outputs alternate between two buffers [seq, batch, width]; the last layer writes the graph's output.
-    const int layer_buffers[2] = {spec_.layers > 1 ? AddScratch(rows * width) : 0,
-                                  spec_.layers > 2 ? AddScratch(rows * width) : 0};
-    const int output = Output(0, rows * width);
-    const int hn = Output(1, spec_.layers * directions * spec_.batch * hidden);
-    const bool lstm = spec_.cell == RecurrentCell::kLstm;
-    const int cn = lstm ? Output(2, spec_.layers * directions * spec_.batch * hidden) : 0;
-    const int cell_buffer = lstm ? AddScratch(2 * spec_.batch * hidden) : 0;
-    const TensorMeta& h0 = Layout(spec_.h0);
-    const KernelDesign& design = kernel_.design;
-    // The time loop's grid: batch blocks x programs sharing the hidden units, at most kMaxResidentPrograms
-    // in all (the step barrier needs every program resident); a step counter per batch block, layer and
-    // direction.
-    const int64_t batch_blocks = (spec_.batch + design.xblock - 1) / design.xblock;
-    const int64_t most_programs = std::max<int64_t>(1, kMaxResidentPrograms / batch_blocks);
-    const int64_t unit_blocks = (hidden + design.yblock - 1) / design.yblock;
-    const int64_t unit_programs = std::clamp<int64_t>(unit_blocks, 1, most_programs);
-    const int sync = AddScratch(spec_.layers * directions * batch_blocks, DType::kInt32, /*zeroed=*/true);
+    const Stack stack = AllocateStack();
     int layer_input = spec_.input;
     for (int64_t layer = 0; layer < spec_.layers; ++layer) {
-      const bool last = layer + 1 == spec_.layers;
-      const int layer_output = last ? output : layer_buffers[layer % 2];
-      // strides (time, batch) of the layer's input and output
-      const auto [x_st, x_sb, x_sk] = layer == 0 ? InputStrides() : std::make_tuple(spec_.batch * width, width, int64_t{1});
-      const bool output_batch_first = last && spec_.batch_first && IsValue(output);
-      const int64_t o_st = output_batch_first ? width : spec_.batch * width;
-      const int64_t o_sb = output_batch_first ? spec_.seq * width : width;
-      const int64_t in = layer == 0 ? spec_.input_size : width;
-      for (int64_t direction = 0; direction < directions; ++direction) {
+      const LayerIo io = LayerIoOf(layer, layer_input, stack);
+      for (int64_t direction = 0; direction < spec_.Directions(); ++direction) {
         const std::vector<int> params = spec_.LayerParams(layer, direction);
-        const TensorMeta& w_ih = Layout(params[0]);
-        const TensorMeta& w_hh = Layout(params[1]);
-        const int64_t bias_stride = spec_.has_biases ? Layout(params[2]).stride[0] : 0;
-        const int64_t bias_hh_stride = spec_.has_biases ? Layout(params[3]).stride[0] : 0;
-        const int64_t gates = spec_.Gates() * hidden;
-        KernelLaunch proj;
-        proj.function = kernel_.name + "_proj";
-        proj.pointers = {layer_input, params[0]};
-        if (spec_.has_biases) {
-          proj.pointers.push_back(params[2]);
-        }
-        proj.pointers.push_back(projection);
-        const int64_t block_m = DotSide(rows, kProjectionRows);
-        const int64_t block_n = DotSide(gates, kProjectionColumns);
-        proj.grid = fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))", rows, block_m, gates, block_n);
-        proj.constexprs = {{"M", rows},           {"N", gates},         {"K", in},
-                           {"BATCH", spec_.batch}, {"X_ST", x_st},       {"X_SB", x_sb},
-                           {"X_SK", x_sk},        {"W_SN", w_ih.stride[0]}, {"W_SK", w_ih.stride[1]},
-                           {"B_S", bias_stride},  {"BLOCK_M", block_m},  {"BLOCK_N", block_n},
-                           {"BLOCK_K", DotSide(in, kProjectionStep)}};
-        source_.launches.push_back(std::move(proj));
-
-        KernelLaunch step;
-        step.function = kernel_.name + "_step";
-        step.pointers = {projection, params[1]};
-        if (spec_.has_biases) {
-          step.pointers.push_back(params[3]);
-        }
-        step.pointers.push_back(spec_.h0);
-        if (lstm) {
-          step.pointers.push_back(spec_.c0);
-        }
-        step.pointers.push_back(layer_output);
-        step.pointers.push_back(hn);
-        if (lstm) {
-          step.pointers.push_back(cn);
-          step.pointers.push_back(cell_buffer);
-        }
-        step.pointers.push_back(sync);
-        const int64_t state = layer * directions + direction;
-        step.grid = fmt::format("({}, 1 if EGG_INTERPRET.value else {})", batch_blocks, unit_programs);
-        step.scalars = {{"reverse", direction}, {"h0_offset", state * h0.stride[0]}};
-        if (lstm) {
-          step.scalars.emplace_back("c0_offset", state * Layout(spec_.c0).stride[0]);
-        }
-        step.scalars.emplace_back("out_column", direction * hidden);
-        step.scalars.emplace_back("hn_offset", state * spec_.batch * hidden);
-        step.scalars.emplace_back("sync_offset", state * batch_blocks);
-        step.constexprs = {{"SEQ", spec_.seq},    {"BATCH", spec_.batch},     {"HIDDEN", hidden},
-                           {"O_ST", o_st},        {"O_SB", o_sb},             {"H0_SB", h0.stride[1]},
-                           {"H0_SH", h0.stride[2]}, {"W_SN", w_hh.stride[0]},  {"W_SK", w_hh.stride[1]},
-                           {"B_S", bias_hh_stride}, {"BLOCK_B", design.xblock}, {"BLOCK_H", design.yblock},
-                           {"BLOCK_K", design.rblock}};
-        if (lstm) {
-          const TensorMeta& c0 = Layout(spec_.c0);
-          step.constexprs["C0_SB"] = c0.stride[1];
-          step.constexprs["C0_SH"] = c0.stride[2];
-        }
-        source_.launches.push_back(std::move(step));
+        const Weights weights = WeightsOf(params);
+        source_.launches.push_back(ProjectionLaunch(io, params, weights, stack));
+        source_.launches.push_back(StepLaunch(layer, direction, io, params, weights, stack));
       }
-      layer_input = layer_output;
+      layer_input = io.output;
     }
     source_.code = Code();
     source_.helpers = {Helper::kTanh};
@@ -141,6 +56,176 @@ class RecurrentWriter {
   }
 
  private:
+  // What every layer's launches share: the buffers and the time loop's grid.
+  struct Stack {
+    int projection = 0;             // the input projections of every time step
+    int layer_outputs[2] = {0, 0};  // the outputs of layers before the last, alternately
+    int output = 0;
+    int hn = 0;
+    int cn = 0;  // LSTM only, as is the cell buffer
+    int cell_buffer = 0;
+    int sync = 0;  // the step counters
+    const TensorMeta* h0 = nullptr;
+    int64_t batch_blocks = 0;
+    int64_t unit_programs = 0;
+  };
+
+  // Where one layer reads and writes: (time, batch, feature) strides of its input, (time, batch) strides of
+  // its output, and its input features.
+  struct LayerIo {
+    int input = 0;
+    int output = 0;
+    int64_t x_st = 0, x_sb = 0, x_sk = 0;
+    int64_t o_st = 0, o_sb = 0;
+    int64_t in = 0;
+  };
+
+  // One layer and direction's weight layouts and bias strides (0 without biases).
+  struct Weights {
+    const TensorMeta* w_ih = nullptr;
+    const TensorMeta* w_hh = nullptr;
+    int64_t bias_stride = 0;
+    int64_t bias_hh_stride = 0;
+  };
+
+  Stack AllocateStack() {
+    const int64_t directions = spec_.Directions();
+    const int64_t hidden = spec_.hidden;
+    const int64_t width = directions * hidden;  // a layer's output features
+    const int64_t rows = spec_.seq * spec_.batch;
+    Stack stack;
+    stack.projection = AddScratch(rows * spec_.Gates() * hidden);
+    // Layer outputs alternate between two buffers [seq, batch, width]; the last layer writes the graph's output.
+    stack.layer_outputs[0] = spec_.layers > 1 ? AddScratch(rows * width) : 0;
+    stack.layer_outputs[1] = spec_.layers > 2 ? AddScratch(rows * width) : 0;
+    stack.output = Output(0, rows * width);
+    stack.hn = Output(1, spec_.layers * directions * spec_.batch * hidden);
+    const bool lstm = spec_.cell == RecurrentCell::kLstm;
+    stack.cn = lstm ? Output(2, spec_.layers * directions * spec_.batch * hidden) : 0;
+    stack.cell_buffer = lstm ? AddScratch(2 * spec_.batch * hidden) : 0;
+    stack.h0 = &Layout(spec_.h0);
+    const KernelDesign& design = kernel_.design;
+    // The time loop's grid: batch blocks x programs sharing the hidden units, at most kMaxResidentPrograms
+    // in all (the step barrier needs every program resident); a step counter per batch block, layer and
+    // direction.
+    stack.batch_blocks = (spec_.batch + design.xblock - 1) / design.xblock;
+    const int64_t most_programs = std::max<int64_t>(1, kMaxResidentPrograms / stack.batch_blocks);
+    const int64_t unit_blocks = (hidden + design.yblock - 1) / design.yblock;
+    stack.unit_programs = std::clamp<int64_t>(unit_blocks, 1, most_programs);
+    stack.sync = AddScratch(spec_.layers * directions * stack.batch_blocks, DType::kInt32, /*zeroed=*/true);
+    return stack;
+  }
+
+  LayerIo LayerIoOf(int64_t layer, int input, const Stack& stack) {
+    const int64_t width = spec_.Directions() * spec_.hidden;
+    const bool last = layer + 1 == spec_.layers;
+    LayerIo io;
+    io.input = input;
+    io.output = last ? stack.output : stack.layer_outputs[layer % 2];
+    std::tie(io.x_st, io.x_sb, io.x_sk) =
+        layer == 0 ? InputStrides() : std::make_tuple(spec_.batch * width, width, int64_t{1});
+    const bool output_batch_first = last && spec_.batch_first && IsValue(stack.output);
+    io.o_st = output_batch_first ? width : spec_.batch * width;
+    io.o_sb = output_batch_first ? spec_.seq * width : width;
+    io.in = layer == 0 ? spec_.input_size : width;
+    return io;
+  }
+
+  Weights WeightsOf(const std::vector<int>& params) {
+    Weights weights;
+    weights.w_ih = &Layout(params[0]);
+    weights.w_hh = &Layout(params[1]);
+    weights.bias_stride = spec_.has_biases ? Layout(params[2]).stride[0] : 0;
+    weights.bias_hh_stride = spec_.has_biases ? Layout(params[3]).stride[0] : 0;
+    return weights;
+  }
+
+  // The input projection of every time step of a layer and direction: one GEMM into the projection buffer.
+  KernelLaunch ProjectionLaunch(const LayerIo& io, const std::vector<int>& params, const Weights& weights,
+                                const Stack& stack) const {
+    const int64_t rows = spec_.seq * spec_.batch;
+    const int64_t gates = spec_.Gates() * spec_.hidden;
+    KernelLaunch proj;
+    proj.function = kernel_.name + "_proj";
+    proj.pointers = {io.input, params[0]};
+    if (spec_.has_biases) {
+      proj.pointers.push_back(params[2]);
+    }
+    proj.pointers.push_back(stack.projection);
+    const int64_t block_m = DotSide(rows, kProjectionRows);
+    const int64_t block_n = DotSide(gates, kProjectionColumns);
+    proj.grid = fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))", rows, block_m, gates, block_n);
+    proj.constexprs = {{"M", rows},
+                       {"N", gates},
+                       {"K", io.in},
+                       {"BATCH", spec_.batch},
+                       {"X_ST", io.x_st},
+                       {"X_SB", io.x_sb},
+                       {"X_SK", io.x_sk},
+                       {"W_SN", weights.w_ih->stride[0]},
+                       {"W_SK", weights.w_ih->stride[1]},
+                       {"B_S", weights.bias_stride},
+                       {"BLOCK_M", block_m},
+                       {"BLOCK_N", block_n},
+                       {"BLOCK_K", DotSide(io.in, kProjectionStep)}};
+    return proj;
+  }
+
+  // The time loop of a layer and direction: the hidden state's product with W_hh and the gates per step, the
+  // programs of a batch block meeting at a barrier (their step counter) between steps.
+  KernelLaunch StepLaunch(int64_t layer, int64_t direction, const LayerIo& io, const std::vector<int>& params,
+                          const Weights& weights, const Stack& stack) {
+    const bool lstm = spec_.cell == RecurrentCell::kLstm;
+    const int64_t hidden = spec_.hidden;
+    const KernelDesign& design = kernel_.design;
+    KernelLaunch step;
+    step.function = kernel_.name + "_step";
+    step.pointers = {stack.projection, params[1]};
+    if (spec_.has_biases) {
+      step.pointers.push_back(params[3]);
+    }
+    step.pointers.push_back(spec_.h0);
+    if (lstm) {
+      step.pointers.push_back(spec_.c0);
+    }
+    step.pointers.push_back(io.output);
+    step.pointers.push_back(stack.hn);
+    if (lstm) {
+      step.pointers.push_back(stack.cn);
+      step.pointers.push_back(stack.cell_buffer);
+    }
+    step.pointers.push_back(stack.sync);
+    const int64_t state = layer * spec_.Directions() + direction;
+    step.grid =
+        fmt::format("({}, 1 if EGG_INTERPRET.value else {})", stack.batch_blocks, stack.unit_programs);
+    step.scalars = {{"reverse", direction}, {"h0_offset", state * stack.h0->stride[0]}};
+    if (lstm) {
+      step.scalars.emplace_back("c0_offset", state * Layout(spec_.c0).stride[0]);
+    }
+    step.scalars.emplace_back("out_column", direction * hidden);
+    step.scalars.emplace_back("hn_offset", state * spec_.batch * hidden);
+    step.scalars.emplace_back("sync_offset", state * stack.batch_blocks);
+    step.constexprs = {{"SEQ", spec_.seq},
+                       {"BATCH", spec_.batch},
+                       {"HIDDEN", hidden},
+                       {"O_ST", io.o_st},
+                       {"O_SB", io.o_sb},
+                       {"H0_SB", stack.h0->stride[1]},
+                       {"H0_SH", stack.h0->stride[2]},
+                       {"W_SN", weights.w_hh->stride[0]},
+                       {"W_SK", weights.w_hh->stride[1]},
+                       {"B_S", weights.bias_hh_stride},
+                       {"BLOCK_B", design.xblock},
+                       {"BLOCK_H", design.yblock},
+                       {"BLOCK_K", design.rblock}};
+    if (lstm) {
+      const TensorMeta& c0 = Layout(spec_.c0);
+      step.constexprs["C0_SB"] = c0.stride[1];
+      step.constexprs["C0_SH"] = c0.stride[2];
+    }
+    return step;
+  }
+
   const TensorMeta& Layout(int value) {
     const auto found = memory_.find(value);
     if (found == memory_.end()) {

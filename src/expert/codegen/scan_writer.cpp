@@ -39,27 +39,8 @@ KernelSource KernelWriter::WriteScan() {
   emitter_.DefineRow(output, scanned, Linearize(index, meta.shape));
   StoreIfNeeded(output, index, scanned, "mask");
   WriteEpilogues(Linearize(index, meta.shape), output);
-  if (looped) {
-    const std::vector<std::string> body = emitter_.CloseScope();
-    emitter_.Line(LoopHeader());
-    emitter_.Line(TileLines(true));
-    emitter_.Append(body);
-  } else {
-    // single tile: the tile lines go first
-    std::vector<std::string> body = emitter_.CloseScope();
-    emitter_.Line(TileLines(false));
-    emitter_.Append(body);
-  }
-  templates::Values values;
-  values.text["rows"] = std::to_string(kernel_.rows);
-  values.text["length"] = std::to_string(kernel_.length);
-  values.text["what"] = "cumulative " + NameText(scan.kind);
-  values.text["algorithm"] = NameText(kernel_.design.algorithm);
-  values.text["body"] = Join(emitter_.CloseScope());
-  const int64_t xblock = kernel_.design.xblock;
-  return Finish("triton/scan.py.mustache", values,
-                fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
-                {{"XBLOCK", xblock}, {"RBLOCK", kernel_.design.rblock}});
+  PlaceRowBody(looped);
+  return FinishScanKernel("cumulative " + NameText(scan.kind));
 }
 
 // Each row sorted in one tile: a float32 becomes an int32 key in the floats' order (NaN largest, -0.0 as
@@ -106,19 +87,32 @@ KernelSource KernelWriter::WriteSort() {
     StoreIfNeeded(output, out_index, results[k], store_mask);
   }
   WriteEpilogues(Linearize(index, meta.shape), graph_.nodes.at(static_cast<size_t>(sort.node)).value);
-  std::vector<std::string> body = emitter_.CloseScope();
-  emitter_.Line(TileLines(false));
+  PlaceRowBody(/*looped=*/false);
+  return FinishScanKernel(
+      all ? std::string(sort.descending ? "sort, largest first" : "sort")
+          : fmt::format("top {} ({})", sort.keep, sort.descending ? "largest" : "smallest"));
+}
+
+void KernelWriter::PlaceRowBody(bool looped) {
+  const std::vector<std::string> body = emitter_.CloseScope();
+  if (looped) {
+    emitter_.Line(LoopHeader());
+  }
+  emitter_.Line(TileLines(looped));
   emitter_.Append(body);
+}
+
+KernelSource KernelWriter::FinishScanKernel(const std::string& what) {
   templates::Values values;
   values.text["rows"] = std::to_string(kernel_.rows);
   values.text["length"] = std::to_string(kernel_.length);
-  values.text["what"] = all ? std::string(sort.descending ? "sort, largest first" : "sort")
-                            : fmt::format("top {} ({})", sort.keep, sort.descending ? "largest" : "smallest");
+  values.text["what"] = what;
   values.text["algorithm"] = NameText(kernel_.design.algorithm);
   values.text["body"] = Join(emitter_.CloseScope());
+  const int64_t xblock = kernel_.design.xblock;
   return Finish("triton/scan.py.mustache", values,
-                fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, kernel_.design.xblock),
-                {{"XBLOCK", kernel_.design.xblock}, {"RBLOCK", kernel_.design.rblock}});
+                fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
+                {{"XBLOCK", xblock}, {"RBLOCK", kernel_.design.rblock}});
 }
 
 }  // namespace egg::expert::writer

@@ -17,17 +17,23 @@ KernelSource KernelWriter::WriteSplitReduction() {
   const Index r = Index::Var("rindex", kernel_.length);
   KernelSource source;
   source.name = kernel_.name;
+  const std::vector<std::vector<SplitPart>> parts = WriteSplitPartials(x, r, chunk, splits, source);
+  WriteSplitCombine(x, splits, parts, source);
+  source.loaded.insert(emitter_.Loaded().begin(), emitter_.Loaded().end());
+  source.computed.insert(emitter_.Computed().begin(), emitter_.Computed().end());
+  for (const ReductionSpec& spec : kernel_.reductions) {
+    source.computed.insert(spec.node);
+  }
+  return source;
+}
+
+std::vector<std::vector<KernelWriter::SplitPart>> KernelWriter::WriteSplitPartials(
+    const Index& x, const Index& r, int64_t chunk, int64_t splits, KernelSource& source) {
   // Partial kernel: one loop, every reduction of the kernel accumulated together.
   KernelEmitter& partial = emitter_;
   std::vector<std::string> init;
   std::vector<std::string> finish;
-  struct Part {
-    size_t scratch;
-    std::string code;
-    DType dtype;
-    std::string identity;
-  };
-  std::vector<std::vector<Part>> parts(kernel_.reductions.size());
+  std::vector<std::vector<SplitPart>> parts(kernel_.reductions.size());
   partial.OpenScope(2);
   for (size_t i = 0; i < kernel_.reductions.size(); ++i) {
     const ReductionSpec& spec = kernel_.reductions[i];
@@ -39,26 +45,7 @@ KernelSource KernelWriter::WriteSplitReduction() {
     }
     init.insert(init.end(), acc.init.begin(), acc.init.end());
     finish.insert(finish.end(), acc.finish.begin(), acc.finish.end());
-    const DType acc_type = AccumulatorType(spec.kind, input.dtype);
-    const bool indexed = IsIndexed(spec.kind);
-    const std::string tag = std::to_string(i);
-    if (indexed) {
-      const bool is_max = IsMaxLike(spec.kind);
-      parts[i].push_back({source.scratch.size(), "redv" + tag + "[:, None]", acc_type,
-                          Identity(is_max ? ReductionKind::kMax : ReductionKind::kMin, acc_type)});
-      source.scratch.push_back({kernel_.rows * splits, acc_type});
-      parts[i].push_back({source.scratch.size(), "redi" + tag + "[:, None]", DType::kInt64, "0"});
-      source.scratch.push_back({kernel_.rows * splits, DType::kInt64});
-    } else if (IsVariance(spec)) {
-      for (const char* name : {"redm", "reds", "redn"}) {
-        parts[i].push_back({source.scratch.size(), name + tag + "[:, None]", DType::kFloat32, "0.0"});
-        source.scratch.push_back({kernel_.rows * splits, DType::kFloat32});
-      }
-    } else {
-      const std::string identity = Identity(spec.kind, acc_type);
-      parts[i].push_back({source.scratch.size(), "red" + tag, acc_type, identity});
-      source.scratch.push_back({kernel_.rows * splits, acc_type});
-    }
+    parts[i] = AddSplitParts(spec, i, AccumulatorType(spec.kind, input.dtype), splits, source);
   }
   const std::vector<std::string> body = partial.CloseScope();
   partial.Line("split = tl.program_id(1)");
@@ -74,7 +61,7 @@ KernelSource KernelWriter::WriteSplitReduction() {
     partial.Line(line);
   }
   for (const auto& list : parts) {
-    for (const Part& part : list) {
+    for (const SplitPart& part : list) {
       const std::string pointer = partial.PointerName(ScratchId(part.scratch));
       partial.Line(
           fmt::format("tl.store({} + (xindex * {} + split), {}, xmask)", pointer, splits, part.code));
@@ -90,11 +77,43 @@ KernelSource KernelWriter::WriteSplitReduction() {
   values.flags["int64"] = partial.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max;
   values.text["params"] = PointerParams(partial);
   source.code = templates::Render("triton/reduction.py.mustache", values);
+  const KernelDesign& design = kernel_.design;
   source.launches.push_back({kernel_.name + "_partial",
                              partial.PointerValues(),
                              fmt::format("(triton.cdiv({}, {}), {})", kernel_.rows, design.xblock, splits),
-                             {{"XBLOCK", design.xblock}, {"RBLOCK", rblock}},
+                             {{"XBLOCK", design.xblock}, {"RBLOCK", design.rblock}},
                              {}});
+  source.int64_indexing = values.flags["int64"];
+  return parts;
+}
+
+std::vector<KernelWriter::SplitPart> KernelWriter::AddSplitParts(const ReductionSpec& spec, size_t number,
+                                                                 DType acc_type, int64_t splits,
+                                                                 KernelSource& source) const {
+  const std::string tag = std::to_string(number);
+  std::vector<SplitPart> parts;
+  if (IsIndexed(spec.kind)) {
+    const bool is_max = IsMaxLike(spec.kind);
+    parts.push_back({source.scratch.size(), "redv" + tag + "[:, None]", acc_type,
+                     Identity(is_max ? ReductionKind::kMax : ReductionKind::kMin, acc_type)});
+    source.scratch.push_back({kernel_.rows * splits, acc_type});
+    parts.push_back({source.scratch.size(), "redi" + tag + "[:, None]", DType::kInt64, "0"});
+    source.scratch.push_back({kernel_.rows * splits, DType::kInt64});
+  } else if (IsVariance(spec)) {
+    for (const char* name : {"redm", "reds", "redn"}) {
+      parts.push_back({source.scratch.size(), name + tag + "[:, None]", DType::kFloat32, "0.0"});
+      source.scratch.push_back({kernel_.rows * splits, DType::kFloat32});
+    }
+  } else {
+    const std::string identity = Identity(spec.kind, acc_type);
+    parts.push_back({source.scratch.size(), "red" + tag, acc_type, identity});
+    source.scratch.push_back({kernel_.rows * splits, acc_type});
+  }
+  return parts;
+}
+
+void KernelWriter::WriteSplitCombine(const Index& x, int64_t splits,
+                                     const std::vector<std::vector<SplitPart>>& parts, KernelSource& source) {
   // Combine kernel: a row block per program, the partials of its rows in one tile.
   MaskSet masks{{{"xindex", "xmask"}}, {}, "xindex"};
   KernelEmitter combine(graph_, memory_, masks);
@@ -105,54 +124,7 @@ KernelSource KernelWriter::WriteSplitReduction() {
   combine.Line(fmt::format("smask = sindex < {}", splits));
   combine.Line("mask = xmask & smask");
   for (size_t i = 0; i < kernel_.reductions.size(); ++i) {
-    const ReductionSpec& spec = kernel_.reductions[i];
-    const std::string tag = std::to_string(i);
-    std::vector<std::string> loaded;
-    for (const Part& part : parts[i]) {
-      const std::string pointer = combine.PointerName(ScratchId(part.scratch));
-      loaded.push_back("p" + tag + "_" + std::to_string(loaded.size()));
-      combine.Line(fmt::format("{} = tl.load({} + (xindex * {} + sindex), mask, other={})", loaded.back(),
-                               pointer, splits, part.identity));
-    }
-    const DType out_type =
-        ComputeDType(MetaOf(graph_, spec.outputs.at(0) >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype);
-    Accumulator results;
-    const std::string red = "red" + tag;
-    if (loaded.size() == 3) {
-      combine.Line(
-          fmt::format("redm{0}, reds{0}, redn{0} = tl.reduce(({1}, {2}, {3}), 1, _egg_welford_combine)", tag,
-                      loaded[0], loaded[1], loaded[2]));
-      WelfordResults(spec, "redm" + tag + "[:, None]", "reds" + tag + "[:, None]", &results);
-    } else if (loaded.size() == 2) {
-      const bool is_max = IsMaxLike(spec.kind);
-      combine.Line(fmt::format("redv{0}, redi{0} = tl.reduce(({1}, {2}), 1, {3})", tag, loaded[0], loaded[1],
-                               is_max ? "_egg_argmax_combine" : "_egg_argmin_combine"));
-      if (spec.kind == ReductionKind::kArgmax || spec.kind == ReductionKind::kArgmin) {
-        results.results.emplace_back(spec.outputs[0],
-                                     Operand{"redi" + tag + "[:, None]", DType::kInt64, false});
-      } else {
-        if (spec.outputs[0] >= 0) {
-          results.results.emplace_back(spec.outputs[0], Operand{"redv" + tag + "[:, None]", out_type, false});
-        }
-        if (spec.outputs.size() > 1 && spec.outputs[1] >= 0) {
-          results.results.emplace_back(spec.outputs[1],
-                                       Operand{"redi" + tag + "[:, None]", DType::kInt64, false});
-        }
-      }
-    } else {
-      const ReductionKind k = spec.kind;
-      const std::string fn = RowCombine(k);
-      combine.Line(k == ReductionKind::kProd
-                       ? fmt::format("{} = tl.reduce({}, 1, _egg_prod)[:, None]", red, loaded[0])
-                       : fmt::format("{} = {}({}, 1)[:, None]", red, fn, loaded[0]));
-      std::string value = red;
-      if (k == ReductionKind::kMean) {
-        value = fmt::format("({} / {})", red, spec.Length());
-      } else if (IsLogical(k)) {
-        value = "(" + red + " != 0)";
-      }
-      results.results.emplace_back(spec.outputs[0], Operand{value, out_type, false});
-    }
+    const Accumulator results = CombineSplitParts(kernel_.reductions[i], i, parts[i], splits, combine);
     for (const auto& [value, operand] : results.results) {
       combine.DefineRow(value, operand, x);
       if (Stored(value)) {
@@ -161,6 +133,79 @@ KernelSource KernelWriter::WriteSplitReduction() {
       }
     }
   }
+  EmitSplitEpilogues(x, combine);
+  templates::Values final_values;
+  final_values.text["name"] = kernel_.name;
+  final_values.text["rows"] = std::to_string(kernel_.rows);
+  final_values.text["splits"] = std::to_string(splits);
+  final_values.text["summary"] = Summary(graph_, kernel_);
+  final_values.text["body"] = Join(combine.CloseScope());
+  final_values.text["params"] = PointerParams(combine);
+  final_values.flags["int64"] = false;
+  source.code += "\n\n" + templates::Render("triton/combine.py.mustache", final_values);
+  source.launches.push_back({kernel_.name,
+                             combine.PointerValues(),
+                             fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
+                             {{"XBLOCK", xblock}, {"SBLOCK", sblock}},
+                             {}});
+  source.loaded.insert(combine.Loaded().begin(), combine.Loaded().end());
+  source.computed.insert(combine.Computed().begin(), combine.Computed().end());
+}
+
+KernelWriter::Accumulator KernelWriter::CombineSplitParts(const ReductionSpec& spec, size_t number,
+                                                          const std::vector<SplitPart>& parts, int64_t splits,
+                                                          KernelEmitter& combine) {
+  const std::string tag = std::to_string(number);
+  std::vector<std::string> loaded;
+  for (const SplitPart& part : parts) {
+    const std::string pointer = combine.PointerName(ScratchId(part.scratch));
+    loaded.push_back("p" + tag + "_" + std::to_string(loaded.size()));
+    combine.Line(fmt::format("{} = tl.load({} + (xindex * {} + sindex), mask, other={})", loaded.back(),
+                             pointer, splits, part.identity));
+  }
+  const DType out_type =
+      ComputeDType(MetaOf(graph_, spec.outputs.at(0) >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype);
+  Accumulator results;
+  const std::string red = "red" + tag;
+  if (loaded.size() == 3) {
+    combine.Line(
+        fmt::format("redm{0}, reds{0}, redn{0} = tl.reduce(({1}, {2}, {3}), 1, _egg_welford_combine)", tag,
+                    loaded[0], loaded[1], loaded[2]));
+    WelfordResults(spec, "redm" + tag + "[:, None]", "reds" + tag + "[:, None]", &results);
+  } else if (loaded.size() == 2) {
+    const bool is_max = IsMaxLike(spec.kind);
+    combine.Line(fmt::format("redv{0}, redi{0} = tl.reduce(({1}, {2}), 1, {3})", tag, loaded[0], loaded[1],
+                             is_max ? "_egg_argmax_combine" : "_egg_argmin_combine"));
+    if (spec.kind == ReductionKind::kArgmax || spec.kind == ReductionKind::kArgmin) {
+      results.results.emplace_back(spec.outputs[0],
+                                   Operand{"redi" + tag + "[:, None]", DType::kInt64, false});
+    } else {
+      if (spec.outputs[0] >= 0) {
+        results.results.emplace_back(spec.outputs[0], Operand{"redv" + tag + "[:, None]", out_type, false});
+      }
+      if (spec.outputs.size() > 1 && spec.outputs[1] >= 0) {
+        results.results.emplace_back(spec.outputs[1],
+                                     Operand{"redi" + tag + "[:, None]", DType::kInt64, false});
+      }
+    }
+  } else {
+    const ReductionKind k = spec.kind;
+    const std::string fn = RowCombine(k);
+    combine.Line(k == ReductionKind::kProd
+                     ? fmt::format("{} = tl.reduce({}, 1, _egg_prod)[:, None]", red, loaded[0])
+                     : fmt::format("{} = {}({}, 1)[:, None]", red, fn, loaded[0]));
+    std::string value = red;
+    if (k == ReductionKind::kMean) {
+      value = fmt::format("({} / {})", red, spec.Length());
+    } else if (IsLogical(k)) {
+      value = "(" + red + " != 0)";
+    }
+    results.results.emplace_back(spec.outputs[0], Operand{value, out_type, false});
+  }
+  return results;
+}
+
+void KernelWriter::EmitSplitEpilogues(const Index& x, KernelEmitter& combine) {
   for (int root : kernel_.roots) {
     const bool reduction =
         std::any_of(kernel_.reductions.begin(), kernel_.reductions.end(), [&](const ReductionSpec& spec) {
@@ -178,29 +223,6 @@ KernelSource KernelWriter::WriteSplitReduction() {
       combine.Store(root, index, value, layouts_.at(root), "xmask");
     }
   }
-  templates::Values final_values;
-  final_values.text["name"] = kernel_.name;
-  final_values.text["rows"] = std::to_string(kernel_.rows);
-  final_values.text["splits"] = std::to_string(splits);
-  final_values.text["summary"] = Summary(graph_, kernel_);
-  final_values.text["body"] = Join(combine.CloseScope());
-  final_values.text["params"] = PointerParams(combine);
-  final_values.flags["int64"] = false;
-  source.code += "\n\n" + templates::Render("triton/combine.py.mustache", final_values);
-  source.launches.push_back({kernel_.name,
-                             combine.PointerValues(),
-                             fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
-                             {{"XBLOCK", xblock}, {"SBLOCK", sblock}},
-                             {}});
-  source.int64_indexing = values.flags["int64"];
-  source.loaded = partial.Loaded();
-  source.loaded.insert(combine.Loaded().begin(), combine.Loaded().end());
-  source.computed = partial.Computed();
-  source.computed.insert(combine.Computed().begin(), combine.Computed().end());
-  for (const ReductionSpec& spec : kernel_.reductions) {
-    source.computed.insert(spec.node);
-  }
-  return source;
 }
 
 }  // namespace egg::expert::writer

@@ -158,6 +158,103 @@ class ScoreCone {
   bool failed_ = false;
 };
 
+// The softmax over the scores' last axis: div(exp(sub(x, amax(x))), sum(exp(...))).
+struct Softmax {
+  const Node* div = nullptr;
+  const Node* exp = nullptr;
+  const Node* sum = nullptr;
+  const Node* sub = nullptr;
+  const Node* amax = nullptr;
+};
+
+// The softmax whose div is `p`, or under SDPA's safe-softmax guard `top` (a where) at `p`.
+std::optional<Softmax> MatchSoftmax(const Graph& graph, int p, const Node* top) {
+  Softmax softmax;
+  softmax.div = ProducerOp(graph, p, "aten.div.Tensor");
+  if (softmax.div == nullptr && top != nullptr && top->op == "aten.where.self") {
+    softmax.div = ProducerOp(graph, ValueArg(top, 2), "aten.div.Tensor");
+  }
+  softmax.exp = ProducerOp(graph, ValueArg(softmax.div, 0), "aten.exp.default");
+  softmax.sum = ProducerOp(graph, ValueArg(softmax.div, 1), "aten.sum.dim_IntList");
+  softmax.sub = ProducerOp(graph, ValueArg(softmax.exp, 0), "aten.sub.Tensor");
+  softmax.amax = ProducerOp(graph, ValueArg(softmax.sub, 1), "aten.amax.default");
+  if (softmax.sum == nullptr || softmax.amax == nullptr || softmax.sub->Kwarg("alpha") != nullptr ||
+      ValueArg(softmax.sum, 0) != softmax.exp->value) {
+    return std::nullopt;
+  }
+  return softmax;
+}
+
+// Whether the softmax is over the last axis of x (spec.x), which holds batch x lq rows of lk scores.
+bool OverScoreRows(const Graph& graph, const Softmax& softmax, const AttentionSpec& spec) {
+  const auto& x_meta = ValueAt(graph, spec.x).meta;
+  return x_meta && x_meta->shape.size() >= 2 && ValueArg(softmax.amax, 0) == spec.x &&
+         x_meta->shape.back() == spec.lk && x_meta->Numel() == spec.batch * spec.lq * spec.lk &&
+         LastDimKept(softmax.amax, x_meta->shape.size()) && LastDimKept(softmax.sum, x_meta->shape.size());
+}
+
+// masked_fill(mask, -inf) on the scores, the mask computed without them: masked key blocks can be skipped
+// (spec->mask and spec->masked_when, where X is such a where).
+void FindKeyMask(const Graph& graph, const ScoreCone& cone, AttentionSpec* spec) {
+  const Node* where = ProducerOp(graph, spec->x, "aten.where.self");
+  if (where != nullptr && where->args.size() == 3 && where->args[0].kind == Arg::Kind::kValue) {
+    const Node* condition = ArgProducer(graph, where->args[0]);
+    const bool independent = condition == nullptr || cone.Cone().count(NodeIndex(graph, condition)) == 0;
+    for (size_t branch : {size_t{1}, size_t{2}}) {
+      if (independent && IsNegativeInfinity(graph, where->args[branch])) {
+        spec->mask = where->args[0].value;
+        spec->masked_when = branch == 1;
+      }
+    }
+  }
+}
+
+// The scores' product S = bmm(Q, K^T), of the attention's batch and sizes: Q, K^T, the head dimension d and S
+// into *spec; false where it is not one.
+bool MatchScoresProduct(const Graph& graph, AttentionSpec* spec) {
+  const Node& scores = graph.nodes.at(static_cast<size_t>(spec->scores));
+  const auto qk = ParseMatmul(graph, scores);
+  if (!qk || qk->conv || qk->bias >= 0 || qk->alpha != 1.0 || qk->batch != spec->batch || qk->m != spec->lq ||
+      qk->n != spec->lk) {
+    return false;
+  }
+  spec->q = qk->a;
+  spec->kt = qk->b;
+  spec->d = qk->k;
+  spec->s_value = scores.value;
+  return true;
+}
+
+// Whether what the kernel absorbs (S, X, P, the softmax's steps) is read by nothing else, V does not depend
+// on it, and none of it is a graph output or mutation: it is never in memory.
+bool AbsorbedStayInside(const Graph& graph, const AttentionSpec& spec) {
+  const std::set<int>& nodes = spec.absorbed;
+  std::set<int> absorbed_values;
+  for (int index : nodes) {
+    absorbed_values.insert(graph.nodes.at(static_cast<size_t>(index)).value);
+    for (int user : ValueAt(graph, graph.nodes.at(static_cast<size_t>(index)).value).users) {
+      if (user != spec.node && nodes.count(user) == 0) {
+        return false;
+      }
+    }
+  }
+  std::set<int> v_chain;
+  if (absorbed_values.count(UnderFlatViews(graph, spec.v, &v_chain)) != 0) {
+    return false;
+  }
+  for (const Arg& output : graph.outputs) {
+    if (output.kind == Arg::Kind::kValue && absorbed_values.count(output.value) != 0) {
+      return false;
+    }
+  }
+  for (const auto& [target, arg] : graph.mutations) {
+    if (arg.kind == Arg::Kind::kValue && absorbed_values.count(arg.value) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<AttentionSpec> ParseAttention(const Graph& graph, const Node& node) {
@@ -178,64 +275,34 @@ std::optional<AttentionSpec> ParseAttention(const Graph& graph, const Node& node
   std::set<int> nodes;
   const int p = UnderFlatViews(graph, pv->a, &nodes);
   const Node* top = graph.Producer(p);
-  int div_value = p;
-  // the softmax: div(exp(sub(x, amax(x))), sum(exp(...))), over x's last axis
-  const Node* div = ProducerOp(graph, div_value, "aten.div.Tensor");
-  if (div == nullptr && top != nullptr && top->op == "aten.where.self") {
-    div = ProducerOp(graph, ValueArg(top, 2), "aten.div.Tensor");
-  }
-  const Node* exp = ProducerOp(graph, ValueArg(div, 0), "aten.exp.default");
-  const Node* sum = ProducerOp(graph, ValueArg(div, 1), "aten.sum.dim_IntList");
-  const Node* sub = ProducerOp(graph, ValueArg(exp, 0), "aten.sub.Tensor");
-  const Node* amax = ProducerOp(graph, ValueArg(sub, 1), "aten.amax.default");
-  if (sum == nullptr || amax == nullptr || sub->Kwarg("alpha") != nullptr || ValueArg(sum, 0) != exp->value) {
+  const auto softmax = MatchSoftmax(graph, p, top);
+  if (!softmax) {
     return std::nullopt;
   }
-  spec.x = ValueArg(sub, 0);
-  const auto& x_meta = ValueAt(graph, spec.x).meta;
-  if (!x_meta || x_meta->shape.size() < 2 || ValueArg(amax, 0) != spec.x || x_meta->shape.back() != spec.lk ||
-      x_meta->Numel() != spec.batch * spec.lq * spec.lk || !LastDimKept(amax, x_meta->shape.size()) ||
-      !LastDimKept(sum, x_meta->shape.size())) {
+  spec.x = ValueArg(softmax->sub, 0);
+  if (!OverScoreRows(graph, *softmax, spec)) {
     return std::nullopt;
   }
-  if (div->value != p) {
+  if (softmax->div->value != p) {
     spec.safe = true;
-    if (SafeSoftmaxGuard(graph, top, spec.x, &nodes) != div->value) {
+    if (SafeSoftmaxGuard(graph, top, spec.x, &nodes) != softmax->div->value) {
       return std::nullopt;
     }
   }
-  for (const Node* softmax : {div, exp, sum, sub, amax}) {
-    nodes.insert(NodeIndex(graph, softmax));
+  for (const Node* step : {softmax->div, softmax->exp, softmax->sum, softmax->sub, softmax->amax}) {
+    nodes.insert(NodeIndex(graph, step));
   }
   ScoreCone cone(graph);
   if (!cone.Reaches(spec.x) || cone.Scores() < 0) {
     return std::nullopt;
   }
   spec.scores = cone.Scores();
-  // masked_fill(mask, -inf) on the scores, the mask computed without them: masked key blocks can be skipped
-  const Node* where = ProducerOp(graph, spec.x, "aten.where.self");
-  if (where != nullptr && where->args.size() == 3 && where->args[0].kind == Arg::Kind::kValue) {
-    const Node* condition = ArgProducer(graph, where->args[0]);
-    const bool independent = condition == nullptr || cone.Cone().count(NodeIndex(graph, condition)) == 0;
-    for (size_t branch : {size_t{1}, size_t{2}}) {
-      if (independent && IsNegativeInfinity(graph, where->args[branch])) {
-        spec.mask = where->args[0].value;
-        spec.masked_when = branch == 1;
-      }
-    }
-  }
+  FindKeyMask(graph, cone, &spec);
   nodes.insert(cone.Cone().begin(), cone.Cone().end());
   nodes.insert(spec.scores);
-  const Node& scores = graph.nodes.at(static_cast<size_t>(spec.scores));
-  const auto qk = ParseMatmul(graph, scores);
-  if (!qk || qk->conv || qk->bias >= 0 || qk->alpha != 1.0 || qk->batch != spec.batch || qk->m != spec.lq ||
-      qk->n != spec.lk) {
+  if (!MatchScoresProduct(graph, &spec)) {
     return std::nullopt;
   }
-  spec.q = qk->a;
-  spec.kt = qk->b;
-  spec.d = qk->k;
-  spec.s_value = scores.value;
   spec.absorbed = nodes;
   if (spec.d > kMaxHeadDim || spec.dv > kMaxHeadDim) {
     return std::nullopt;
@@ -245,30 +312,10 @@ std::optional<AttentionSpec> ParseAttention(const Graph& graph, const Node& node
       return std::nullopt;
     }
   }
-  // S, X and P are read by nothing else (they are never in memory); V does not depend on them.
-  std::set<int> absorbed_values;
-  for (int index : nodes) {
-    absorbed_values.insert(graph.nodes.at(static_cast<size_t>(index)).value);
-    for (int user : ValueAt(graph, graph.nodes.at(static_cast<size_t>(index)).value).users) {
-      if (user != spec.node && nodes.count(user) == 0) {
-        return std::nullopt;
-      }
-    }
-  }
-  std::set<int> v_chain;
-  if (absorbed_values.count(UnderFlatViews(graph, spec.v, &v_chain)) != 0) {
+  if (!AbsorbedStayInside(graph, spec)) {
     return std::nullopt;
-  }
-  for (const Arg& output : graph.outputs) {
-    if (output.kind == Arg::Kind::kValue && absorbed_values.count(output.value) != 0) {
-      return std::nullopt;
-    }
-  }
-  for (const auto& [target, arg] : graph.mutations) {
-    if (arg.kind == Arg::Kind::kValue && absorbed_values.count(arg.value) != 0) {
-      return std::nullopt;
-    }
   }
   return spec;
 }
+
 }  // namespace egg::expert

@@ -52,10 +52,43 @@ bool ProductTypes(DType a, DType b, DType out) {
   return a == b && b == out && (a == DType::kFloat32 || IsHalf(a));
 }
 
-// aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), fp32,
-// bf16 or fp16.
-// The weight is [out, in / groups, kernel...], transposed [in, out / groups, kernel...].
-std::optional<MatmulSpec> ParseConvolution(const Graph& graph, const Node& node) {
+// The convolution's windows (stride, padding and dilation: one value for every spatial dim, or one each) and
+// spatial sizes into *conv; false where they do not give the output's size.
+bool ParseWindows(const Node& node, const TensorMeta& in, const TensorMeta& weight, const TensorMeta& out,
+                  ConvShape* conv) {
+  const bool transposed = conv->transposed;
+  const auto spatial = static_cast<size_t>(conv->spatial);
+  auto ints = [&](size_t position) {
+    auto values = node.args[position].AsInts().value_or(std::vector<int64_t>{});
+    return values.size() == 1 ? std::vector<int64_t>(spatial, values[0]) : values;
+  };
+  conv->stride = ints(3);
+  conv->padding = ints(4);
+  conv->dilation = ints(5);
+  const std::vector<int64_t> output_padding = transposed ? ints(7) : std::vector<int64_t>(spatial, 0);
+  if (conv->stride.size() != spatial || conv->padding.size() != spatial || conv->dilation.size() != spatial ||
+      output_padding.size() != spatial) {
+    return false;
+  }
+  for (size_t s = 0; s < spatial; ++s) {
+    conv->in_size.push_back(in.shape[s + 2]);
+    conv->out_size.push_back(out.shape[s + 2]);
+    conv->kernel.push_back(weight.shape[s + 2]);
+    const int64_t span = conv->dilation[s] * (conv->kernel[s] - 1);
+    const int64_t expected =
+        transposed
+            ? (conv->in_size[s] - 1) * conv->stride[s] - 2 * conv->padding[s] + span + output_padding[s] + 1
+            : (conv->in_size[s] + 2 * conv->padding[s] - span - 1) / conv->stride[s] + 1;
+    if (conv->stride[s] < 1 || conv->dilation[s] < 1 || conv->padding[s] < 0 ||
+        expected != conv->out_size[s]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The input, weight and output shapes' agreement (channels, groups) as a ConvShape, its windows included.
+std::optional<ConvShape> ParseConvShape(const Graph& graph, const Node& node) {
   if (node.args.size() < 9 || node.args[0].kind != Arg::Kind::kValue ||
       node.args[1].kind != Arg::Kind::kValue ||
       (node.args[2].kind != Arg::Kind::kValue && node.args[2].kind != Arg::Kind::kNone) ||
@@ -84,32 +117,17 @@ std::optional<MatmulSpec> ParseConvolution(const Graph& graph, const Node& node)
       weight_out != conv.out_channels || weight_in != conv.in_channels) {
     return std::nullopt;
   }
-  const auto spatial = static_cast<size_t>(conv.spatial);
-  auto ints = [&](size_t position) {
-    auto values = node.args[position].AsInts().value_or(std::vector<int64_t>{});
-    return values.size() == 1 ? std::vector<int64_t>(spatial, values[0]) : values;
-  };
-  conv.stride = ints(3);
-  conv.padding = ints(4);
-  conv.dilation = ints(5);
-  const std::vector<int64_t> output_padding = transposed ? ints(7) : std::vector<int64_t>(spatial, 0);
-  if (conv.stride.size() != spatial || conv.padding.size() != spatial || conv.dilation.size() != spatial ||
-      output_padding.size() != spatial) {
+  if (!ParseWindows(node, *in, *weight, *out, &conv)) {
     return std::nullopt;
   }
-  for (size_t s = 0; s < spatial; ++s) {
-    conv.in_size.push_back(in->shape[s + 2]);
-    conv.out_size.push_back(out->shape[s + 2]);
-    conv.kernel.push_back(weight->shape[s + 2]);
-    const int64_t span = conv.dilation[s] * (conv.kernel[s] - 1);
-    const int64_t expected =
-        transposed
-            ? (conv.in_size[s] - 1) * conv.stride[s] - 2 * conv.padding[s] + span + output_padding[s] + 1
-            : (conv.in_size[s] + 2 * conv.padding[s] - span - 1) / conv.stride[s] + 1;
-    if (conv.stride[s] < 1 || conv.dilation[s] < 1 || conv.padding[s] < 0 || expected != conv.out_size[s]) {
-      return std::nullopt;
-    }
-  }
+  return conv;
+}
+
+// The convolution as a batch of GEMMs: one per group (transposed: per group and output phase), rows (image,
+// output position), columns the group's output channels, k (input channel of the group, kernel offset).
+std::optional<MatmulSpec> ConvolutionAsGemm(const Graph& graph, const Node& node, ConvShape conv) {
+  const bool transposed = conv.transposed;
+  const auto spatial = static_cast<size_t>(conv.spatial);
   MatmulSpec spec;
   spec.node = static_cast<int>(&node - graph.nodes.data());
   spec.a = node.args[0].value;
@@ -136,6 +154,17 @@ std::optional<MatmulSpec> ParseConvolution(const Graph& graph, const Node& node)
   spec.dtype = out->dtype;
   spec.conv = std::move(conv);
   return spec;
+}
+
+// aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), fp32,
+// bf16 or fp16.
+// The weight is [out, in / groups, kernel...], transposed [in, out / groups, kernel...].
+std::optional<MatmulSpec> ParseConvolution(const Graph& graph, const Node& node) {
+  auto conv = ParseConvShape(graph, node);
+  if (!conv) {
+    return std::nullopt;
+  }
+  return ConvolutionAsGemm(graph, node, std::move(*conv));
 }
 
 }  // namespace
