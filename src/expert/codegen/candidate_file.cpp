@@ -16,6 +16,11 @@
 namespace egg::expert {
 namespace {
 
+// The most stages a tl.dot kernel's staged operand tiles allow (the launch and the design record say them).
+int StagesThatFit(const KernelPlan& kernel, const KernelSource& source) {
+  return FittingStages(kernel.design, source.a_tile_loads, source.b_tile_loads,
+                       StagedOperandBytes(*kernel.matmul, kernel.design));
+}
 
 std::string ShapeTuple(const std::vector<int64_t>& values) {
   std::string text = "(";
@@ -512,9 +517,7 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
       sources.push_back(GenerateKernel(graph, kernel, plan.memory_before.at(k), layouts));
       candidate.launches += sources.back().launches.size();
       if (DotTiles(kernel)) {  // the launch and the design record say the stages it can use
-        kernel.design.num_stages =
-            FittingStages(kernel.design, sources.back().a_tile_loads, sources.back().b_tile_loads,
-                          StagedOperandBytes(*kernel.matmul, kernel.design));
+        kernel.design.num_stages = StagesThatFit(kernel, sources.back());
         candidate.design.kernels[kernel.name] = kernel.design;
       }
       kernels_code += sources.back().code + "\n\n";

@@ -179,6 +179,8 @@ class KernelWriter {
   // producers of the operands are computed on the fly), fp32 accumulation, then addmm's bias and the fused
   // elementwise consumers on the accumulator tile before a single store.
   KernelSource WriteMatmul();
+  // A tl.dot operand of the product: Emit, with a half tensor read in place kept in its half type.
+  Operand EmitDotOperand(int value, const std::vector<Index>& index);
 
   // The row stride of an operand's aligned copy: `columns` rounded up to 32 floats, so that every row starts
   // on a 128-byte line and the tile loads vectorize.

@@ -56,14 +56,10 @@ KernelSource KernelWriter::WriteMatmul() {
                               emitter_.PointerName(ScratchId(1)),
                               ((b * mm.k + k_rows) * b_stride + n).Code()));
   }
-  // A half operand read in place (through views at most) reaches tl.dot in its half type.
-  emitter_.KeepHalfLoads(!aligned && IsHalf(mm.dtype) && emitter_.ReadThroughViews(mm.a));
   const Operand a =
-      aligned ? Operand{"a", DType::kFloat32, false} : emitter_.Emit(mm.a, operand_index(m, ka));
-  emitter_.KeepHalfLoads(!aligned && IsHalf(mm.dtype) && emitter_.ReadThroughViews(mm.b));
+      aligned ? Operand{"a", DType::kFloat32, false} : EmitDotOperand(mm.a, operand_index(m, ka));
   const Operand bt =
-      aligned ? Operand{"b", DType::kFloat32, false} : emitter_.Emit(mm.b, operand_index(kb, n));
-  emitter_.KeepHalfLoads(false);
+      aligned ? Operand{"b", DType::kFloat32, false} : EmitDotOperand(mm.b, operand_index(kb, n));
   if (a.scalar || bt.scalar) {
     throw NotFusable("a constant matrix operand");
   }
@@ -117,6 +113,14 @@ KernelSource KernelWriter::WriteMatmul() {
                   "A copied into rows of a 32-float stride");
   }
   return source;
+}
+
+Operand KernelWriter::EmitDotOperand(int value, const std::vector<Index>& index) {
+  // A half operand read in place (through views at most) reaches tl.dot in its half type.
+  emitter_.KeepHalfLoads(IsHalf(kernel_.matmul->dtype) && emitter_.ReadThroughViews(value));
+  const Operand operand = emitter_.Emit(value, index);
+  emitter_.KeepHalfLoads(false);
+  return operand;
 }
 
 std::string DotOperandCast(DType operand) {

@@ -151,7 +151,7 @@ std::optional<MatmulSpec> ConvolutionAsGemm(const Graph& graph, const Node& node
   if (spec.m * spec.n * spec.k == 0) {
     return std::nullopt;
   }
-  spec.dtype = out->dtype;
+  spec.dtype = ValueAt(graph, node.value).meta->dtype;  // ParseConvShape checked it is there
   spec.conv = std::move(conv);
   return spec;
 }
