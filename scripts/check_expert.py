@@ -25,9 +25,7 @@ MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 80
 # Known breaches, with their size when this check was written: the kernel-IR step (issue 22, item 2) removes
 # them. A listed entry may shrink, never grow; a new breach fails.
-ALLOWED = {
-    "codegen/matmul_writer.cpp:KernelWriter::WriteMatmul": 107,
-}
+ALLOWED: dict[str, int] = {}
 SCOPE_WORDS = re.compile(r"\b(namespace|class|struct|enum|union)\b[^;{()]*$")
 
 

@@ -181,6 +181,12 @@ class KernelWriter {
   KernelSource WriteMatmul();
   // A tl.dot operand of the product: Emit, with a half tensor read in place kept in its half type.
   Operand EmitDotOperand(int value, const std::vector<Index>& index);
+  // The lines that skip the K loop of a tile whose every lane a where(index-only cond, product, ...) drops
+  // (sets k_end), or "" when the product has no such reader.
+  std::string DroppedTilePrologue(int out, const std::vector<Index>& out_index);
+  // The aligned algorithm's loads of A and B from their copies (scratch 0 and 1), and those copies' kernels.
+  void LoadAlignedOperands(const Index& b, const Index& m, const Index& n, const Index& ka, const Index& kb);
+  void AddAlignedCopies(KernelSource& source);
 
   // The row stride of an operand's aligned copy: `columns` rounded up to 32 floats, so that every row starts
   // on a 128-byte line and the tile loads vectorize.

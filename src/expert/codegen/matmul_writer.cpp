@@ -21,40 +21,13 @@ KernelSource KernelWriter::WriteMatmul() {
   auto operand_index = [&](const Index& row, const Index& column) {
     return mm.batched ? std::vector<Index>{b, row, column} : std::vector<Index>{row, column};
   };
-  // A product whose only reader is where(cond, product, other) with cond computed from indices alone
-  // (torch.triu / tril of a product: 1_14, 1_15) needs no K loop in a tile where cond holds nowhere.
-  std::string prologue;
   const bool aligned = kernel_.design.algorithm == Algorithm::kAligned;
-  if (kernel_.design.algorithm == Algorithm::kTiled || aligned) {
-    if (const auto masked = IndexMaskedReader(out)) {
-      const auto out_index = operand_index(m, n);
-      emitter_.OpenScope(1);
-      const Operand cond = emitter_.Emit(masked->cond, BroadcastIndex(out_index, MetaOf(graph_, out).shape,
-                                                                      MetaOf(graph_, masked->cond).shape));
-      const std::string taken = masked->product_when_true ? cond.code : "~(" + cond.code + ")";
-      emitter_.Line("# no K loop for a tile whose every product lane the where drops");
-      emitter_.Line(
-          fmt::format("k_end = tl.where(tl.max(tl.where(omask & ({}), 1, 0)) > 0, {}, 0)", taken, mm.k));
-      prologue = Join(emitter_.CloseScope());
-      skip_dropped_tiles_ = true;
-    }
-  }
+  const std::string prologue = kernel_.design.algorithm == Algorithm::kTiled || aligned
+                                   ? DroppedTilePrologue(out, operand_index(m, n))
+                                   : "";
   emitter_.OpenScope(2);
-  const int64_t a_stride = AlignedStride(mm.k);
-  const int64_t b_stride = AlignedStride(mm.n);
-  if (aligned) {  // both operands from their aligned copies (scratch 0 and 1, written by the first
-                  // launches)
-    // A copy past int32 offsets: the rows' K index in int64 too (mindex and bindex are by the template)
-    wide_scratch_ = mm.batch * mm.m * a_stride > kInt32Max || mm.batch * mm.k * b_stride > kInt32Max;
-    if (wide_scratch_) {
-      emitter_.Line("kbwide = kbindex.to(tl.int64)");
-    }
-    const Index k_rows = wide_scratch_ ? Index::Var("kbwide", mm.k) : kb;
-    emitter_.Line(fmt::format("a = tl.load({} + ({}), mmask & kamask, other=0.0)",
-                              emitter_.PointerName(ScratchId(0)), ((b * mm.m + m) * a_stride + ka).Code()));
-    emitter_.Line(fmt::format("b = tl.load({} + ({}), kbmask & nmask, other=0.0)",
-                              emitter_.PointerName(ScratchId(1)),
-                              ((b * mm.k + k_rows) * b_stride + n).Code()));
+  if (aligned) {
+    LoadAlignedOperands(b, m, n, ka, kb);
   }
   const Operand a =
       aligned ? Operand{"a", DType::kFloat32, false} : EmitDotOperand(mm.a, operand_index(m, ka));
@@ -95,24 +68,67 @@ KernelSource KernelWriter::WriteMatmul() {
   const auto out_index = mm.batched ? std::vector<Index>{b, m, n} : std::vector<Index>{m, n};
   KernelSource source = FinishMatmul(loop, out, out_index, flat, prologue);
   if (aligned) {
-    // The copies, A as [batch * m, k] and B as [batch * k, n] rows at the aligned strides: read through the
-    // emitter, so a transposed view or a computed operand is copied in the product's own orientation.
-    auto rows_of = [&](int64_t rows) {
-      return mm.batched ? Delinearize(Index::Var("pindex", mm.batch * rows), {mm.batch, rows})
-                        : std::vector<Index>{Index::Var("pindex", rows)};
-    };
-    std::vector<Index> a_index = rows_of(mm.m);
-    a_index.push_back(Index::Var("cindex", mm.k));
-    std::vector<Index> b_index = rows_of(mm.k);
-    b_index.push_back(Index::Var("cindex", mm.n));
-    source.scratch.push_back({mm.batch * mm.m * a_stride, DType::kFloat32});
-    source.scratch.push_back({mm.batch * mm.k * b_stride, DType::kFloat32});
-    PrependRepack(source, mm.b, b_index, mm.batch * mm.k, mm.n, b_stride, ScratchId(1), "_aligned_b",
-                  "B copied into rows of a 32-float stride");
-    PrependRepack(source, mm.a, a_index, mm.batch * mm.m, mm.k, a_stride, ScratchId(0), "_aligned_a",
-                  "A copied into rows of a 32-float stride");
+    AddAlignedCopies(source);
   }
   return source;
+}
+
+std::string KernelWriter::DroppedTilePrologue(int out, const std::vector<Index>& out_index) {
+  // A product whose only reader is where(cond, product, other) with cond computed from indices alone
+  // (torch.triu / tril of a product: 1_14, 1_15) needs no K loop in a tile where cond holds nowhere.
+  const auto masked = IndexMaskedReader(out);
+  if (!masked) {
+    return "";
+  }
+  emitter_.OpenScope(1);
+  const Operand cond = emitter_.Emit(
+      masked->cond, BroadcastIndex(out_index, MetaOf(graph_, out).shape, MetaOf(graph_, masked->cond).shape));
+  const std::string taken = masked->product_when_true ? cond.code : "~(" + cond.code + ")";
+  emitter_.Line("# no K loop for a tile whose every product lane the where drops");
+  emitter_.Line(fmt::format("k_end = tl.where(tl.max(tl.where(omask & ({}), 1, 0)) > 0, {}, 0)", taken,
+                            kernel_.matmul->k));
+  skip_dropped_tiles_ = true;
+  return Join(emitter_.CloseScope());
+}
+
+void KernelWriter::LoadAlignedOperands(const Index& b, const Index& m, const Index& n, const Index& ka,
+                                       const Index& kb) {
+  // Both operands from their aligned copies (scratch 0 and 1, written by the first launches).
+  const MatmulSpec& mm = *kernel_.matmul;
+  const int64_t a_stride = AlignedStride(mm.k);
+  const int64_t b_stride = AlignedStride(mm.n);
+  // A copy past int32 offsets: the rows' K index in int64 too (mindex and bindex are by the template)
+  wide_scratch_ = mm.batch * mm.m * a_stride > kInt32Max || mm.batch * mm.k * b_stride > kInt32Max;
+  if (wide_scratch_) {
+    emitter_.Line("kbwide = kbindex.to(tl.int64)");
+  }
+  const Index k_rows = wide_scratch_ ? Index::Var("kbwide", mm.k) : kb;
+  emitter_.Line(fmt::format("a = tl.load({} + ({}), mmask & kamask, other=0.0)",
+                            emitter_.PointerName(ScratchId(0)), ((b * mm.m + m) * a_stride + ka).Code()));
+  emitter_.Line(fmt::format("b = tl.load({} + ({}), kbmask & nmask, other=0.0)",
+                            emitter_.PointerName(ScratchId(1)), ((b * mm.k + k_rows) * b_stride + n).Code()));
+}
+
+void KernelWriter::AddAlignedCopies(KernelSource& source) {
+  // The copies, A as [batch * m, k] and B as [batch * k, n] rows at the aligned strides: read through the
+  // emitter, so a transposed view or a computed operand is copied in the product's own orientation.
+  const MatmulSpec& mm = *kernel_.matmul;
+  const int64_t a_stride = AlignedStride(mm.k);
+  const int64_t b_stride = AlignedStride(mm.n);
+  auto rows_of = [&](int64_t rows) {
+    return mm.batched ? Delinearize(Index::Var("pindex", mm.batch * rows), {mm.batch, rows})
+                      : std::vector<Index>{Index::Var("pindex", rows)};
+  };
+  std::vector<Index> a_index = rows_of(mm.m);
+  a_index.push_back(Index::Var("cindex", mm.k));
+  std::vector<Index> b_index = rows_of(mm.k);
+  b_index.push_back(Index::Var("cindex", mm.n));
+  source.scratch.push_back({mm.batch * mm.m * a_stride, DType::kFloat32});
+  source.scratch.push_back({mm.batch * mm.k * b_stride, DType::kFloat32});
+  PrependRepack(source, mm.b, b_index, mm.batch * mm.k, mm.n, b_stride, ScratchId(1), "_aligned_b",
+                "B copied into rows of a 32-float stride");
+  PrependRepack(source, mm.a, a_index, mm.batch * mm.m, mm.k, a_stride, ScratchId(0), "_aligned_a",
+                "A copied into rows of a 32-float stride");
 }
 
 Operand KernelWriter::EmitDotOperand(int value, const std::vector<Index>& index) {
