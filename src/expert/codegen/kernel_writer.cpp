@@ -32,14 +32,38 @@ std::string Summary(const Graph& graph, const KernelPlan& kernel) {
   return text;
 }
 
-// Identity element of a reduction's accumulator, as code for its dtype.
+namespace {
+
+// The smallest and largest values of an integer type, as Python literals (the int64 minimum as an expression:
+// its magnitude is no int64 literal).
+std::pair<std::string, std::string> IntegerLimits(DType dtype) {
+  switch (dtype) {
+    case DType::kInt32:
+      return {"-2147483648", "2147483647"};
+    case DType::kInt16:
+      return {"-32768", "32767"};
+    case DType::kInt8:
+      return {"-128", "127"};
+    case DType::kUInt8:
+      return {"0", "255"};
+    case DType::kBool:
+      return {"0", "1"};
+    default:
+      return {"(-9223372036854775807 - 1)", "9223372036854775807"};
+  }
+}
+
+}  // namespace
+
+// Identity element of a reduction's accumulator, as code for its dtype: an integer one within the
+// accumulator's own type (a 64-bit limit in an int32 tl.full does not compile).
 std::string Identity(ReductionKind kind, DType dtype) {
   const bool floating = IsFloating(dtype);
   if (IsMaxLike(kind)) {
-    return floating ? "float('-inf')" : "-9223372036854775807";
+    return floating ? "float('-inf')" : IntegerLimits(dtype).first;
   }
   if (IsMinLike(kind)) {
-    return floating ? "float('inf')" : "9223372036854775807";
+    return floating ? "float('inf')" : IntegerLimits(dtype).second;
   }
   if (kind == ReductionKind::kProd || kind == ReductionKind::kAll) {
     return "1";

@@ -43,9 +43,12 @@ TEST(KernelWriterTest, AccumulatorsStartFromTheirIdentity) {
   using writer::Identity;
   EXPECT_EQ(Identity(ReductionKind::kMax, DType::kFloat32), "float('-inf')");
   EXPECT_EQ(Identity(ReductionKind::kArgmax, DType::kFloat32), "float('-inf')");
-  EXPECT_EQ(Identity(ReductionKind::kMax, DType::kInt64), "-9223372036854775807");
+  EXPECT_EQ(Identity(ReductionKind::kMax, DType::kInt64), "(-9223372036854775807 - 1)");
+  EXPECT_EQ(Identity(ReductionKind::kMax, DType::kInt32), "-2147483648");
+  EXPECT_EQ(Identity(ReductionKind::kArgmin, DType::kUInt8), "255");
   EXPECT_EQ(Identity(ReductionKind::kMinWithIndex, DType::kFloat32), "float('inf')");
-  EXPECT_EQ(Identity(ReductionKind::kMin, DType::kInt32), "9223372036854775807");
+  EXPECT_EQ(Identity(ReductionKind::kMin, DType::kInt32), "2147483647");
+  EXPECT_EQ(Identity(ReductionKind::kMin, DType::kInt64), "9223372036854775807");
   EXPECT_EQ(Identity(ReductionKind::kProd, DType::kFloat32), "1");
   EXPECT_EQ(Identity(ReductionKind::kAll, DType::kBool), "1");
   EXPECT_EQ(Identity(ReductionKind::kSum, DType::kFloat32), "0");

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/kernel_writer.h"
 #include "expert/codegen/templates.h"
 #include "expert/plan/plan.h"
 
@@ -261,6 +262,9 @@ class RecurrentWriter {
     return AddScratch(numel);
   }
 
+  // Half layers: tl.dot's operands to the tensor cores in their type (EGG_BF16_DOT: float32 in the interpreter).
+  std::string DotCast() const { return writer::DotOperandCast(spec_.dtype); }
+
   static bool Contains(const std::vector<int>& values, int value) {
     return std::find(values.begin(), values.end(), value) != values.end();
   }
@@ -272,9 +276,9 @@ class RecurrentWriter {
       accumulators.push_back(fmt::format("            acc{} = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)", g));
       const std::string offset = g == 0 ? "" : fmt::format(" + {} * HIDDEN * W_SN", g);
       products.push_back(
-          fmt::format("                acc{} += tl.dot(h, tl.load(wpointer{}, mask=wmask, other=0.0), "
+          fmt::format("                acc{} += tl.dot(h{}, tl.load(wpointer{}, mask=wmask, other=0.0){}, "
                       "input_precision=\"{}\")",
-                      g, offset, NameOf(kernel_.design.precision)));
+                      g, DotCast(), offset, DotCast(), NameOf(kernel_.design.precision)));
       const std::string x = fmt::format("tl.load(xpointer{}, mask=omask, other=0.0)",
                                         g == 0 ? "" : fmt::format(" + {} * HIDDEN", g));
       std::string hh = fmt::format("acc{}", g);
@@ -300,6 +304,8 @@ class RecurrentWriter {
     values.text["name"] = kernel_.name;
     values.text["cell"] = NameText(spec_.cell);
     values.text["precision"] = NameText(kernel_.design.precision);
+    values.text["dot_cast"] = DotCast();
+    values.flags["half"] = IsHalf(spec_.dtype);  // stores cast to their tensor's type
     values.text["gate_width"] = std::to_string(spec_.Gates() * spec_.hidden);
     values.text["accumulators"] = join(accumulators);
     values.text["products"] = join(products);

@@ -5,12 +5,13 @@
 namespace egg::expert {
 namespace {
 
-int TensorArg(const Graph& graph, const Arg* arg) {
+// A tensor argument of the layer's one type `dtype`, or -1.
+int TensorArg(const Graph& graph, const Arg* arg, DType dtype) {
   if (arg == nullptr || arg->kind != Arg::Kind::kValue) {
     return -1;
   }
   const auto& meta = ValueAt(graph, arg->value).meta;
-  return meta && meta->dtype == DType::kFloat32 ? arg->value : -1;
+  return meta && meta->dtype == dtype ? arg->value : -1;
 }
 
 bool HasShape(const Graph& graph, int value, const std::vector<int64_t>& shape) {
@@ -40,18 +41,24 @@ std::optional<RecurrentSpec> ParseRecurrent(const Graph& graph, const Node& node
   }
   spec.cell = *cell;
   spec.node = static_cast<int>(&node - graph.nodes.data());
-  spec.input = TensorArg(graph, &node.args[0]);
+  const Arg& input = node.args[0];
+  const auto& input_meta = input.kind == Arg::Kind::kValue ? ValueAt(graph, input.value).meta : std::nullopt;
+  if (!input_meta || (input_meta->dtype != DType::kFloat32 && !IsHalf(input_meta->dtype))) {
+    return std::nullopt;
+  }
+  spec.dtype = input_meta->dtype;  // every tensor of the layer shares it
+  spec.input = TensorArg(graph, &input, spec.dtype);
   if (spec.cell == RecurrentCell::kLstm) {
     if (node.args[1].kind != Arg::Kind::kList || node.args[1].list.size() != 2) {
       return std::nullopt;
     }
-    spec.h0 = TensorArg(graph, &node.args[1].list[0]);
-    spec.c0 = TensorArg(graph, &node.args[1].list[1]);
+    spec.h0 = TensorArg(graph, &node.args[1].list[0], spec.dtype);
+    spec.c0 = TensorArg(graph, &node.args[1].list[1], spec.dtype);
     if (spec.c0 < 0) {
       return std::nullopt;
     }
   } else {
-    spec.h0 = TensorArg(graph, &node.args[1]);
+    spec.h0 = TensorArg(graph, &node.args[1], spec.dtype);
   }
   const Arg& dropout = node.args[5];
   if (spec.input < 0 || spec.h0 < 0 || node.args[2].kind != Arg::Kind::kList ||
@@ -68,7 +75,7 @@ std::optional<RecurrentSpec> ParseRecurrent(const Graph& graph, const Node& node
   spec.bidirectional = node.args[7].b;
   spec.batch_first = node.args[8].b;
   for (const Arg& param : node.args[2].list) {
-    spec.params.push_back(TensorArg(graph, &param));
+    spec.params.push_back(TensorArg(graph, &param, spec.dtype));
   }
   const std::vector<int64_t>& x = ValueAt(graph, spec.input).meta->shape;
   const std::vector<int64_t>& h0 = ValueAt(graph, spec.h0).meta->shape;
@@ -102,7 +109,7 @@ std::optional<RecurrentSpec> ParseRecurrent(const Graph& graph, const Node& node
     const Node& getitem = graph.nodes.at(static_cast<size_t>(user));
     if (getitem.op != "getitem" || getitem.args.size() < 2 || getitem.args[1].kind != Arg::Kind::kInt ||
         getitem.args[1].i < 0 || getitem.args[1].i >= static_cast<int64_t>(spec.outputs.size()) ||
-        !ValueAt(graph, getitem.value).meta || ValueAt(graph, getitem.value).meta->dtype != DType::kFloat32) {
+        !ValueAt(graph, getitem.value).meta || ValueAt(graph, getitem.value).meta->dtype != spec.dtype) {
       return std::nullopt;
     }
     spec.outputs[static_cast<size_t>(getitem.args[1].i)] = getitem.value;

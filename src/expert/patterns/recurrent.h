@@ -38,6 +38,7 @@ struct RecurrentSpec {
   bool bidirectional = false;
   bool batch_first = false;
   int64_t layers = 1, seq = 0, batch = 0, input_size = 0, hidden = 0;
+  DType dtype = DType::kFloat32;  // of the input, states, weights and outputs alike (float32, bf16 or fp16)
   std::vector<int> outputs;  // output, h_n[, c_n]: the getitem values, -1 where unused
   int64_t Directions() const { return bidirectional ? 2 : 1; }
   int64_t Gates() const { return cell == RecurrentCell::kLstm ? 4 : (cell == RecurrentCell::kGru ? 3 : 1); }

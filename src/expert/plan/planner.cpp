@@ -75,7 +75,7 @@ void Planner::Classify() {
         recurrents_[index] = *spec;
       } else {
         op_class = OpClass::kExtern;
-        NoteUnloweredTypes(node, "recurrent layers in float32");
+        NoteUnloweredTypes(node, "recurrent layers of one type, float32, bfloat16 or float16");
       }
     } else if (op_class == OpClass::kGetItem) {
       op_class = OpClass::kGetItem;
