@@ -1,0 +1,143 @@
+// Flash attention kernels: a program per (query block, batch), the Q tile loaded once, a loop over key blocks
+// with the scores by tl.dot, the graph's own scaling and masking of them, the online softmax and acc += p v;
+// key blocks masked everywhere skipped, head dims padded to tl.dot's tiles, never ieee products.
+#include <gtest/gtest.h>
+
+#include "expert/codegen/kernel_codegen.h"
+#include "expert/ir/test_graphs.h"
+
+namespace egg::expert {
+namespace {
+
+using testing::Count;
+using testing::FixtureJson;
+using testing::LoadGraph;
+using testing::Scaled;
+
+bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+
+// The plan's attention kernel, written with its planned design, precision `precision` where set.
+KernelSource WriteAttention(const Graph& graph, Precision precision = Precision::kUnset,
+                            KernelPlan* planned = nullptr) {
+  const Plan plan = MakePlan(graph, {});
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    if (plan.kernels[k].kind != KernelKind::kAttention) {
+      continue;
+    }
+    KernelPlan kernel = plan.kernels[k];
+    if (precision != Precision::kUnset) {
+      kernel.design.precision = precision;
+    }
+    if (planned != nullptr) {
+      *planned = kernel;
+    }
+    std::map<int, TensorMeta> layouts;
+    for (int value : kernel.stores) {
+      layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
+    }
+    return GenerateKernel(graph, kernel, plan.memory_before[k], layouts);
+  }
+  ADD_FAILURE() << "no attention kernel planned";
+  return {};
+}
+
+// The code before the loop over key blocks.
+std::string Prologue(const std::string& code) { return code.substr(0, code.find("for n0 in range(")); }
+
+TEST(AttentionCodegenTest, OneProgramPerQueryBlockAndBatchLoopsOverKeyBlocks) {
+  // q, k, v [2, 2, 64, 32], each of q and k scaled by 32^-1/4: 4 heads of 64 queries over 64 keys
+  const Graph graph = testing::Fixture("level1_97_ScaledDotProductAttention");
+  KernelPlan kernel;
+  const KernelSource source = WriteAttention(graph, Precision::kUnset, &kernel);
+  ASSERT_EQ(source.launches.size(), 1U);
+  const KernelLaunch& launch = source.launches[0];
+  const int64_t block_m = kernel.design.xblock;
+  const int64_t block_n = kernel.design.yblock;
+  EXPECT_EQ(launch.grid, "(" + std::to_string((64 + block_m - 1) / block_m) + ", 4)");
+  EXPECT_EQ(launch.constexprs, (std::map<std::string, int64_t>{{"BLOCK_M", block_m}, {"BLOCK_N", block_n}}));
+  EXPECT_TRUE(Has(source.code, "for n0 in range(0, 64, BLOCK_N):")) << source.code;
+  EXPECT_TRUE(Has(source.code, "mmask = mindex < 64")) << source.code;
+  EXPECT_TRUE(Has(source.code, "nmask = nindex < 64")) << source.code;
+  // Q read once, before the loop; K and V once per key block
+  EXPECT_EQ(Count(Prologue(source.code), "tl.load("), 1U) << source.code;
+  EXPECT_EQ(Count(source.code, "tl.load("), 3U) << source.code;
+  EXPECT_EQ(Count(source.code, "0.42044820762685725"), 2U)
+      << "q and k scaled where they are read: " << source.code;
+  EXPECT_TRUE(Has(source.code, "s = tl.dot(q, kt, input_precision=")) << source.code;
+  EXPECT_TRUE(Has(source.code, "acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=")) << source.code;
+  EXPECT_TRUE(Has(source.code, "m_safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)")) << source.code;
+  // the output: a fully masked row gives 0 (the graph's where(any(...)) of a safe softmax)
+  EXPECT_TRUE(Has(source.code, "out = tl.where(l_i[:, None] == 0.0, 0.0, acc / l_i[:, None])"))
+      << source.code;
+  EXPECT_EQ(Count(source.code, "tl.store("), 1U);
+  EXPECT_TRUE(Has(source.code, "out, omask)")) << source.code;
+  EXPECT_EQ(source.loaded, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(launch.pointers.size(), 4U) << "q, k, v and the output";
+  // the scores, the softmax and both products belong to the kernel (none is stored)
+  ASSERT_TRUE(kernel.attention.has_value());
+  EXPECT_EQ(source.computed.count(kernel.attention->node), 1U);
+  EXPECT_EQ(source.computed.count(kernel.attention->scores), 1U);
+  EXPECT_GE(source.computed.size(), 20U);
+}
+
+TEST(AttentionCodegenTest, FlashProductsAreNeverIeee) {
+  const Graph graph = testing::Fixture("level1_97_ScaledDotProductAttention");
+  const KernelSource ieee = WriteAttention(graph, Precision::kIeee);
+  EXPECT_EQ(Count(ieee.code, "input_precision=\"tf32x3\""), 2U) << ieee.code;
+  EXPECT_FALSE(Has(ieee.code, "ieee")) << ieee.code;
+  const KernelSource tf32 = WriteAttention(graph, Precision::kTf32);
+  EXPECT_EQ(Count(tf32.code, "input_precision=\"tf32\""), 2U) << tf32.code;
+}
+
+TEST(AttentionCodegenTest, HeadDimsArePaddedToPowersOfTwoAndMasked) {
+  // head dim 32 -> 40 and sequence 64 -> 100: neither fills its tile
+  const Graph graph =
+      LoadGraph(Scaled(Scaled(FixtureJson("level1_97_ScaledDotProductAttention"), 32, 40), 64, 100));
+  KernelPlan kernel;
+  const KernelSource source = WriteAttention(graph, Precision::kUnset, &kernel);
+  ASSERT_TRUE(kernel.attention.has_value());
+  EXPECT_EQ(kernel.attention->d, 40);
+  EXPECT_EQ(kernel.attention->lk, 100);
+  EXPECT_TRUE(Has(source.code, "dqindex = tl.arange(0, 64)[None, :]")) << source.code;
+  EXPECT_TRUE(Has(source.code, "dqmask = dqindex < 40")) << source.code;
+  EXPECT_TRUE(Has(source.code, "dvmask = dvindex < 40")) << source.code;
+  EXPECT_TRUE(Has(source.code, "acc = tl.zeros([BLOCK_M, 64], dtype=tl.float32)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "for n0 in range(0, 100, BLOCK_N):")) << source.code;
+  EXPECT_TRUE(Has(source.code, "x = tl.where(nmask, ")) << "keys past 100 score -inf: " << source.code;
+  EXPECT_TRUE(Has(source.code, "q = tl.where(mmask & dqmask, ")) << source.code;
+  ASSERT_EQ(source.launches.size(), 1U);
+  EXPECT_EQ(source.launches[0].grid,
+            "(" + std::to_string((100 + kernel.design.xblock - 1) / kernel.design.xblock) + ", 4)");
+}
+
+TEST(AttentionCodegenTest, KeyBlocksMaskedForEveryQueryAreSkipped) {
+  // minGPT: where(bias == 0, -inf, q k^T * 0.25), a causal mask read from a buffer
+  const Graph graph = testing::Fixture("level3_43_MinGPTCausalAttention");
+  KernelPlan kernel;
+  const KernelSource source = WriteAttention(graph, Precision::kUnset, &kernel);
+  ASSERT_TRUE(kernel.attention.has_value());
+  EXPECT_GE(kernel.attention->mask, 0);
+  EXPECT_TRUE(Has(source.code, "live = tl.max(tl.where(smask & (")) << source.code;
+  EXPECT_TRUE(Has(source.code, "if live > 0:")) << source.code;
+  const size_t live = source.code.find("if live > 0:");
+  EXPECT_GT(source.code.find("s = tl.dot(q, kt"), live)
+      << "the products only in live blocks: " << source.code;
+  EXPECT_TRUE(Has(source.code, "float('-inf')")) << "the graph's own where on the scores: " << source.code;
+  EXPECT_TRUE(Has(source.code, "* 0.25")) << source.code;
+  EXPECT_TRUE(Has(source.code, "dqindex = tl.arange(0, 16)[None, :]")) << "head dim 16: " << source.code;
+  // Q, K and V are slices of the projection's output (in memory before this kernel), the mask a buffer
+  int addmm = -1;
+  for (const Node& node : graph.nodes) {
+    if (node.op == "aten.addmm.default" && addmm < 0) {
+      addmm = node.value;
+    }
+  }
+  EXPECT_EQ(source.loaded.count(addmm), 1U) << "q, k and v from the first projection";
+  ASSERT_EQ(source.launches.size(), 1U);
+  EXPECT_EQ(source.launches[0].grid.substr(source.launches[0].grid.rfind(", ")), ", 8)")
+      << "2 images x 4 heads";
+  EXPECT_FALSE(Has(source.code, "l_i[:, None] == 0.0")) << "a plain softmax: no safe zero rows";
+}
+
+}  // namespace
+}  // namespace egg::expert

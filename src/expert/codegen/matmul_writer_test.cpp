@@ -1,0 +1,212 @@
+// Matrix products in tl.dot tiles: the grouped tile grid, a K loop in BLOCK_K steps over operands read
+// through their views, operands computed in registers zeroed where masked, addmm's bias and scales, fused
+// epilogues, split-K partials and their combine, aligned operand copies, the gemv form, the K loop skipped
+// for tiles a triangular where drops, and half operands kept in their type for tl.dot.
+#include <gtest/gtest.h>
+
+#include "expert/codegen/kernel_codegen.h"
+#include "expert/ir/test_graphs.h"
+
+namespace egg::expert {
+namespace {
+
+using testing::Count;
+using testing::GraphJson;
+using testing::Input;
+using testing::LoadGraph;
+using testing::Meta;
+using testing::NodeJson;
+using testing::Ref;
+
+bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+
+// The plan's only kernel, a matrix product, written with its planned design changed by `edit`.
+KernelSource WriteProduct(const Graph& graph, void (*edit)(KernelDesign&) = nullptr) {
+  const Plan plan = MakePlan(graph, {});
+  EXPECT_TRUE(plan.extern_ops.empty());
+  EXPECT_EQ(plan.kernels.size(), 1U);
+  if (plan.kernels.size() != 1) {
+    return {};
+  }
+  KernelPlan kernel = plan.kernels[0];
+  EXPECT_EQ(kernel.kind, KernelKind::kMatmul);
+  if (edit != nullptr) {
+    edit(kernel.design);
+  }
+  std::map<int, TensorMeta> layouts;
+  for (int value : kernel.stores) {
+    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
+  }
+  return GenerateKernel(graph, kernel, plan.memory_before[0], layouts);
+}
+
+// The design's tiles: BLOCK_M 32, BLOCK_N 64, BLOCK_K 32.
+void Tiles(KernelDesign& design) {
+  design.xblock = 32;
+  design.yblock = 64;
+  design.rblock = 32;
+}
+
+void SplitK(KernelDesign& design) {
+  Tiles(design);
+  design.algorithm = Algorithm::kSplitK;
+  design.split = 2;
+}
+
+void Aligned(KernelDesign& design) {
+  Tiles(design);
+  design.algorithm = Algorithm::kAligned;
+}
+
+void Gemv(KernelDesign& design) {
+  Tiles(design);
+  design.algorithm = Algorithm::kGemv;
+  design.split = 0;
+}
+
+TEST(MatmulWriterTest, ATransposedOperandIsReadThroughItsView) {
+  // mm(a.T, b): a [64, 32] read as [32, 64], b [64, 48]
+  const Graph graph = testing::Fixture("level1_16_Matmul_with_transposed_A");
+  const KernelSource source = WriteProduct(graph, Tiles);
+  ASSERT_EQ(source.launches.size(), 1U);
+  const KernelLaunch& launch = source.launches[0];
+  EXPECT_EQ(launch.grid, "(1, 1)") << "one 32 x 64 tile covers 32 x 48";
+  EXPECT_EQ(launch.constexprs,
+            (std::map<std::string, int64_t>{{"BLOCK_M", 32}, {"BLOCK_N", 64}, {"BLOCK_K", 32}}));
+  EXPECT_TRUE(Has(source.code, "# 1 x [32 x 64] @ [64 x 48]")) << source.code;
+  EXPECT_TRUE(Has(source.code, "for k0 in range(0, 64, BLOCK_K):")) << source.code;
+  EXPECT_TRUE(Has(source.code, "nmask = nindex < 48")) << source.code;
+  EXPECT_TRUE(Has(source.code, "(32*kaindex + mindex), mmask & kamask, other=0.0)"))
+      << "a's transpose: " << source.code;
+  EXPECT_TRUE(Has(source.code, "(48*kbindex + nindex), nmask & kbmask, other=0.0)")) << source.code;
+  EXPECT_EQ(source.a_tile_loads, 1);
+  EXPECT_EQ(source.b_tile_loads, 1);
+  EXPECT_FALSE(Has(source.code, "tl.where(mmask & kamask")) << "loaded tiles are already zero where masked";
+  EXPECT_TRUE(Has(source.code, "(48*mindex + nindex), product, omask)")) << source.code;
+  EXPECT_TRUE(source.scratch.empty());
+}
+
+TEST(MatmulWriterTest, ABatchedProductRunsABatchPerProgramColumn) {
+  const KernelSource source = WriteProduct(testing::Fixture("level1_3_Batched_matrix_multiplication"), Tiles);
+  ASSERT_EQ(source.launches.size(), 1U);
+  EXPECT_EQ(source.launches[0].grid, "(1, 8)");
+  EXPECT_TRUE(Has(source.code, "bindex = tl.program_id(1)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "# 8 x [32 x 48] @ [48 x 64]")) << source.code;
+  EXPECT_TRUE(Has(source.code, "for k0 in range(0, 48, BLOCK_K):")) << source.code;
+}
+
+TEST(MatmulWriterTest, AddmmAddsItsBiasAndRunsItsEpilogueBeforeOneStore) {
+  // x @ W.T + b, then * 2 and leaky_relu(0.1)
+  const Graph graph = testing::Fixture("level2_12_Gemm_Multiply_LeakyReLU");
+  const KernelSource source = WriteProduct(graph);
+  EXPECT_TRUE(Has(source.code, "product = acc + (")) << source.code;
+  EXPECT_TRUE(Has(source.code, "(product * 2.0)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "* 0.1)")) << source.code;
+  EXPECT_EQ(Count(source.code, "tl.store("), 1U) << "the product itself is not stored";
+  EXPECT_EQ(source.loaded, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(source.computed.size(), graph.nodes.size());
+}
+
+TEST(MatmulWriterTest, AddmmScalesTheProductAndTheBias) {
+  Json node = NodeJson("out", "aten.addmm.default", {Ref("bias"), Ref("a"), Ref("b")}, Meta({32, 48}));
+  node["kwargs"] = {{"beta", 0.5}, {"alpha", 3.0}};
+  const Graph graph = LoadGraph(
+      GraphJson({Input("bias", 0, Meta({48})), Input("a", 1, Meta({32, 64})), Input("b", 2, Meta({64, 48}))},
+                {node}, {"out"}));
+  const KernelSource source = WriteProduct(graph, Tiles);
+  EXPECT_TRUE(Has(source.code, "product = (acc * 3.0) + ((")) << source.code;
+  EXPECT_TRUE(Has(source.code, ").to(tl.float32) * 0.5)")) << source.code;
+}
+
+TEST(MatmulWriterTest, AComputedOperandIsZeroedWhereMasked) {
+  const Graph graph =
+      LoadGraph(GraphJson({Input("a", 0, Meta({40, 24})), Input("b", 1, Meta({24, 40}))},
+                          {NodeJson("e", "aten.exp.default", Json::array({Ref("a")}), Meta({40, 24})),
+                           NodeJson("out", "aten.mm.default", {Ref("e"), Ref("b")}, Meta({40, 40}))},
+                          {"out"}));
+  const KernelSource source = WriteProduct(graph, Tiles);
+  // exp(0) = 1 in the padding: both tiles selected so that masked lanes add nothing
+  EXPECT_TRUE(Has(source.code, "a = tl.where(mmask & kamask, (")) << source.code;
+  EXPECT_TRUE(Has(source.code, "b = tl.where(kbmask & nmask, (")) << source.code;
+  EXPECT_TRUE(Has(source.code, "tl.exp(")) << source.code;
+  EXPECT_EQ(source.computed.count(0), 1U) << "exp computed in the product's kernel";
+}
+
+TEST(MatmulWriterTest, SplitKWritesPartialsAndSumsThemInOrder) {
+  const Graph graph = testing::Fixture("level1_16_Matmul_with_transposed_A");  // K 64 in 2 slices of 32
+  const KernelSource source = WriteProduct(graph, SplitK);
+  ASSERT_EQ(source.launches.size(), 2U);
+  EXPECT_EQ(source.launches[0].function, source.name + "_partial");
+  EXPECT_EQ(source.launches[0].grid, "(1, 1, 2)") << "a program per tile, batch and slice";
+  EXPECT_EQ(source.launches[1].function, source.name);
+  EXPECT_EQ(source.launches[1].grid, "(1, 1)");
+  ASSERT_EQ(source.scratch.size(), 1U);
+  EXPECT_EQ(source.scratch[0].numel, 2 * 32 * 48) << "a partial product per slice";
+  EXPECT_EQ(std::count(source.launches[0].pointers.begin(), source.launches[0].pointers.end(), ScratchId(0)),
+            1);
+  EXPECT_EQ(std::count(source.launches[1].pointers.begin(), source.launches[1].pointers.end(), ScratchId(0)),
+            1);
+  EXPECT_TRUE(Has(source.code, "split = tl.program_id(2)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "for k0 in range(split * 32, tl.minimum(split * 32 + 32, 64), BLOCK_K):"))
+      << source.code;
+  EXPECT_TRUE(Has(source.code, "for split in range(2):")) << source.code;
+  EXPECT_EQ(Count(source.code, "tl.dot("), 1U) << "the combine only adds: " << source.code;
+}
+
+TEST(MatmulWriterTest, AlignedCopiesPadRowsTo32Floats) {
+  const Graph graph = testing::Fixture("level1_16_Matmul_with_transposed_A");  // K 64, N 48
+  const KernelSource source = WriteProduct(graph, Aligned);
+  ASSERT_EQ(source.launches.size(), 3U);
+  EXPECT_EQ(source.launches[0].function, source.name + "_aligned_a");
+  EXPECT_EQ(source.launches[1].function, source.name + "_aligned_b");
+  EXPECT_EQ(source.launches[2].function, source.name);
+  ASSERT_EQ(source.scratch.size(), 2U);
+  EXPECT_EQ(source.scratch[0].numel, 32 * 64) << "A [32 x 64]: 64 is already aligned";
+  EXPECT_EQ(source.scratch[1].numel, 64 * 64) << "B [64 x 48]: rows of 64";
+  EXPECT_EQ(source.launches[0].pointers, (std::vector<int>{0, ScratchId(0)}));
+  EXPECT_EQ(source.launches[1].pointers, (std::vector<int>{1, ScratchId(1)}));
+  EXPECT_TRUE(Has(source.code, "(pindex * 64 + cindex)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "(64*kbindex + nindex), kbmask & nmask, other=0.0)")) << source.code;
+  const std::vector<int>& gemm = source.launches[2].pointers;
+  EXPECT_EQ(std::count(gemm.begin(), gemm.end(), 0), 0) << "the product reads the copies";
+  EXPECT_EQ(std::count(gemm.begin(), gemm.end(), 1), 0);
+}
+
+TEST(MatmulWriterTest, AGemvSumsFmaProductsAfterTheKLoop) {
+  const KernelSource source = WriteProduct(testing::Fixture("level1_16_Matmul_with_transposed_A"), Gemv);
+  EXPECT_TRUE(Has(source.code, "acc = tl.zeros([BLOCK_M, BLOCK_K], dtype=tl.float32)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "acc += a * tl.trans(b)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "acc = tl.sum(acc, axis=1)[:, None]")) << source.code;
+  EXPECT_FALSE(Has(source.code, "tl.dot(")) << source.code;
+}
+
+TEST(MatmulWriterTest, TilesATriangularWhereDropsSkipTheKLoop) {
+  // where(j - i >= 0, a @ b, 0): torch.triu of a product
+  const Graph graph = LoadGraph(
+      GraphJson({Input("a", 0, Meta({64, 32})), Input("b", 1, Meta({32, 64}))},
+                {NodeJson("out", "aten.mm.default", {Ref("a"), Ref("b")}, Meta({64, 64})),
+                 NodeJson("rows", "aten.arange.default", Json::array({64}), Meta({64}, "int64")),
+                 NodeJson("cols", "aten.arange.default", Json::array({64}), Meta({64}, "int64")),
+                 NodeJson("column", "aten.unsqueeze.default", {Ref("rows"), 1}, Meta({64, 1}, "int64")),
+                 NodeJson("diff", "aten.sub.Tensor", {Ref("cols"), Ref("column")}, Meta({64, 64}, "int64")),
+                 NodeJson("cond", "aten.ge.Scalar", {Ref("diff"), 0}, Meta({64, 64}, "bool")),
+                 NodeJson("zero", "aten.scalar_tensor.default", Json::array({0.0}), Meta({})),
+                 NodeJson("triu", "aten.where.self", {Ref("cond"), Ref("out"), Ref("zero")}, Meta({64, 64}))},
+                {"triu"}));
+  const KernelSource source = WriteProduct(graph, Tiles);
+  EXPECT_TRUE(Has(source.code, "k_end = tl.where(tl.max(tl.where(omask & (")) << source.code;
+  EXPECT_TRUE(Has(source.code, "), 1, 0)) > 0, 32, 0)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "for k0 in range(0, k_end, BLOCK_K):")) << source.code;
+}
+
+TEST(MatmulWriterTest, HalfOperandsReachTheDotInTheirType) {
+  const Graph graph = LoadGraph(
+      testing::Retyped(testing::FixtureJson("level1_16_Matmul_with_transposed_A"), "float32", "float16"));
+  const KernelSource source = WriteProduct(graph, Tiles);
+  EXPECT_TRUE(Has(source.code, "tl.dot(a.to(tl.float16), b.to(tl.float16)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "a = tmp0\n")) << "the tile as loaded: " << source.code;
+  EXPECT_EQ(Count(source.code, ".to(tl.float16)"), 3U) << "both dot operands and the store: " << source.code;
+}
+
+}  // namespace
+}  // namespace egg::expert

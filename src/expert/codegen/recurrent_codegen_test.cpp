@@ -1,0 +1,180 @@
+// Recurrent layer stacks: per layer and direction an input-projection GEMM into scratch and a time loop,
+// layers chained through two alternating scratch buffers, the last writing the graph's output (batch-first
+// strides where the module is), h_n and c_n written where stored, per-direction runtime scalars, step
+// counters per batch block, and the gates' accumulators and pre-activations of each cell.
+#include <gtest/gtest.h>
+
+#include "expert/codegen/kernel_codegen.h"
+#include "expert/ir/test_graphs.h"
+
+namespace egg::expert {
+namespace {
+
+using testing::Count;
+
+bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+
+// The plan's recurrent kernel, written with its planned design (BLOCK_B `xblock` where not 0).
+KernelSource WriteRecurrent(const Graph& graph, KernelPlan* planned = nullptr, int64_t xblock = 0) {
+  const Plan plan = MakePlan(graph, {});
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    if (plan.kernels[k].kind != KernelKind::kRecurrent) {
+      continue;
+    }
+    KernelPlan kernel = plan.kernels[k];
+    if (xblock != 0) {
+      kernel.design.xblock = xblock;
+    }
+    if (planned != nullptr) {
+      *planned = kernel;
+    }
+    std::map<int, TensorMeta> layouts;
+    for (int value : kernel.stores) {
+      layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
+    }
+    return GenerateKernel(graph, kernel, plan.memory_before[k], layouts);
+  }
+  ADD_FAILURE() << "no recurrent kernel planned";
+  return {};
+}
+
+int64_t Scalar(const KernelLaunch& launch, const std::string& name) {
+  for (const auto& [key, value] : launch.scalars) {
+    if (key == name) {
+      return value;
+    }
+  }
+  ADD_FAILURE() << name << " not among " << launch.function << "'s scalars";
+  return -1;
+}
+
+// 3_42: a 6-layer bidirectional GRU, batch 10, 64 steps, 32 inputs, hidden 48; only h_n is returned.
+Graph Gru() { return testing::Fixture("level3_42_GRUBidirectionalHidden"); }
+
+TEST(RecurrentCodegenTest, EachLayerAndDirectionProjectsThenLoopsOverTime) {
+  KernelPlan kernel;
+  const KernelSource source = WriteRecurrent(Gru(), &kernel);
+  ASSERT_TRUE(kernel.recurrent.has_value());
+  ASSERT_EQ(source.launches.size(), 6U * 2U * 2U);
+  for (size_t i = 0; i < source.launches.size(); ++i) {
+    EXPECT_EQ(source.launches[i].function, source.name + (i % 2 == 0 ? "_proj" : "_step")) << i;
+  }
+  // the projection: every (step, batch) row x the 3 gates of 48 units, K the layer's inputs
+  const KernelLaunch& first = source.launches[0];
+  EXPECT_EQ(first.grid, "(triton.cdiv(640, 64), triton.cdiv(144, 64))");
+  EXPECT_EQ(first.constexprs.at("M"), 640);
+  EXPECT_EQ(first.constexprs.at("N"), 144);
+  EXPECT_EQ(first.constexprs.at("K"), 32) << "layer 0 reads the input's 32 features";
+  EXPECT_EQ(source.launches[4].constexprs.at("K"), 96) << "later layers read both directions' 48";
+  EXPECT_EQ(first.pointers.front(), kernel.recurrent->input);
+  EXPECT_EQ(first.pointers.back(), ScratchId(0)) << "into the projection buffer";
+  EXPECT_EQ(source.launches[1].pointers.front(), ScratchId(0)) << "the time loop reads it back";
+  // the step: one batch block of 16 over 10 rows, 3 programs of 16 of the 48 units
+  EXPECT_EQ(source.launches[1].grid, "(1, 1 if EGG_INTERPRET.value else 3)");
+  EXPECT_EQ(source.launches[1].constexprs.at("BLOCK_B"), kernel.design.xblock);
+  EXPECT_EQ(source.launches[1].constexprs.at("SEQ"), 64);
+  EXPECT_EQ(source.launches[1].constexprs.at("HIDDEN"), 48);
+  EXPECT_EQ(source.computed, (std::set<int>{kernel.recurrent->node}));
+}
+
+TEST(RecurrentCodegenTest, LayersChainThroughAlternatingBuffers) {
+  const KernelSource source = WriteRecurrent(Gru());
+  ASSERT_EQ(source.launches.size(), 24U);
+  // step pointers: projection, w_hh, b_hh, h0, output, h_n, step counters
+  auto output_of = [&](size_t layer, size_t direction) {
+    return source.launches[4 * layer + 2 * direction + 1].pointers.at(4);
+  };
+  for (size_t layer = 0; layer < 6; ++layer) {
+    EXPECT_EQ(output_of(layer, 0), output_of(layer, 1))
+        << "both directions write one output, layer " << layer;
+    if (layer > 0) {
+      EXPECT_EQ(source.launches[4 * layer].pointers.front(), output_of(layer - 1, 0))
+          << "layer " << layer << " reads the layer before";
+      EXPECT_NE(output_of(layer, 0), output_of(layer - 1, 0)) << "and writes the other buffer";
+    }
+  }
+  EXPECT_EQ(output_of(0, 0), ScratchId(1));
+  EXPECT_EQ(output_of(1, 0), ScratchId(2));
+  EXPECT_EQ(output_of(5, 0), ScratchId(3)) << "the sequence output is not returned: a scratch of its own";
+  // projection, two layer buffers, the unreturned output, then the step counters
+  ASSERT_EQ(source.scratch.size(), 5U);
+  EXPECT_EQ(source.scratch[0].numel, 640 * 3 * 48);
+  EXPECT_EQ(source.scratch[1].numel, 640 * 96);
+  EXPECT_EQ(source.scratch[3].numel, 640 * 96);
+  EXPECT_EQ(source.scratch[4].numel, 6 * 2 * 1) << "a counter per layer, direction and batch block";
+  EXPECT_EQ(source.scratch[4].dtype, DType::kInt32);
+  EXPECT_TRUE(source.scratch[4].zeroed);
+  EXPECT_FALSE(source.scratch[0].zeroed);
+}
+
+TEST(RecurrentCodegenTest, DirectionsTakeTheirOwnOffsetsAsRuntimeScalars) {
+  const KernelSource source = WriteRecurrent(Gru());
+  ASSERT_EQ(source.launches.size(), 24U);
+  for (int64_t layer = 0; layer < 6; ++layer) {
+    for (int64_t direction = 0; direction < 2; ++direction) {
+      const KernelLaunch& step = source.launches[static_cast<size_t>(4 * layer + 2 * direction + 1)];
+      const int64_t state = layer * 2 + direction;
+      EXPECT_EQ(Scalar(step, "reverse"), direction);
+      EXPECT_EQ(Scalar(step, "out_column"), direction * 48) << "the backward half of the features";
+      EXPECT_EQ(Scalar(step, "h0_offset"), state * 10 * 48);
+      EXPECT_EQ(Scalar(step, "hn_offset"), state * 10 * 48);
+      EXPECT_EQ(Scalar(step, "sync_offset"), state);
+    }
+  }
+  EXPECT_EQ(source.launches[1].pointers.at(5), source.launches[23].pointers.at(5)) << "one h_n for all";
+}
+
+TEST(RecurrentCodegenTest, SmallerBatchBlocksMeanMoreCountersAndProgramRows) {
+  const KernelSource source = WriteRecurrent(Gru(), nullptr, 4);  // 10 rows in blocks of 4: 3 blocks
+  ASSERT_EQ(source.launches.size(), 24U);
+  EXPECT_EQ(source.launches[1].grid, "(3, 1 if EGG_INTERPRET.value else 3)");
+  EXPECT_EQ(Scalar(source.launches[3], "sync_offset"), 3) << "the backward direction's counters follow";
+  ASSERT_FALSE(source.scratch.empty());
+  EXPECT_EQ(source.scratch.back().numel, 6 * 2 * 3);
+}
+
+TEST(RecurrentCodegenTest, AGruKeepsTheHiddenSideOfItsNewGateApart) {
+  const KernelSource source = WriteRecurrent(Gru());
+  EXPECT_TRUE(Has(source.code, "acc2 = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)")) << source.code;
+  EXPECT_FALSE(Has(source.code, "acc3")) << "three gates: " << source.code;
+  EXPECT_TRUE(
+      Has(source.code, "acc2 += tl.dot(h, tl.load(wpointer + 2 * HIDDEN * W_SN, mask=wmask, other=0.0)"))
+      << source.code;
+  EXPECT_TRUE(Has(source.code, "x2 = tl.load(xpointer + 2 * HIDDEN, mask=omask, other=0.0)")) << source.code;
+  EXPECT_TRUE(
+      Has(source.code, "pre2 = acc2 + tl.load(b_ptr + (2 * HIDDEN + jindex) * B_S, mask=jmask, other=0.0)"))
+      << source.code;
+  EXPECT_EQ(Count(source.code, "input_precision=\"ieee\""), 3U + 1U)
+      << "three gate products and the projection";
+}
+
+TEST(RecurrentCodegenTest, AnLstmCarriesItsCellStateAndReturnsTheOutputBatchFirst) {
+  // 3_38: a 6-layer bidirectional batch-first LSTM (batch 10, 64 steps, hidden 48) whose output the fc reads
+  KernelPlan kernel;
+  const KernelSource source = WriteRecurrent(testing::Fixture("level3_38_LSTMBidirectional"), &kernel);
+  ASSERT_TRUE(kernel.recurrent.has_value());
+  ASSERT_EQ(source.launches.size(), 24U);
+  const KernelLaunch& first_step = source.launches[1];
+  EXPECT_EQ(source.launches[0].constexprs.at("N"), 4 * 48) << "four gates";
+  EXPECT_EQ(source.launches[0].constexprs.at("X_SB"), 64 * 32) << "batch-first input: a row per batch";
+  EXPECT_EQ(source.launches[0].constexprs.at("X_ST"), 32);
+  EXPECT_EQ(first_step.pointers.at(4), kernel.recurrent->c0);
+  EXPECT_EQ(Scalar(source.launches[3], "c0_offset"), 10 * 48);
+  EXPECT_EQ(first_step.constexprs.count("C0_SB"), 1U);
+  const KernelLaunch& last_step = source.launches[23];
+  EXPECT_EQ(last_step.pointers.at(5), kernel.recurrent->outputs[0]) << "the last layer writes the output";
+  EXPECT_EQ(last_step.constexprs.at("O_ST"), 96) << "batch-first output: steps are rows of 96";
+  EXPECT_EQ(last_step.constexprs.at("O_SB"), 64 * 96);
+  EXPECT_EQ(first_step.constexprs.at("O_ST"), 10 * 96) << "inner layers write [seq, batch, features]";
+  // projection, two layer buffers, h_n and c_n (not returned), the cell buffer, the counters
+  ASSERT_EQ(source.scratch.size(), 7U);
+  EXPECT_EQ(source.scratch[0].numel, 640 * 4 * 48);
+  EXPECT_EQ(source.scratch[5].numel, 2 * 10 * 48) << "the cell state, double-buffered";
+  EXPECT_TRUE(source.scratch[6].zeroed);
+  EXPECT_TRUE(Has(source.code, "acc3 = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "pre3 = tl.load(xpointer + 3 * HIDDEN, mask=omask, other=0.0) + acc3"))
+      << source.code;
+}
+
+}  // namespace
+}  // namespace egg::expert

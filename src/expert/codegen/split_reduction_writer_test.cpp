@@ -1,0 +1,159 @@
+// Split reductions: a partial kernel over (row block, split) accumulating a chunk of each row into scratch
+// buffers (one per partial result, rows x splits of the accumulator's type), then a combine kernel loading
+// every split of a row block and reducing them (sums, argmax pairs, Welford triples) before the per-row
+// epilogue and the stores.
+#include <gtest/gtest.h>
+
+#include "expert/codegen/kernel_codegen.h"
+#include "expert/ir/test_graphs.h"
+
+namespace egg::expert {
+namespace {
+
+using testing::Count;
+using testing::GraphJson;
+using testing::Input;
+using testing::LoadGraph;
+using testing::Meta;
+using testing::NodeJson;
+using testing::Ref;
+
+bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+
+// The plan's only kernel, a reduction, written split in `split` programs per row of RBLOCK `rblock`.
+KernelSource WriteSplit(const Graph& graph, int64_t split, int64_t rblock) {
+  const Plan plan = MakePlan(graph, {});
+  EXPECT_EQ(plan.kernels.size(), 1U);
+  if (plan.kernels.size() != 1) {
+    return {};
+  }
+  KernelPlan kernel = plan.kernels[0];
+  EXPECT_EQ(kernel.kind, KernelKind::kReduction);
+  EXPECT_TRUE(kernel.splittable);
+  kernel.design.algorithm = Algorithm::kSplit;
+  kernel.design.split = split;
+  kernel.design.rblock = rblock;
+  kernel.design.xblock = 1;
+  std::map<int, TensorMeta> layouts;
+  for (int value : kernel.stores) {
+    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
+  }
+  return GenerateKernel(graph, kernel, plan.memory_before[0], layouts);
+}
+
+// `op`(x [4, 8192], args...) of type `out_dtype`, over the rows' 8192 elements.
+Graph RowReduction(const std::string& op, const Json& args, const std::string& dtype = "float32",
+                   const std::string& out_dtype = "float32") {
+  Json all = Json::array({Ref("x")});
+  for (const Json& arg : args) {
+    all.push_back(arg);
+  }
+  return LoadGraph(GraphJson({Input("x", 0, Meta({4, 8192}, dtype))},
+                             {NodeJson("red", op, all, Meta({4}, out_dtype))}, {"red"}));
+}
+
+TEST(SplitReductionWriterTest, PartialsGoToScratchAndTheCombineSumsThem) {
+  // mean((predictions - targets)^2) over 4096 elements: one row, 4 splits of 1024
+  const Graph graph = testing::Fixture("level1_94_MSELoss");
+  const KernelSource source = WriteSplit(graph, 4, 256);
+  ASSERT_EQ(source.launches.size(), 2U);
+  const KernelLaunch& partial = source.launches[0];
+  const KernelLaunch& combine = source.launches[1];
+  EXPECT_EQ(partial.function, source.name + "_partial");
+  EXPECT_EQ(partial.grid, "(triton.cdiv(1, 1), 4)") << "a program per row block and split";
+  EXPECT_EQ(partial.constexprs, (std::map<std::string, int64_t>{{"XBLOCK", 1}, {"RBLOCK", 256}}));
+  EXPECT_EQ(combine.function, source.name);
+  EXPECT_EQ(combine.grid, "(triton.cdiv(1, 1),)");
+  EXPECT_EQ(combine.constexprs.at("SBLOCK"), 4);
+  ASSERT_EQ(source.scratch.size(), 1U);
+  EXPECT_EQ(source.scratch[0].numel, 4) << "one partial per row and split";
+  EXPECT_EQ(source.scratch[0].dtype, DType::kFloat32);
+  // the partial kernel reads both inputs and writes the scratch; the combine reads it and writes the mean
+  EXPECT_EQ(partial.pointers, (std::vector<int>{0, 1, ScratchId(0)}));
+  ASSERT_EQ(combine.pointers.size(), 2U);
+  EXPECT_EQ(combine.pointers[0], ScratchId(0));
+  EXPECT_EQ(combine.pointers[1], graph.nodes.back().value);
+  EXPECT_TRUE(Has(source.code, "split = tl.program_id(1)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "for roffset in range(0, 1024, RBLOCK):")) << source.code;
+  EXPECT_TRUE(Has(source.code, "rindex = split * 1024 + roffset + rbase")) << source.code;
+  EXPECT_TRUE(Has(source.code, "rmask = rindex < 4096")) << source.code;
+  EXPECT_TRUE(Has(source.code, "(xindex * 4 + split), red0, xmask)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "smask = sindex < 4")) << source.code;
+  EXPECT_TRUE(Has(source.code, "(xindex * 4 + sindex), mask, other=0)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "red0 = tl.sum(p0_0, 1)[:, None]")) << source.code;
+  EXPECT_TRUE(Has(source.code, "(red0 / 4096)")) << "the mean divides by the whole row: " << source.code;
+  EXPECT_EQ(source.loaded, (std::set<int>{0, 1}));
+  EXPECT_EQ(source.computed, (std::set<int>{0, 1, 2})) << "sub, square and mean";
+}
+
+TEST(SplitReductionWriterTest, ChunksRoundUpToRblockSoFewerSplitsMayRun) {
+  // 4096 / 5 = 820, rounded up to RBLOCK 1024: 4 chunks cover the row
+  const KernelSource source = WriteSplit(testing::Fixture("level1_94_MSELoss"), 5, 1024);
+  ASSERT_EQ(source.launches.size(), 2U);
+  EXPECT_EQ(source.launches[0].grid, "(triton.cdiv(1, 1), 4)");
+  EXPECT_EQ(source.launches[1].constexprs.at("SBLOCK"), 4);
+  ASSERT_EQ(source.scratch.size(), 1U);
+  EXPECT_EQ(source.scratch[0].numel, 4);
+  EXPECT_TRUE(Has(source.code, "for roffset in range(0, 1024, RBLOCK):")) << source.code;
+  // 3 splits of 4096 at RBLOCK 256: chunks of 1366 rounded to 1536, 3 of them; SBLOCK the next power of 2
+  const KernelSource three = WriteSplit(testing::Fixture("level1_94_MSELoss"), 3, 256);
+  ASSERT_EQ(three.launches.size(), 2U);
+  EXPECT_EQ(three.launches[0].grid, "(triton.cdiv(1, 1), 3)");
+  EXPECT_EQ(three.launches[1].constexprs.at("SBLOCK"), 4);
+  EXPECT_TRUE(Has(three.code, "smask = sindex < 3")) << "the fourth lane reads nothing: " << three.code;
+  EXPECT_TRUE(Has(three.code, "rindex = split * 1536 + roffset + rbase")) << three.code;
+}
+
+TEST(SplitReductionWriterTest, AnArgmaxSplitsIntoValueAndIndexPartials) {
+  const Graph graph = RowReduction("aten.argmax.default", {1}, "float32", "int64");
+  const KernelSource source = WriteSplit(graph, 8, 1024);
+  ASSERT_EQ(source.scratch.size(), 2U);
+  EXPECT_EQ(source.scratch[0].dtype, DType::kFloat32) << "the running maxima";
+  EXPECT_EQ(source.scratch[1].dtype, DType::kInt64) << "their indices";
+  EXPECT_EQ(source.scratch[0].numel, 4 * 8);
+  EXPECT_EQ(source.scratch[1].numel, 4 * 8);
+  EXPECT_TRUE(Has(source.code, "mask, other=float('-inf'))")) << "missing splits never win: " << source.code;
+  EXPECT_TRUE(Has(source.code, "redv0, redi0 = tl.reduce((p0_0, p0_1), 1, _egg_argmax_combine)"))
+      << source.code;
+  EXPECT_TRUE(Has(source.code, "redi0[:, None]")) << source.code;
+  EXPECT_EQ(Count(source.code, "tl.store("), 3U) << "two partials, one result: " << source.code;
+}
+
+TEST(SplitReductionWriterTest, AVarianceSplitsIntoWelfordTriples) {
+  const Graph graph = RowReduction("aten.var.correction", {Json::array({1})});
+  const KernelSource source = WriteSplit(graph, 4, 2048);
+  ASSERT_EQ(source.scratch.size(), 3U) << "mean, M2 and count per split";
+  for (const Scratch& scratch : source.scratch) {
+    EXPECT_EQ(scratch.numel, 16);
+    EXPECT_EQ(scratch.dtype, DType::kFloat32);
+  }
+  EXPECT_TRUE(Has(source.code, "_egg_welford_combine")) << source.code;
+  EXPECT_TRUE(Has(source.code, "/ 8191.0)")) << "Bessel's correction over the whole row: " << source.code;
+}
+
+TEST(SplitReductionWriterTest, IntegerSumsAccumulateInInt64Scratch) {
+  const Graph graph = RowReduction("aten.sum.dim_IntList", {Json::array({1})}, "int32", "int64");
+  const KernelSource source = WriteSplit(graph, 4, 2048);
+  ASSERT_EQ(source.scratch.size(), 1U);
+  EXPECT_EQ(source.scratch[0].dtype, DType::kInt64);
+  EXPECT_TRUE(Has(source.code, ".to(tl.int64)")) << source.code;
+}
+
+TEST(SplitReductionWriterTest, APerRowEpilogueRunsInTheCombineKernel) {
+  const Graph graph =
+      LoadGraph(GraphJson({Input("x", 0, Meta({4, 8192}))},
+                          {NodeJson("red", "aten.sum.dim_IntList", {Ref("x"), Json::array({1})}, Meta({4})),
+                           NodeJson("root", "aten.sqrt.default", Json::array({Ref("red")}), Meta({4}))},
+                          {"root"}));
+  const KernelSource source = WriteSplit(graph, 4, 2048);
+  ASSERT_EQ(source.launches.size(), 2U);
+  const size_t combine = source.code.find("def " + source.name + "(");
+  ASSERT_NE(combine, std::string::npos) << source.code;
+  EXPECT_EQ(source.code.find("tl.sqrt("), source.code.rfind("tl.sqrt(")) << "once: " << source.code;
+  EXPECT_GT(source.code.find("tl.sqrt("), combine) << "after the partials are combined: " << source.code;
+  EXPECT_EQ(source.launches[1].pointers.back(), graph.nodes[1].value) << "the combine stores the root";
+  EXPECT_EQ(source.computed.count(1), 1U);
+}
+
+}  // namespace
+}  // namespace egg::expert
