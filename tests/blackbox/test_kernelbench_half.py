@@ -118,3 +118,16 @@ def test_compile_lowers_a_bf16_linear_and_eval_finds_it_correct(egg, tmp_path):
     assert result["timing_protocol"]["precision"]["dtype"] == "bf16"
     proc, strict = egg.eval_json(task, candidate, "--precision", "bf16", "--tol", "1e-3", "--no-store")
     assert strict["tol"] == 1e-3, "an explicit --tol wins over the precision's default"
+
+
+def test_a_bf16_gru_is_a_recurrent_kernel_and_eval_finds_it_correct(egg, tmp_path):
+    task = REPO / "tests" / "fixtures" / "tasks" / "gru_2layer_small.py"
+    candidate = tmp_path / "gru_bf16.py"
+    proc = egg.run("compile", task, "--device", "cpu", "--precision", "bf16", "--out", candidate, "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["pytorch_ops"] == [] and "recurrent" in [kernel["kind"] for kernel in report["kernels"]]
+    assert "tl.dot(h.to(EGG_BF16_DOT)" in candidate.read_text()
+    proc, result = egg.eval_json(task, candidate, "--precision", "bf16", "--no-store")
+    assert result["status"] == "ok", result["reason"]
+    assert result["precision"] == "bf16" and result["triton_launches"] > 0

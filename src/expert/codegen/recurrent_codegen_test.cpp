@@ -176,5 +176,19 @@ TEST(RecurrentCodegenTest, AnLstmCarriesItsCellStateAndReturnsTheOutputBatchFirs
       << source.code;
 }
 
+TEST(RecurrentCodegenTest, AHalfLayerFeedsTheTensorCoresInItsTypeAndStoresIntoIt) {
+  const Json fixture = testing::FixtureJson("level3_38_LSTMBidirectional");
+  const std::string half =
+      WriteRecurrent(testing::LoadGraph(testing::Retyped(fixture, "float32", "bfloat16"))).code;
+  // the projection's and every gate's product cast for the tensor cores (float32 in the interpreter)
+  EXPECT_EQ(Count(half, "a.to(EGG_BF16_DOT), b.to(EGG_BF16_DOT)"), 1U) << half;
+  EXPECT_EQ(Count(half, "tl.dot(h.to(EGG_BF16_DOT), tl.load(wpointer"), 4U) << "four LSTM gates";
+  EXPECT_TRUE(Has(half, "hnew.to(out_ptr.dtype.element_ty)"));
+  EXPECT_TRUE(Has(half, "c.to(cn_ptr.dtype.element_ty)"));
+  const std::string exact = WriteRecurrent(testing::LoadGraph(fixture)).code;
+  EXPECT_FALSE(Has(exact, "EGG_BF16_DOT"));
+  EXPECT_FALSE(Has(exact, "element_ty")) << "float32 layers store as they compute";
+}
+
 }  // namespace
 }  // namespace egg::expert

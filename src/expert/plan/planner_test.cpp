@@ -130,10 +130,17 @@ TEST(PlannerTest, ProductsOfTypesNoKernelLowersRunInPyTorchWithANote) {
   EXPECT_NE(plan.notes[0].find("runs in PyTorch: aten.bmm.default on float64"), std::string::npos)
       << plan.notes[0];
   const Plan lstm = MakePlan(
-      LoadGraph(testing::Retyped(FixtureJson("level3_38_LSTMBidirectional"), "float32", "bfloat16")), {});
+      LoadGraph(testing::Retyped(FixtureJson("level3_38_LSTMBidirectional"), "float32", "float64")), {});
   EXPECT_TRUE(std::any_of(lstm.notes.begin(), lstm.notes.end(), [](const std::string& note) {
-    return note.find("aten.lstm.input on bfloat16") != std::string::npos;
-  })) << "a bf16 recurrent layer stays in PyTorch, said so";
+    return note.find("aten.lstm.input on float64") != std::string::npos;
+  })) << "a float64 recurrent layer stays in PyTorch, said so";
+  // a bf16 one is a recurrent kernel (half types are storage types there too)
+  const Plan half = MakePlan(
+      LoadGraph(testing::Retyped(FixtureJson("level3_38_LSTMBidirectional"), "float32", "bfloat16")), {});
+  EXPECT_TRUE(half.extern_ops.empty());
+  EXPECT_TRUE(std::any_of(half.kernels.begin(), half.kernels.end(), [](const KernelPlan& kernel) {
+    return kernel.kind == KernelKind::kRecurrent && kernel.recurrent->dtype == DType::kBFloat16;
+  }));
   EXPECT_TRUE(MakePlan(Fixture("level1_3_Batched_matrix_multiplication"), {}).notes.empty());
 }
 
