@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -315,6 +316,17 @@ LoweringMap ActivationLowerings() {
 }
 
 // Comparisons and logic, and the ops that select by them: clamp, minimum, maximum, where, masked_fill.
+// A clamp bound: its operand, or its number; a tensor passed by keyword has no operand (they come from the
+// positional arguments), so it is refused rather than read as 0.
+std::string ClampBound(const Node& node, const V& in, const std::string& key, size_t position) {
+  const Arg* arg = node.ArgAt(position, key);
+  if (arg != nullptr && arg->kind == Arg::Kind::kValue &&
+      (position >= in.size() || in[position].code.empty())) {
+    throw std::invalid_argument("the " + key + " bound is a tensor passed by keyword");
+  }
+  return At(in, position, KwNumber(node, key, position, "0"));
+}
+
 LoweringMap ComparisonLowerings() {
   LoweringMap t;
   auto clamp = [](const Node& node, const V& in, DType, H*) {
@@ -324,12 +336,11 @@ LoweringMap ComparisonLowerings() {
     const bool has_lo = !is_max && HasNumber(node, "min", 1);
     const bool has_hi = is_max ? HasNumber(node, "max", 1) : (!is_min && HasNumber(node, "max", 2));
     if (has_lo) {
-      code = fmt::format("tl.where({0} < {1}, {1}, {0})", code, At(in, 1, KwNumber(node, "min", 1, "0")));
+      code = fmt::format("tl.where({0} < {1}, {1}, {0})", code, ClampBound(node, in, "min", 1));
     }
     if (has_hi) {
       const size_t position = is_max ? 1 : 2;
-      code = fmt::format("tl.where({0} > {1}, {1}, {0})", code,
-                         At(in, position, KwNumber(node, "max", position, "0")));
+      code = fmt::format("tl.where({0} > {1}, {1}, {0})", code, ClampBound(node, in, "max", position));
     }
     return code;
   };

@@ -146,6 +146,13 @@ TEST(OpsTest, ClampTakesEitherBoundAsLiteralOrTensor) {
   EXPECT_EQ(Lower(Op("aten.clamp.Tensor", {TensorArg(0), TensorArg(1), Arg{}}), {X(), Y(), Operand{}}),
             "tl.where(x < y, y, x)")
       << "a tensor bound is its operand";
+  // a tensor bound passed by keyword has no operand (operands follow the positional arguments): refused,
+  // where it used to be read as 0
+  const PointwiseCode by_keyword = LowerPointwise(
+      Op("aten.clamp.Tensor", {TensorArg(0)}, {{"max", TensorArg(1)}}), {X()}, DType::kFloat32);
+  EXPECT_FALSE(by_keyword.code) << *by_keyword.code;
+  EXPECT_NE(by_keyword.problem.find("max bound is a tensor passed by keyword"), std::string::npos)
+      << by_keyword.problem;
 }
 
 TEST(OpsTest, PowerSpecialCasesSmallExponents) {
