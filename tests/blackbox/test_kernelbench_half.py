@@ -131,3 +131,17 @@ def test_a_bf16_gru_is_a_recurrent_kernel_and_eval_finds_it_correct(egg, tmp_pat
     proc, result = egg.eval_json(task, candidate, "--precision", "bf16", "--no-store")
     assert result["status"] == "ok", result["reason"]
     assert result["precision"] == "bf16" and result["triton_launches"] > 0
+
+
+def test_bf16_causal_attention_is_one_flash_kernel_and_eval_finds_it_correct(egg, tmp_path):
+    # the softmax PyTorch computes over a float32 upcast, then casts back for the product: the flash kernel's own
+    # float32 probabilities, cast for tl.dot
+    task = REPO / "tests" / "fixtures" / "tasks" / "causal_attention_small.py"
+    candidate = tmp_path / "attention_bf16.py"
+    proc = egg.run("compile", task, "--device", "cpu", "--precision", "bf16", "--out", candidate, "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["pytorch_ops"] == [] and [kernel["kind"] for kernel in report["kernels"]].count("attention") == 1
+    assert "tl.dot(p.to(EGG_BF16_DOT), v.to(EGG_BF16_DOT)" in candidate.read_text()
+    proc, result = egg.eval_json(task, candidate, "--precision", "bf16", "--no-store")
+    assert result["status"] == "ok", result["reason"]

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/kernel_writer.h"
 #include "expert/codegen/templates.h"
 #include "expert/plan/plan.h"
 
@@ -61,7 +62,8 @@ std::string EmitKeyBlockLoop(const Graph& graph, const AttentionSpec& at, const 
   }
   const Operand kt = emitter.Emit(at.kt, {ix.b, ix.dk, ix.n});
   emitter.Line(fmt::format("kt = tl.where(dkmask & nmask, ({}).to(tl.float32), 0.0)", kt.code));
-  emitter.Line(fmt::format("s = tl.dot(q, kt, input_precision=\"{}\")", precision));
+  const std::string cast = writer::DotOperandCast(at.dtype);  // half: the tensor cores in that type
+  emitter.Line(fmt::format("s = tl.dot(q{0}, kt{0}, input_precision=\"{1}\")", cast, precision));
   emitter.DefineRow(at.s_value, Operand{"s", DType::kFloat32, false}, scores_flat);
   const Operand x = emitter.Emit(at.x, x_index);
   emitter.Line(fmt::format("x = tl.where(nmask, ({}).to(tl.float32), float(\"-inf\"))", x.code));
@@ -74,7 +76,8 @@ std::string EmitKeyBlockLoop(const Graph& graph, const AttentionSpec& at, const 
         "p = tl.exp(x - m_safe[:, None])", "l_i = l_i * alpha + tl.sum(p, 1)"}) {
     emitter.Line(line);
   }
-  emitter.Line(fmt::format("acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=\"{}\")", precision));
+  emitter.Line(fmt::format("acc = acc * alpha[:, None] + tl.dot(p{0}, v{0}, input_precision=\"{1}\")", cast,
+                           precision));
   emitter.Line("m_i = m_new");
   if (at.mask >= 0) {
     const std::vector<std::string> live = emitter.CloseScope();
@@ -149,8 +152,10 @@ KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kerne
   const KernelDesign& design = kernel.design;
   KernelEmitter emitter(graph, memory, AttentionMasks());
   const AttentionIndex ix = IndexOf(at);
-  // flash products are never ieee: tf32x3 keeps float32 accuracy on the tensor cores
-  const std::string_view precision = NameOf(FlashPrecision(design.precision));
+  // flash products are never ieee: tf32x3 keeps float32 accuracy on the tensor cores; half ones are the
+  // tensor cores' own type, where the precision names nothing (ieee, as the half matrix products write it)
+  const std::string_view precision =
+      NameOf(IsHalf(at.dtype) ? Precision::kIeee : FlashPrecision(design.precision));
   emitter.OpenScope(1);
   const Operand q = emitter.Emit(at.q, {ix.b, ix.m, ix.dq});
   emitter.Line(fmt::format("q = tl.where(mmask & dqmask, ({}).to(tl.float32), 0.0)", q.code));

@@ -89,6 +89,20 @@ TEST(AttentionCodegenTest, FlashProductsAreNeverIeee) {
   EXPECT_EQ(Count(tf32.code, "input_precision=\"tf32\""), 2U) << tf32.code;
 }
 
+TEST(AttentionCodegenTest, HalfAttentionFeedsTheTensorCoresInItsType) {
+  const Graph graph =
+      LoadGraph(testing::Retyped(FixtureJson("level3_43_MinGPTCausalAttention"), "float32", "bfloat16"));
+  KernelPlan planned;
+  const KernelSource half = WriteAttention(graph, Precision::kTf32x3, &planned);
+  ASSERT_EQ(planned.attention->dtype, DType::kBFloat16);
+  // both products on bf16 operands (the probabilities cast from their float32 registers), no tf32
+  // decomposition
+  EXPECT_TRUE(Has(half.code, "tl.dot(q.to(EGG_BF16_DOT), kt.to(EGG_BF16_DOT), input_precision=\"ieee\")"))
+      << half.code;
+  EXPECT_TRUE(Has(half.code, "tl.dot(p.to(EGG_BF16_DOT), v.to(EGG_BF16_DOT), input_precision=\"ieee\")"));
+  EXPECT_FALSE(Has(half.code, "tf32"));
+}
+
 TEST(AttentionCodegenTest, HeadDimsArePaddedToPowersOfTwoAndMasked) {
   // head dim 32 -> 40 and sequence 64 -> 100: neither fills its tile
   const Graph graph =

@@ -65,9 +65,9 @@ bool LastDimKept(const Node* node, size_t rank) {
   return keep && dims && dims->size() == 1 && (dims->front() == -1 || dims->front() == last);
 }
 
-bool IsFloat32(const Graph& graph, int value) {
+bool HasType(const Graph& graph, int value, DType dtype) {
   const auto& meta = ValueAt(graph, value).meta;
-  return meta && meta->dtype == DType::kFloat32;
+  return meta && meta->dtype == dtype;
 }
 
 bool IsZero(const Graph& graph, const Arg& arg) {
@@ -273,8 +273,19 @@ std::optional<AttentionSpec> ParseAttention(const Graph& graph, const Node& node
   spec.lk = pv->k;
   spec.dv = pv->n;
   std::set<int> nodes;
-  const int p = UnderFlatViews(graph, pv->a, &nodes);
+  int p = UnderFlatViews(graph, pv->a, &nodes);
   const Node* top = graph.Producer(p);
+  if (top != nullptr && top->op == "aten._to_copy.default" && HasType(graph, p, pv->dtype) &&
+      IsHalf(pv->dtype)) {
+    // a half softmax computed over a float32 upcast and cast back for the product: the flash kernel's own
+    // float32 probabilities, cast for tl.dot
+    nodes.insert(NodeIndex(graph, top));
+    p = ValueArg(top, 0);
+    top = graph.Producer(p);
+    if (!HasType(graph, p, DType::kFloat32)) {
+      return std::nullopt;
+    }
+  }
   const auto softmax = MatchSoftmax(graph, p, top);
   if (!softmax) {
     return std::nullopt;
@@ -307,10 +318,19 @@ std::optional<AttentionSpec> ParseAttention(const Graph& graph, const Node& node
   if (spec.d > kMaxHeadDim || spec.dv > kMaxHeadDim) {
     return std::nullopt;
   }
-  for (int value : {spec.q, spec.kt, spec.v, spec.s_value, spec.x, node.value}) {
-    if (!IsFloat32(graph, value)) {
+  const auto& out = ValueAt(graph, node.value).meta;
+  spec.dtype = out ? out->dtype : DType::kFloat64;
+  if (spec.dtype != DType::kFloat32 && !IsHalf(spec.dtype)) {
+    return std::nullopt;
+  }
+  for (int value : {spec.q, spec.kt, spec.v, spec.s_value}) {  // one type throughout
+    if (!HasType(graph, value, spec.dtype)) {
       return std::nullopt;
     }
+  }
+  // the softmax's input: that type, or float32 (a half softmax is decomposed over a float32 upcast)
+  if (!HasType(graph, spec.x, spec.dtype) && !HasType(graph, spec.x, DType::kFloat32)) {
+    return std::nullopt;
   }
   if (!AbsorbedStayInside(graph, spec)) {
     return std::nullopt;

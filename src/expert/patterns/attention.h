@@ -26,10 +26,11 @@ struct AttentionSpec {
   int mask = -1;
   bool masked_when = true;
   int64_t batch = 1, lq = 0, lk = 0, d = 0, dv = 0;
+  DType dtype = DType::kFloat32;  // of Q, K, V, the scores and the output alike (float32, bf16 or fp16)
   std::set<int> absorbed;
 };
-// The attention pattern ending at `node` (a bmm), or nullopt: fp32, head dims at most 256, S and P read by
-// nothing else.
+// The attention pattern ending at `node` (a bmm), or nullopt: one type (fp32, bf16 or fp16), head dims at
+// most 256, S and P read by nothing else.
 std::optional<AttentionSpec> ParseAttention(const Graph& graph, const Node& node);
 
 }  // namespace egg::expert
