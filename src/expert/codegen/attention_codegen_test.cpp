@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
@@ -14,7 +15,7 @@ using testing::FixtureJson;
 using testing::LoadGraph;
 using testing::Scaled;
 
-bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+using testing::Has;
 
 // The plan's attention kernel, written with its planned design, precision `precision` where set.
 KernelSource WriteAttention(const Graph& graph, Precision precision = Precision::kUnset,
@@ -31,11 +32,7 @@ KernelSource WriteAttention(const Graph& graph, Precision precision = Precision:
     if (planned != nullptr) {
       *planned = kernel;
     }
-    std::map<int, TensorMeta> layouts;
-    for (int value : kernel.stores) {
-      layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-    }
-    return GenerateKernel(graph, kernel, plan.memory_before[k], layouts);
+    return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[k]);
   }
   ADD_FAILURE() << "no attention kernel planned";
   return {};

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
@@ -18,7 +19,7 @@ using testing::Meta;
 using testing::NodeJson;
 using testing::Ref;
 
-bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+using testing::Has;
 
 // The plan's only kernel (a convolution), written with its planned design changed by `edit`.
 KernelSource WriteConv(const Graph& graph, void (*edit)(KernelDesign&) = nullptr) {
@@ -34,11 +35,7 @@ KernelSource WriteConv(const Graph& graph, void (*edit)(KernelDesign&) = nullptr
   if (edit != nullptr) {
     edit(kernel.design);
   }
-  std::map<int, TensorMeta> layouts;
-  for (int value : kernel.stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
-  return GenerateKernel(graph, kernel, plan.memory_before[0], layouts);
+  return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
 }
 
 // conv2d(x [2, `in_channels`, 8, 8], w [6, in_channels / groups, 3, 3], bias [6]) at `stride` and `padding`.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
@@ -23,11 +24,7 @@ using testing::Ref;
 // Kernel `k` of `plan`, written as the candidate file writes it: reading plan.memory_before, storing its
 // stores dense.
 KernelSource Write(const Graph& graph, const Plan& plan, size_t k) {
-  std::map<int, TensorMeta> layouts;
-  for (int value : plan.kernels.at(k).stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
-  return GenerateKernel(graph, plan.kernels.at(k), plan.memory_before.at(k), layouts);
+  return testing::GenerateWithDenseStores(graph, plan.kernels.at(k), plan.memory_before.at(k));
 }
 
 // relu(x) * y over [4, 8], y broadcast from [8].

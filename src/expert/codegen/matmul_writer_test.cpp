@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
@@ -18,7 +19,7 @@ using testing::Meta;
 using testing::NodeJson;
 using testing::Ref;
 
-bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+using testing::Has;
 
 // The plan's only kernel, a matrix product, written with its planned design changed by `edit`.
 KernelSource WriteProduct(const Graph& graph, void (*edit)(KernelDesign&) = nullptr) {
@@ -33,11 +34,7 @@ KernelSource WriteProduct(const Graph& graph, void (*edit)(KernelDesign&) = null
   if (edit != nullptr) {
     edit(kernel.design);
   }
-  std::map<int, TensorMeta> layouts;
-  for (int value : kernel.stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
-  return GenerateKernel(graph, kernel, plan.memory_before[0], layouts);
+  return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
 }
 
 // The design's tiles: BLOCK_M 32, BLOCK_N 64, BLOCK_K 32.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
@@ -17,7 +18,7 @@ using testing::Meta;
 using testing::NodeJson;
 using testing::Ref;
 
-bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+using testing::Has;
 
 // The plan's only kernel, a pool, written with its default design.
 KernelSource WritePool(const Graph& graph) {
@@ -28,11 +29,7 @@ KernelSource WritePool(const Graph& graph) {
     return {};
   }
   EXPECT_EQ(plan.kernels[0].kind, KernelKind::kPool);
-  std::map<int, TensorMeta> layouts;
-  for (int value : plan.kernels[0].stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
-  return GenerateKernel(graph, plan.kernels[0], plan.memory_before[0], layouts);
+  return testing::GenerateWithDenseStores(graph, plan.kernels[0], plan.memory_before[0]);
 }
 
 // `op`(x, args...) of x [2, 3, `in`, `in`] to [2, 3, `out`, `out`].

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
@@ -12,7 +13,7 @@ namespace {
 
 using testing::Count;
 
-bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+using testing::Has;
 
 // The plan's recurrent kernel, written with its planned design (BLOCK_B `xblock` where not 0).
 KernelSource WriteRecurrent(const Graph& graph, KernelPlan* planned = nullptr, int64_t xblock = 0) {
@@ -28,11 +29,7 @@ KernelSource WriteRecurrent(const Graph& graph, KernelPlan* planned = nullptr, i
     if (planned != nullptr) {
       *planned = kernel;
     }
-    std::map<int, TensorMeta> layouts;
-    for (int value : kernel.stores) {
-      layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-    }
-    return GenerateKernel(graph, kernel, plan.memory_before[k], layouts);
+    return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[k]);
   }
   ADD_FAILURE() << "no recurrent kernel planned";
   return {};

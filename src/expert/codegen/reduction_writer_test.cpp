@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
@@ -17,7 +18,7 @@ using testing::Meta;
 using testing::NodeJson;
 using testing::Ref;
 
-bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+using testing::Has;
 
 // The plan's only kernel, a reduction, written as planned or with `algorithm` (and `rblock` where not 0).
 KernelSource WriteReduction(const Graph& graph, Algorithm algorithm = Algorithm::kUnset, int64_t rblock = 0) {
@@ -34,11 +35,7 @@ KernelSource WriteReduction(const Graph& graph, Algorithm algorithm = Algorithm:
   if (rblock != 0) {
     kernel.design.rblock = rblock;
   }
-  std::map<int, TensorMeta> layouts;
-  for (int value : kernel.stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
-  return GenerateKernel(graph, kernel, plan.memory_before[0], layouts);
+  return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
 }
 
 // `op`(x [8, 64] of `dtype`, args...) of type `out_dtype` [8].

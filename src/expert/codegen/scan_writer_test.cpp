@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
@@ -17,7 +18,7 @@ using testing::Meta;
 using testing::NodeJson;
 using testing::Ref;
 
-bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+using testing::Has;
 
 // The plan's only scan kernel, written under `algorithm` (unset: its default design).
 KernelSource WriteScan(const Graph& graph, Algorithm algorithm = Algorithm::kUnset) {
@@ -32,11 +33,7 @@ KernelSource WriteScan(const Graph& graph, Algorithm algorithm = Algorithm::kUns
   if (algorithm != Algorithm::kUnset) {
     kernel.design.algorithm = algorithm;
   }
-  std::map<int, TensorMeta> layouts;
-  for (int value : kernel.stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
-  return GenerateKernel(graph, kernel, plan.memory_before[0], layouts);
+  return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
 }
 
 // `op`(x, dim) of x `shape` in `dtype`, its result of `out_dtype`.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
@@ -18,7 +19,7 @@ using testing::Meta;
 using testing::NodeJson;
 using testing::Ref;
 
-bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+using testing::Has;
 
 // The plan's only kernel, a reduction, written split in `split` programs per row of RBLOCK `rblock`.
 KernelSource WriteSplit(const Graph& graph, int64_t split, int64_t rblock) {
@@ -34,11 +35,7 @@ KernelSource WriteSplit(const Graph& graph, int64_t split, int64_t rblock) {
   kernel.design.split = split;
   kernel.design.rblock = rblock;
   kernel.design.xblock = 1;
-  std::map<int, TensorMeta> layouts;
-  for (int value : kernel.stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
-  return GenerateKernel(graph, kernel, plan.memory_before[0], layouts);
+  return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
 }
 
 // `op`(x [4, 8192], args...) of type `out_dtype`, over the rows' 8192 elements.

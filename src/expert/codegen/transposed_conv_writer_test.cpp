@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
@@ -18,7 +19,7 @@ using testing::Meta;
 using testing::NodeJson;
 using testing::Ref;
 
-bool Has(const std::string& code, const std::string& text) { return code.find(text) != std::string::npos; }
+using testing::Has;
 
 // The plan's only kernel, a transposed convolution, written as planned.
 KernelSource WriteTransposed(const Graph& graph) {
@@ -30,11 +31,7 @@ KernelSource WriteTransposed(const Graph& graph) {
   }
   const KernelPlan& kernel = plan.kernels[0];
   EXPECT_TRUE(kernel.matmul && kernel.matmul->conv && kernel.matmul->conv->transposed);
-  std::map<int, TensorMeta> layouts;
-  for (int value : kernel.stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
-  return GenerateKernel(graph, kernel, plan.memory_before[0], layouts);
+  return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
 }
 
 // conv_transpose2d(x [2, 4, 8, 8], w [4, 6, k, k]) at `stride` and `padding`, no bias.

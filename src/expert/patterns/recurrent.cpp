@@ -18,6 +18,22 @@ bool HasShape(const Graph& graph, int value, const std::vector<int64_t>& shape) 
   return value >= 0 && ValueAt(graph, value).meta->shape == shape;
 }
 
+// The layer's getitem users (output, h_n[, c_n]) into spec.outputs; false for a user of another kind or type.
+bool ReadOutputs(const Graph& graph, const Node& node, RecurrentSpec* out) {
+  RecurrentSpec& spec = *out;
+  spec.outputs.assign(spec.cell == RecurrentCell::kLstm ? 3 : 2, -1);
+  for (int user : ValueAt(graph, node.value).users) {
+    const Node& getitem = graph.nodes.at(static_cast<size_t>(user));
+    if (getitem.op != "getitem" || getitem.args.size() < 2 || getitem.args[1].kind != Arg::Kind::kInt ||
+        getitem.args[1].i < 0 || getitem.args[1].i >= static_cast<int64_t>(spec.outputs.size()) ||
+        !ValueAt(graph, getitem.value).meta || ValueAt(graph, getitem.value).meta->dtype != spec.dtype) {
+      return false;
+    }
+    spec.outputs[static_cast<size_t>(getitem.args[1].i)] = getitem.value;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<int> RecurrentSpec::LayerParams(int64_t layer, int64_t direction) const {
@@ -104,16 +120,7 @@ std::optional<RecurrentSpec> ParseRecurrent(const Graph& graph, const Node& node
       }
     }
   }
-  spec.outputs.assign(spec.cell == RecurrentCell::kLstm ? 3 : 2, -1);
-  for (int user : ValueAt(graph, node.value).users) {
-    const Node& getitem = graph.nodes.at(static_cast<size_t>(user));
-    if (getitem.op != "getitem" || getitem.args.size() < 2 || getitem.args[1].kind != Arg::Kind::kInt ||
-        getitem.args[1].i < 0 || getitem.args[1].i >= static_cast<int64_t>(spec.outputs.size()) ||
-        !ValueAt(graph, getitem.value).meta || ValueAt(graph, getitem.value).meta->dtype != spec.dtype) {
-      return std::nullopt;
-    }
-    spec.outputs[static_cast<size_t>(getitem.args[1].i)] = getitem.value;
-  }
-  return spec;
+  return ReadOutputs(graph, node, &spec) ? std::optional<RecurrentSpec>(spec) : std::nullopt;
 }
+
 }  // namespace egg::expert
