@@ -23,19 +23,12 @@ using testing::Has;
 
 // The plan's only kernel (a convolution), written with its planned design changed by `edit`.
 KernelSource WriteConv(const Graph& graph, void (*edit)(KernelDesign&) = nullptr) {
-  const Plan plan = MakePlan(graph, {});
-  EXPECT_TRUE(plan.extern_ops.empty());
-  EXPECT_EQ(plan.kernels.size(), 1U);
-  if (plan.kernels.size() != 1) {
-    return {};
-  }
-  KernelPlan kernel = plan.kernels[0];
-  EXPECT_EQ(kernel.kind, KernelKind::kMatmul);
-  EXPECT_TRUE(kernel.matmul && kernel.matmul->conv);
-  if (edit != nullptr) {
-    edit(kernel.design);
-  }
-  return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
+  return testing::WriteOnlyKernel(graph, KernelKind::kMatmul, [&](KernelPlan& kernel) {
+    EXPECT_TRUE(kernel.matmul && kernel.matmul->conv);
+    if (edit != nullptr) {
+      edit(kernel.design);
+    }
+  });
 }
 
 // conv2d(x [2, `in_channels`, 8, 8], w [6, in_channels / groups, 3, 3], bias [6]) at `stride` and `padding`.

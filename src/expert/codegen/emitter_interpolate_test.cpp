@@ -111,17 +111,17 @@ TEST(InterpolateTest, TrilinearBlendsEightNeighbours) {
 }
 
 TEST(InterpolateTest, LinearAtTheSameSizeCopiesWhateverTheScaleFactor) {
-  // nn.Upsample(scale_factor=1.05, mode='bilinear') on 10x10 keeps 10x10: ATen copies the input; blending with
-  // positions scaled by 1/1.05 would mix row 9 with row 8
-  const Emitted same = EmitUpsample(Upsample("aten.upsample_bilinear2d.vec",
-                                             {nullptr, false, Json::array({1.05, 1.05})}, {1, 1, 10, 10},
-                                             {1, 1, 10, 10}));
+  // nn.Upsample(scale_factor=1.05, mode='bilinear') on 10x10 keeps 10x10: ATen copies the input; blending
+  // with positions scaled by 1/1.05 would mix row 9 with row 8
+  const Emitted same =
+      EmitUpsample(Upsample("aten.upsample_bilinear2d.vec", {nullptr, false, Json::array({1.05, 1.05})},
+                            {1, 1, 10, 10}, {1, 1, 10, 10}));
   EXPECT_EQ(Count(same.code, "tl.load("), 1U) << same.code;
   EXPECT_EQ(same.code.find("0.5"), std::string::npos) << same.code;
   // one size kept and the other grown: both dims blend (ATen's copy needs every size kept)
-  const Emitted grown = EmitUpsample(Upsample("aten.upsample_bilinear2d.vec",
-                                              {nullptr, false, Json::array({1.05, 1.2})}, {1, 1, 10, 10},
-                                              {1, 1, 10, 12}));
+  const Emitted grown =
+      EmitUpsample(Upsample("aten.upsample_bilinear2d.vec", {nullptr, false, Json::array({1.05, 1.2})},
+                            {1, 1, 10, 10}, {1, 1, 10, 12}));
   EXPECT_EQ(Count(grown.code, "tl.load("), 4U) << grown.code;
   EXPECT_EQ(Count(grown.code, " + 0.5) * "), 2U) << grown.code;
 }

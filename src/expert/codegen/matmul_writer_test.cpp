@@ -23,18 +23,11 @@ using testing::Has;
 
 // The plan's only kernel, a matrix product, written with its planned design changed by `edit`.
 KernelSource WriteProduct(const Graph& graph, void (*edit)(KernelDesign&) = nullptr) {
-  const Plan plan = MakePlan(graph, {});
-  EXPECT_TRUE(plan.extern_ops.empty());
-  EXPECT_EQ(plan.kernels.size(), 1U);
-  if (plan.kernels.size() != 1) {
-    return {};
-  }
-  KernelPlan kernel = plan.kernels[0];
-  EXPECT_EQ(kernel.kind, KernelKind::kMatmul);
-  if (edit != nullptr) {
-    edit(kernel.design);
-  }
-  return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
+  return testing::WriteOnlyKernel(graph, KernelKind::kMatmul, [&](KernelPlan& kernel) {
+    if (edit != nullptr) {
+      edit(kernel.design);
+    }
+  });
 }
 
 // The design's tiles: BLOCK_M 32, BLOCK_N 64, BLOCK_K 32.

@@ -21,16 +21,7 @@ using testing::Ref;
 using testing::Has;
 
 // The plan's only kernel, a pool, written with its default design.
-KernelSource WritePool(const Graph& graph) {
-  const Plan plan = MakePlan(graph, {});
-  EXPECT_TRUE(plan.extern_ops.empty());
-  EXPECT_EQ(plan.kernels.size(), 1U);
-  if (plan.kernels.empty()) {
-    return {};
-  }
-  EXPECT_EQ(plan.kernels[0].kind, KernelKind::kPool);
-  return testing::GenerateWithDenseStores(graph, plan.kernels[0], plan.memory_before[0]);
-}
+KernelSource WritePool(const Graph& graph) { return testing::WriteOnlyKernel(graph, KernelKind::kPool); }
 
 // `op`(x, args...) of x [2, 3, `in`, `in`] to [2, 3, `out`, `out`].
 Graph Pool(const std::string& op, const Json& args, int64_t in, int64_t out) {

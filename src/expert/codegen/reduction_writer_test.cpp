@@ -11,42 +11,26 @@ namespace egg::expert {
 namespace {
 
 using testing::Count;
-using testing::GraphJson;
-using testing::Input;
 using testing::LoadGraph;
-using testing::Meta;
-using testing::NodeJson;
-using testing::Ref;
 
 using testing::Has;
 
 // The plan's only kernel, a reduction, written as planned or with `algorithm` (and `rblock` where not 0).
 KernelSource WriteReduction(const Graph& graph, Algorithm algorithm = Algorithm::kUnset, int64_t rblock = 0) {
-  const Plan plan = MakePlan(graph, {});
-  EXPECT_EQ(plan.kernels.size(), 1U);
-  if (plan.kernels.size() != 1) {
-    return {};
-  }
-  KernelPlan kernel = plan.kernels[0];
-  EXPECT_EQ(kernel.kind, KernelKind::kReduction);
-  if (algorithm != Algorithm::kUnset) {
-    kernel.design.algorithm = algorithm;
-  }
-  if (rblock != 0) {
-    kernel.design.rblock = rblock;
-  }
-  return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
+  return testing::WriteOnlyKernel(graph, KernelKind::kReduction, [&](KernelPlan& kernel) {
+    if (algorithm != Algorithm::kUnset) {
+      kernel.design.algorithm = algorithm;
+    }
+    if (rblock != 0) {
+      kernel.design.rblock = rblock;
+    }
+  });
 }
 
 // `op`(x [8, 64] of `dtype`, args...) of type `out_dtype` [8].
 Graph RowReduction(const std::string& op, const Json& args, const std::string& dtype = "float32",
                    const std::string& out_dtype = "float32") {
-  Json all = Json::array({Ref("x")});
-  for (const Json& arg : args) {
-    all.push_back(arg);
-  }
-  return LoadGraph(GraphJson({Input("x", 0, Meta({8, 64}, dtype))},
-                             {NodeJson("red", op, all, Meta({8}, out_dtype))}, {"red"}));
+  return testing::RowReduction(op, args, 8, 64, dtype, out_dtype);
 }
 
 TEST(ReductionWriterTest, APersistentSoftmaxLoadsEachRowOnce) {

@@ -22,18 +22,11 @@ using testing::Has;
 
 // The plan's only scan kernel, written under `algorithm` (unset: its default design).
 KernelSource WriteScan(const Graph& graph, Algorithm algorithm = Algorithm::kUnset) {
-  Plan plan = MakePlan(graph, {});
-  EXPECT_TRUE(plan.extern_ops.empty());
-  EXPECT_EQ(plan.kernels.size(), 1U);
-  if (plan.kernels.empty()) {
-    return {};
-  }
-  KernelPlan& kernel = plan.kernels[0];
-  EXPECT_EQ(kernel.kind, KernelKind::kScan);
-  if (algorithm != Algorithm::kUnset) {
-    kernel.design.algorithm = algorithm;
-  }
-  return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
+  return testing::WriteOnlyKernel(graph, KernelKind::kScan, [&](KernelPlan& kernel) {
+    if (algorithm != Algorithm::kUnset) {
+      kernel.design.algorithm = algorithm;
+    }
+  });
 }
 
 // `op`(x, dim) of x `shape` in `dtype`, its result of `out_dtype`.

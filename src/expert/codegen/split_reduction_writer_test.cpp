@@ -23,30 +23,19 @@ using testing::Has;
 
 // The plan's only kernel, a reduction, written split in `split` programs per row of RBLOCK `rblock`.
 KernelSource WriteSplit(const Graph& graph, int64_t split, int64_t rblock) {
-  const Plan plan = MakePlan(graph, {});
-  EXPECT_EQ(plan.kernels.size(), 1U);
-  if (plan.kernels.size() != 1) {
-    return {};
-  }
-  KernelPlan kernel = plan.kernels[0];
-  EXPECT_EQ(kernel.kind, KernelKind::kReduction);
-  EXPECT_TRUE(kernel.splittable);
-  kernel.design.algorithm = Algorithm::kSplit;
-  kernel.design.split = split;
-  kernel.design.rblock = rblock;
-  kernel.design.xblock = 1;
-  return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
+  return testing::WriteOnlyKernel(graph, KernelKind::kReduction, [&](KernelPlan& kernel) {
+    EXPECT_TRUE(kernel.splittable);
+    kernel.design.algorithm = Algorithm::kSplit;
+    kernel.design.split = split;
+    kernel.design.rblock = rblock;
+    kernel.design.xblock = 1;
+  });
 }
 
-// `op`(x [4, 8192], args...) of type `out_dtype`, over the rows' 8192 elements.
+// `op`(x [4, 8192] of `dtype`, args...) of type `out_dtype` [4].
 Graph RowReduction(const std::string& op, const Json& args, const std::string& dtype = "float32",
                    const std::string& out_dtype = "float32") {
-  Json all = Json::array({Ref("x")});
-  for (const Json& arg : args) {
-    all.push_back(arg);
-  }
-  return LoadGraph(GraphJson({Input("x", 0, Meta({4, 8192}, dtype))},
-                             {NodeJson("red", op, all, Meta({4}, out_dtype))}, {"red"}));
+  return testing::RowReduction(op, args, 4, 8192, dtype, out_dtype);
 }
 
 TEST(SplitReductionWriterTest, PartialsGoToScratchAndTheCombineSumsThem) {

@@ -2,6 +2,9 @@
 // stores, and a search in generated text. Tests only.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <functional>
 #include <map>
 #include <string>
 
@@ -17,6 +20,24 @@ inline KernelSource GenerateWithDenseStores(const Graph& graph, const KernelPlan
     layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
   }
   return GenerateKernel(graph, kernel, memory, layouts);
+}
+
+// The plan's only kernel (of `kind`, nothing left to PyTorch), changed by `edit` (its design, say) and
+// generated.
+inline KernelSource WriteOnlyKernel(const Graph& graph, KernelKind kind,
+                                    const std::function<void(KernelPlan&)>& edit = {}) {
+  const Plan plan = MakePlan(graph, {});
+  EXPECT_TRUE(plan.extern_ops.empty());
+  EXPECT_EQ(plan.kernels.size(), 1U);
+  if (plan.kernels.size() != 1) {
+    return {};
+  }
+  KernelPlan kernel = plan.kernels[0];
+  EXPECT_EQ(kernel.kind, kind);
+  if (edit) {
+    edit(kernel);
+  }
+  return GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
 }
 
 inline bool Has(const std::string& code, const std::string& text) {

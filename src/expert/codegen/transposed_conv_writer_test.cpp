@@ -23,15 +23,9 @@ using testing::Has;
 
 // The plan's only kernel, a transposed convolution, written as planned.
 KernelSource WriteTransposed(const Graph& graph) {
-  const Plan plan = MakePlan(graph, {});
-  EXPECT_TRUE(plan.extern_ops.empty());
-  EXPECT_EQ(plan.kernels.size(), 1U);
-  if (plan.kernels.size() != 1) {
-    return {};
-  }
-  const KernelPlan& kernel = plan.kernels[0];
-  EXPECT_TRUE(kernel.matmul && kernel.matmul->conv && kernel.matmul->conv->transposed);
-  return testing::GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
+  return testing::WriteOnlyKernel(graph, KernelKind::kMatmul, [](KernelPlan& kernel) {
+    EXPECT_TRUE(kernel.matmul && kernel.matmul->conv && kernel.matmul->conv->transposed);
+  });
 }
 
 // conv_transpose2d(x [2, 4, 8, 8], w [4, 6, k, k]) at `stride` and `padding`, no bias.

@@ -96,6 +96,17 @@ inline Graph LoadGraph(const Json& json) {
 
 inline Graph Fixture(const std::string& name) { return LoadGraph(FixtureJson(name)); }
 
+// One reduction `op`(x [rows, length] of `dtype`, args...) of type `out_dtype` [rows].
+inline Graph RowReduction(const std::string& op, const Json& args, int64_t rows, int64_t length,
+                          const std::string& dtype = "float32", const std::string& out_dtype = "float32") {
+  Json all = Json::array({Ref("x")});
+  for (const Json& arg : args) {
+    all.push_back(arg);
+  }
+  return LoadGraph(GraphJson({Input("x", 0, Meta({rows, length}, dtype))},
+                             {NodeJson("red", op, all, Meta({rows}, out_dtype))}, {"red"}));
+}
+
 // Softmax over rows of 65536 (level1_23_Softmax's 64 scaled up): long rows, where the design moves matter.
 inline Graph BigSoftmax() { return LoadGraph(Scaled(FixtureJson("level1_23_Softmax"), 64, 65536)); }
 
