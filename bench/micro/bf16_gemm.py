@@ -10,15 +10,20 @@ N = 4096
 
 
 @triton.jit
-def mm_upcast(a_ptr, b_ptr, c_ptr, N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def tile_rows_columns(N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """This program's output rows and columns, tiles in groups of 8 rows (as egg's kernels order them)."""
     tile = tl.program_id(0)
     tiles_n = N // BLOCK_N
     group = tile // (8 * tiles_n)
     rows = tl.minimum(N // BLOCK_M - group * 8, 8)
     tile_m = group * 8 + (tile % (8 * tiles_n)) % rows
     tile_n = (tile % (8 * tiles_n)) // rows
-    m = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
-    n = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    return tile_m * BLOCK_M + tl.arange(0, BLOCK_M)[:, None], tile_n * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+
+
+@triton.jit
+def mm_upcast(a_ptr, b_ptr, c_ptr, N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    m, n = tile_rows_columns(N, BLOCK_M, BLOCK_N)
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k0 in range(0, N, BLOCK_K):
         ka = k0 + tl.arange(0, BLOCK_K)[None, :]
@@ -31,14 +36,7 @@ def mm_upcast(a_ptr, b_ptr, c_ptr, N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK
 
 @triton.jit
 def mm_direct(a_ptr, b_ptr, c_ptr, N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    tile = tl.program_id(0)
-    tiles_n = N // BLOCK_N
-    group = tile // (8 * tiles_n)
-    rows = tl.minimum(N // BLOCK_M - group * 8, 8)
-    tile_m = group * 8 + (tile % (8 * tiles_n)) % rows
-    tile_n = (tile % (8 * tiles_n)) // rows
-    m = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
-    n = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    m, n = tile_rows_columns(N, BLOCK_M, BLOCK_N)
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k0 in range(0, N, BLOCK_K):
         ka = k0 + tl.arange(0, BLOCK_K)[None, :]
