@@ -31,6 +31,8 @@ struct StageContext {
   std::vector<AttemptSummary> history;
   std::string accepted_decisions;  // finalized decisions of earlier stages, JSON
   double tol = 1e-2;
+  std::string precision =
+      "fp32";  // fp32, bf16 or fp16: the dtype of the task's inputs, parameters and outputs
   int sm_count = 0;
   int round = 0;
   bool refining_seed = false;  // stage1.seeds: briefly refine the seed given as the incumbent

@@ -21,6 +21,23 @@ std::string Knowledge() {
          std::string(prompts::File("knowledge/gpu_specs.md"));
 }
 
+// What the Code agent must know of the task's dtype (KernelBench's precision modes).
+std::string DTypeNote(const std::string& precision) {
+  if (precision == "fp32") {
+    return "Inputs, parameters and outputs are float32.";
+  }
+  const std::string type = precision == "bf16" ? "bfloat16" : "float16";
+  std::string note = "The task runs in " + type + " (KernelBench's " + precision +
+                     " mode): its floating inputs, parameters and buffers are " + type +
+                     ", and so must the outputs be. Load and store " + type +
+                     ", compute and accumulate in float32, and give tl.dot " + type +
+                     " operands loaded as they are";
+  return note + (precision == "bf16"
+                     ? " (in Triton's interpreter, whose bfloat16 tl.dot is wrong, cast them to "
+                       "float32 instead: os.environ.get('TRITON_INTERPRET') == '1')."
+                     : ".");
+}
+
 std::string HistoryJson(const StageContext& context) {
   Json history = Json::array();
   for (const AttemptSummary& attempt : context.history) {
@@ -180,9 +197,11 @@ class LlmCodeAgent : public CodeAgent {
       : conversation_(std::move(conversation)) {}
   AgentResult<CodeProposal> Propose(const StageContext& context, const ProfileReport* proposal, int index,
                                     int count) override {
-    const std::string system = prompts::Render(
-        prompts::File("code/common.md"),
-        {{"stage", context.stage}, {"tol", Json(context.tol).dump()}, {"knowledge", Knowledge()}});
+    const std::string system =
+        prompts::Render(prompts::File("code/common.md"), {{"stage", context.stage},
+                                                          {"tol", Json(context.tol).dump()},
+                                                          {"dtype", DTypeNote(context.precision)},
+                                                          {"knowledge", Knowledge()}});
     const std::string instructions = prompts::Render(
         prompts::File("code/" + context.stage + (context.refining_seed ? ".refine" : "") + ".md"),
         {{"index", std::to_string(index + 1)},
@@ -231,9 +250,11 @@ class LlmDesignCodeAgent : public CodeAgent {
       : conversation_(std::move(conversation)), realizer_(realizer) {}
   AgentResult<CodeProposal> Propose(const StageContext& context, const ProfileReport* proposal, int index,
                                     int count) override {
-    const std::string system = prompts::Render(
-        prompts::File("code/hybrid.md"),
-        {{"stage", context.stage}, {"tol", Json(context.tol).dump()}, {"knowledge", Knowledge()}});
+    const std::string system =
+        prompts::Render(prompts::File("code/hybrid.md"), {{"stage", context.stage},
+                                                          {"tol", Json(context.tol).dump()},
+                                                          {"dtype", DTypeNote(context.precision)},
+                                                          {"knowledge", Knowledge()}});
     std::map<std::string, std::string> values = CodeUserValues(context, index, count);
     values.insert({{"stage", context.stage},
                    {"objective", context.objective},

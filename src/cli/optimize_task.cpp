@@ -274,6 +274,7 @@ TaskOutcome RunOptimizeTask(OptimizeArgs& args, HarnessSession& session, const s
   args.pipeline.run_dir = EggHome(env) + "/runs/" + run_id;
   args.pipeline.task_source = task_source;
   args.pipeline.tol = args.eval.tol;
+  args.pipeline.precision = args.eval.precision;
   pipeline::Pipeline pipeline(backend, candidates, store, args.pipeline);
   const pipeline::RunResult result = pipeline.Run();
   const std::string stop_failure = result.reason;

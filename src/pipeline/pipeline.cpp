@@ -91,6 +91,7 @@ agents::StageContext Pipeline::Context(const StageSpec& spec, const StageRecord&
   context.moves = spec.moves;
   context.task_source = options_.task_source;
   context.tol = options_.tol;
+  context.precision = options_.precision;
   context.sm_count = sm_count_;
   context.round = round;
   if (incumbent_) {

@@ -30,6 +30,7 @@ struct PipelineOptions {
   std::string run_dir;  // candidate files are written here
   std::string task_source;
   double tol = 1e-2;
+  std::string precision = "fp32";  // the task's dtype (fp32, bf16, fp16): the agents are told
   int seeds = 3;
   int rounds = 2;
   int candidates_per_round = 2;

@@ -81,6 +81,17 @@ def test_gpt_5_1_gets_its_shape_the_seeds_at_once_and_the_bill(egg, server):
     assert "cached input" in (egg.workdir / "out" / "trajectory.md").read_text()
 
 
+def test_the_code_agent_is_told_the_tasks_precision(egg, server):
+    proc = optimize(egg, server, "o4-mini", "--precision", "bf16")
+    assert proc.returncode == 0, proc.stderr
+    system = [s.body["messages"][0]["content"] for s in server.seen("o4-mini")]
+    assert system and all("The task runs in bfloat16 (KernelBench's bf16 mode)" in text for text in system)
+    assert "atol = rtol = 0.01" in system[0], "bf16's default tolerance"
+    server.reset()
+    assert optimize(egg, server, "o4-mini").returncode == 0
+    assert "Inputs, parameters and outputs are float32." in server.seen("o4-mini")[0].body["messages"][0]["content"]
+
+
 def test_o4_mini_gets_max_completion_tokens_and_no_sampling(egg, server):
     proc = optimize(egg, server, "o4-mini")
     assert_correct_kernel(egg, proc)
