@@ -583,16 +583,22 @@ def _only_relative_l2_failed(comparison: Comparison) -> bool:
             and "not allclose" not in comparison.reason and "non-finite" not in comparison.reason)
 
 
-def _float64_reference(context: Context, inputs) -> list | None:
-    """The reference computed in float64 on the same inputs, or None where the task cannot run in float64."""
+def _reference_in(context: Context, inputs, dtype: torch.dtype) -> list | None:
+    """The reference computed again in `dtype` (a copy of the model and the floating inputs cast to it; TF32 off),
+    or None where the task cannot run in that dtype."""
     try:
-        model = copy.deepcopy(context.reference).double()
-        wide = [value.double() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+        model = copy.deepcopy(context.reference).to(dtype)
+        wide = [value.to(dtype) if isinstance(value, torch.Tensor) and value.is_floating_point() else value
                 for value in inputs]
-        with torch.no_grad():
+        with torch.no_grad(), precision.applied(precision.get("strict")):
             return flatten(model(*wide))
     except Exception:
         return None
+
+
+def _float64_reference(context: Context, inputs) -> list | None:
+    """The reference computed in float64 on the same inputs, or None where the task cannot run in float64."""
+    return _reference_in(context, inputs, torch.float64)
 
 
 def compare_at_noise_floor(context: Context, outputs: list, references: list, inputs, comparison: Comparison):
@@ -624,17 +630,9 @@ def _half_rule_applies(context: Context, comparison: Comparison) -> bool:
 
 
 def _float32_reference(context: Context, inputs) -> list | None:
-    """The half-precision reference computed again in float32 with TF32 off, from the same (already rounded)
-    parameters and inputs: the answer both PyTorch's half result and the candidate approximate. None where the
-    task cannot run in float32."""
-    try:
-        model = copy.deepcopy(context.reference).float()
-        wide = [value.float() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
-                for value in inputs]
-        with torch.no_grad(), precision.applied(precision.get("strict")):
-            return flatten(model(*wide))
-    except Exception:
-        return None
+    """The half-precision reference computed again in float32 from the same (already rounded) parameters and
+    inputs: the answer both PyTorch's half result and the candidate approximate."""
+    return _reference_in(context, inputs, torch.float32)
 
 
 def _distances(out: torch.Tensor, exact: torch.Tensor) -> tuple:
