@@ -559,11 +559,7 @@ def run_trial(context: Context, model, trial: int, profile: bool) -> tuple:
     _check_call(context, call, inputs, pristine, references, trial)
     if call.kernel_records is not None:
         _check_streams(context, call, trial)
-    comparison = compare_outputs(call.outputs, references, context.request.tol)
-    if _only_relative_l2_failed(comparison):
-        comparison = compare_at_noise_floor(context, call.outputs, references, pristine, comparison)
-    if _half_rule_applies(context, comparison):
-        comparison = compare_against_float32(context, call.outputs, references, pristine, comparison)
+    comparison = judge_outputs(context, call.outputs, references, lambda: pristine)
     context.reference_fingerprints.add(fingerprint(references))
     if trial == 0:
         context.io_bytes = _tensor_bytes(pristine) + _tensor_bytes(references) + _tensor_bytes(
@@ -670,6 +666,20 @@ def compare_against_float32(context: Context, outputs: list, references: list, i
     return Comparison(True, comparison.errors, "")
 
 
+def judge_outputs(context: Context, outputs: list, references: list, inputs_of, elementwise: bool = True):
+    """The one verdict on a call's outputs, shared by evaluate's trials, its robust trial and screen: KernelBench's
+    check at tol (compare_outputs), then where it failed the two second looks, each on the inputs the call was
+    given (`inputs_of()`, asked for only when one is needed): the float64 noise floor when only the relative L2
+    error failed (compare_at_noise_floor), and at bf16/fp16 the float32 answer (compare_against_float32, which
+    marks `context`). `context` needs request.tol, task, reference, flags and half_rule_used."""
+    comparison = compare_outputs(outputs, references, context.request.tol, elementwise)
+    if _only_relative_l2_failed(comparison):
+        comparison = compare_at_noise_floor(context, outputs, references, inputs_of(), comparison)
+    if _half_rule_applies(context, comparison):
+        comparison = compare_against_float32(context, outputs, references, inputs_of(), comparison)
+    return comparison
+
+
 def fingerprint(outputs: list) -> tuple:
     """A cheap identity of a list of outputs: shapes, dtypes, float64 sums and a few elements. Two different
     answers share one only by a coincidence no task produces (used to spot a reference that never changes)."""
@@ -708,11 +718,7 @@ def run_robust_trial(context: Context, model) -> dict:
     subclass = _tensor_subclass_output(outputs)
     if subclass is not None:
         return _failed_robust_trial(subclass)
-    comparison = compare_outputs(outputs, references, context.request.tol, elementwise=False)
-    if _only_relative_l2_failed(comparison):
-        comparison = compare_at_noise_floor(context, outputs, references, inputs, comparison)
-    if _half_rule_applies(context, comparison):
-        comparison = compare_against_float32(context, outputs, references, inputs, comparison)
+    comparison = judge_outputs(context, outputs, references, lambda: inputs, elementwise=False)
     return {"correct": comparison.passed, **dataclasses.asdict(comparison.errors), "reason": comparison.reason}
 
 

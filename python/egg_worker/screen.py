@@ -7,8 +7,9 @@
    cache. An import or egg_precompile that raises is compile_error, one past compile_timeout_s is timeout; neither
    is run further.
 2. Screen, here, one candidate at a time: import, build ModelNew (init_seed), one forward call on trial 0's inputs
-   (seed) compared with the reference's outputs (run once per request) at `tol` as in evaluate's trials (its
-   float64 noise-floor check included) -> mismatch; no Triton launch ->
+   (seed) judged against the reference's outputs (run once per request) by evaluate.judge_outputs, the
+   function evaluate's trials use: allclose at `tol`, the float64 noise-floor check, and at bf16/fp16 the
+   float32 answer (a pass there is not marked here; evaluate marks it) -> mismatch; no Triton launch ->
    rejected; then on cuda timing.time_cuda with the request's (small) timing settings. On cpu nothing is timed
    unless timing.cpu_wall asks for the interpreter's wall clock. Any exception is runtime_error (compile_error
    for a Triton compile failure), as in `evaluate`.
@@ -84,14 +85,17 @@ def parse_request(request: dict) -> ScreenRequest:
 
 @dataclasses.dataclass
 class Session:
-    """What one screen request holds; `device`, `snapshot`, `tainted`, `reference` and `request.tol` are what
-    evaluate.run_candidate_code and evaluate.compare_at_noise_floor read and set."""
+    """What one screen request holds; `device`, `snapshot`, `tainted`, `task`, `reference`, `request.tol`,
+    `flags` and `half_rule_used` are what evaluate.run_candidate_code and evaluate.judge_outputs read and set
+    (the last two are not reported: screening only says ok or mismatch)."""
     request: ScreenRequest
     task: loader.Task
     reference: torch.nn.Module
     snapshot: guards.Snapshot
     references: list  # its outputs on trial 0's inputs
     tainted: bool = False
+    flags: list = dataclasses.field(default_factory=list)  # set by evaluate.compare_against_float32, unreported
+    half_rule_used: bool = False
     cuda_lost_after: str | None = None  # the candidate after which the CUDA context was unusable
 
     @property
@@ -125,13 +129,21 @@ def _import(session: Session, path: str):
         raise CandidateFailed("compile_error", str(error)) from None
 
 
+def _fresh_inputs(session: Session):
+    """Trial 0's inputs made again (the candidate's call may have written to its own), once and only if asked."""
+    made = []
+
+    def inputs_of() -> list:
+        if not made:
+            made.append(loader.make_inputs(session.task, session.request.seed, session.device))
+        return made[0]
+    return inputs_of
+
+
 def _check(session: Session, outputs, launched, entry: dict) -> bool:
     """Fill in the comparison; False when the candidate is wrong or launched no Triton kernel."""
     try:
-        comparison = evaluate.compare_outputs(outputs, session.references, session.request.tol)
-        if evaluate._only_relative_l2_failed(comparison):  # decided against float64, as in evaluate
-            inputs = loader.make_inputs(session.task, session.request.seed, session.device)
-            comparison = evaluate.compare_at_noise_floor(session, outputs, session.references, inputs, comparison)
+        comparison = evaluate.judge_outputs(session, outputs, session.references, _fresh_inputs(session))
     except BaseException as error:  # an output's own __eq__ may raise anything
         if evaluate._is_out_of_memory(error):
             raise evaluate.HarnessOutOfMemory(f"the harness ran out of memory checking a candidate's outputs: "

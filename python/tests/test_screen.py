@@ -110,6 +110,20 @@ def test_a_reference_zero_up_to_rounding_is_judged_against_float64(worker, tmp_p
     assert entry["status"] == "ok", entry  # the relative L2 error alone fails: rounding noise of float32
 
 
+def test_a_half_candidate_is_judged_against_the_float32_answer_as_evaluate_judges_it(worker):
+    # as in test_evaluate: bf16 eager rounds 3.1x + 1000 to a multiple of 4, the fused kernel rounds once
+    paths = [candidate_path("shift_cancel_ok"), candidate_path("shift_cancel_off")]
+    ok, off = screen(worker, paths, task="shift_cancel_64", precision="bf16", tol=1e-2)["results"]
+    assert set(ok) == ENTRY_FIELDS  # the float32 answer's pass is not reported by screening
+    assert ok["status"] == "ok" and ok["reason"] == "", ok
+    assert ok["max_abs_err"] > 0.5  # not allclose to PyTorch's bf16 output: KernelBench's rule alone fails it
+    # closer to the float32 answer than PyTorch's bf16 output, but 0.5 off everywhere: outside tol, so wrong
+    assert off["status"] == "mismatch" and "not allclose" in off["reason"], off
+    # in float32 there is no half answer to excuse: the rule never applies
+    exact, shifted = screen(worker, paths, task="shift_cancel_64", tol=1e-4)["results"]
+    assert exact["status"] == "ok" and shifted["status"] == "mismatch"
+
+
 def test_cpu_wall_timing_when_asked(worker):
     timing = {"enabled": True, "cpu_wall": True, "warmup": 1, "min_trials": 2, "budget_s": 1.0}
     entries = screen(worker, [candidate_path("relu_ok"), candidate_path("zeros")], timing=timing)["results"]

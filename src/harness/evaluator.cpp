@@ -35,6 +35,8 @@ Json ScreenKeyJson(const EvalOptions& options, const ScreenOptions& screen) {
                   {"timing", TimingJson(options, screen.warmup, screen.min_trials, screen.budget_s)}};
   if (options.precision != "fp32") {  // fp32 screenings keep the keys they were stored under
     key["precision"] = options.precision;
+    // half screenings judge against the float32 answer as evaluate does (screen.py): not those stored before
+    key["judge"] = "float32_answer";
   }
   return key;
 }
