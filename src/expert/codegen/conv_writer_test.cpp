@@ -6,6 +6,7 @@
 
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/codegen/test_kernels.h"
+#include "expert/design/legality.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
@@ -141,6 +142,27 @@ TEST(ConvWriterTest, TheDirectFormUnrollsTheWindowPerOutput) {
       << source.code;
   EXPECT_EQ(Count(source.code, "tl.store("), 1U);
   EXPECT_EQ(source.computed, (std::set<int>{0, 1, 2}));
+}
+
+TEST(ConvWriterTest, TiledForcedOnADirectPlanIsRefusedNotDividedByZero) {
+  // A design planned direct has no yblock or rblock: the tiled writer's grid would divide by them.
+  const Graph graph = Conv(1, 1, 6, 6);  // depthwise: planned direct
+  const auto forced = [](KernelDesign& design) {
+    ASSERT_EQ(design.algorithm, Algorithm::kDirect);
+    ASSERT_EQ(design.yblock, 0);
+    design.algorithm = Algorithm::kTiled;
+  };
+  try {
+    WriteConv(graph, forced);
+    ADD_FAILURE() << "a tiled design without tile sides was generated";
+  } catch (const IllegalDesign& error) {
+    EXPECT_TRUE(Has(error.what(),
+                    "cannot be written: algorithm tiled takes tl.dot tiles, but yblock 0 and "
+                    "rblock 0 are not both powers of two"))
+        << error.what();
+    EXPECT_TRUE(Has(error.what(), "xblock/yblock/rblock powers of two in [16, 256]")) << error.what();
+  }
+  EXPECT_FALSE(WriteConv(graph, Tiled).code.empty()) << "with tile sides it is written";
 }
 
 TEST(ConvWriterTest, TheDirectFormZeroesPaddedProducts) {

@@ -249,6 +249,7 @@ std::vector<Index> AnchorIndex(const std::vector<int64_t>& shape, const std::vec
 KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel,
                             const std::map<int, TensorMeta>& memory,
                             const std::map<int, TensorMeta>& layouts) {
+  RequireLegalDesign(kernel);  // a matmul design with a tile side of 0 would divide by it
   if (kernel.kind == KernelKind::kRecurrent) {
     return GenerateRecurrentKernel(graph, kernel, memory, layouts);
   }

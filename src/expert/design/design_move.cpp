@@ -26,30 +26,6 @@ std::string Names(const std::set<std::string>& names) {
 
 MoveCheck Refuse(std::string rule) { return {std::nullopt, std::move(rule)}; }
 
-// The legality rule of DesignFits for a kernel of this kind, in words.
-std::string FitsRule(const KernelPlan& kernel) {
-  const std::string common = "num_warps a power of two in [1, 32], num_stages >= 1, xblock a power of two";
-  switch (kernel.kind) {
-    case KernelKind::kMatmul:
-      return common +
-             "; matmul: algorithm tiled, splitk (split >= 2 and K >= split * rblock), nhwc, aligned, gemv or "
-             "direct "
-             "where the product allows it, xblock/yblock/rblock powers of two in [16, 256], precision ieee, "
-             "tf32 "
-             "or tf32x3";
-    case KernelKind::kAttention:
-      return common +
-             "; attention: algorithm flash, xblock and yblock powers of two in [16, 128], precision tf32 "
-             "or tf32x3";
-    case KernelKind::kRecurrent:
-      return common + "; recurrent: algorithm sequential, xblock/yblock/rblock powers of two in [16, 128]";
-    default:
-      return common + "; " + KernelKindName(kernel.kind) +
-             ": an algorithm of its kind, rblock a power of two covering the row where the algorithm is "
-             "persistent";
-  }
-}
-
 MoveCheck CheckPlanMove(const Candidate& incumbent, const std::string& field, const Json& value,
                         const std::string& description) {
   if (kPlanFields.count(field) == 0) {
@@ -148,7 +124,7 @@ MoveCheck CheckDesignMove(const Candidate& incumbent, const Json& request) {
   }
   if (!DesignFits(*kernel, design)) {
     return Refuse(fmt::format("DesignFits: {} {} = {} is not a legal design for this kernel ({})", name,
-                              field, value.dump(), FitsRule(*kernel)));
+                              field, value.dump(), DesignRule(*kernel)));
   }
   if (!WorthMeasuring(*kernel, design)) {
     return Refuse(

@@ -1,5 +1,7 @@
 #include "expert/design/legality.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace egg::expert {
@@ -138,6 +140,54 @@ bool DesignFits(const KernelPlan& kernel, const KernelDesign& design) {
     return algorithms.count(design.algorithm) != 0;
   }
   return design.xblock <= kMaxTile;
+}
+
+std::string DesignRule(const KernelPlan& kernel) {
+  const std::string common = "num_warps a power of two in [1, 32], num_stages >= 1, xblock a power of two";
+  switch (kernel.kind) {
+    case KernelKind::kMatmul:
+      return common +
+             "; matmul: algorithm tiled, splitk (split >= 2 and K >= split * rblock), nhwc, aligned, gemv or "
+             "direct where the product allows it, xblock/yblock/rblock powers of two in [16, 256], precision "
+             "ieee, tf32 or tf32x3";
+    case KernelKind::kAttention:
+      return common +
+             "; attention: algorithm flash, xblock and yblock powers of two in [16, 128], precision tf32 "
+             "or tf32x3";
+    case KernelKind::kRecurrent:
+      return common + "; recurrent: algorithm sequential, xblock/yblock/rblock powers of two in [16, 128]";
+    default:
+      return common + "; " + KernelKindName(kernel.kind) +
+             ": an algorithm of its kind, rblock a power of two covering the row where the algorithm is "
+             "persistent";
+  }
+}
+
+std::string UnwritableDesign(const KernelPlan& kernel, const KernelDesign& design) {
+  if (kernel.kind != KernelKind::kMatmul) {
+    return "";
+  }
+  if (!IsPow2(design.xblock)) {
+    return fmt::format("xblock {} is not a power of two", design.xblock);
+  }
+  if (DotTiles(kernel, design) && (!IsPow2(design.yblock) || !IsPow2(design.rblock))) {
+    return fmt::format(
+        "algorithm {} takes tl.dot tiles, but yblock {} and rblock {} are not both powers of two",
+        NameOf(design.algorithm), design.yblock, design.rblock);
+  }
+  if (design.algorithm == Algorithm::kSplitK && design.split < 2) {
+    return fmt::format("algorithm splitk needs split >= 2, not {}", design.split);
+  }
+  return "";
+}
+
+void RequireLegalDesign(const KernelPlan& kernel) {
+  const std::string problem = UnwritableDesign(kernel, kernel.design);
+  if (problem.empty()) {
+    return;
+  }
+  throw IllegalDesign(fmt::format("kernel {}: the design {} cannot be written: {} (DesignFits: {})",
+                                  kernel.name, kernel.design.ToJson().dump(), problem, DesignRule(kernel)));
 }
 
 bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {

@@ -2,6 +2,9 @@
 // shape admits, the register and shared-memory budgets.
 #pragma once
 
+#include <stdexcept>
+#include <string>
+
 #include "expert/plan/plan.h"
 
 namespace egg::expert {
@@ -60,6 +63,27 @@ int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design);
 // Whether a kernel design is valid for `kernel` (block sizes powers of two, persistent tiles covering the
 // row).
 bool DesignFits(const KernelPlan& kernel, const KernelDesign& design);
+
+// The rule DesignFits holds a design of `kernel`'s kind to, in words a refusal can give (an LLM's design
+// move, a design set by hand).
+std::string DesignRule(const KernelPlan& kernel);
+
+// A matrix-product design code generation cannot write, met where a kernel is generated: the writers divide
+// by its tile sides and split-K slices (algorithm tiled forced by hand on a kernel planned direct, which has
+// no yblock or rblock, was a SIGFPE in FinishMatmul).
+struct IllegalDesign : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// Why a matrix-product kernel's `design` cannot be written, or "" when it can: xblock a power of two; for
+// tl.dot tiles (every algorithm but direct) yblock and rblock powers of two too; splitk split >= 2. Looser
+// than DesignFits on purpose: the writers' tests force an algorithm onto a fixture whose shape DesignFits
+// would not give it (direct on a GEMM-shaped convolution), which the writers handle. Other kinds: always "".
+std::string UnwritableDesign(const KernelPlan& kernel, const KernelDesign& design);
+
+// Throws IllegalDesign, naming the kernel, its design, the problem and DesignRule, when UnwritableDesign
+// finds one in `kernel.design`. The planner's probes (partial designs of other kinds) pass untouched.
+void RequireLegalDesign(const KernelPlan& kernel);
 
 // Static pruning: a design is worth measuring only if its tiles are legal and fit the register file.
 bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design);

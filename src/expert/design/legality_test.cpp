@@ -56,6 +56,42 @@ KernelDesign Tiles(Algorithm algorithm, int64_t m, int64_t n, int64_t k, Precisi
   return design;
 }
 
+TEST(LegalityTest, CodeGenerationRefusesADesignWithoutTheTileSidesItDividesBy) {
+  KernelPlan forced = MatmulKernel(ConvSpec(Conv2d(64, 64, 64, 3)));  // depthwise: planned direct
+  forced.name = "conv_0";
+  forced.design = Tiles(Algorithm::kDirect, 256, 0, 0, Precision::kIeee);
+  EXPECT_EQ(UnwritableDesign(forced, forced.design), "");
+  EXPECT_NO_THROW(RequireLegalDesign(forced));
+  forced.design.algorithm = Algorithm::kTiled;  // forced by hand: a direct design has no yblock or rblock
+  EXPECT_FALSE(DesignFits(forced, forced.design));
+  try {
+    RequireLegalDesign(forced);
+    ADD_FAILURE() << "a tiled design without tile sides was accepted";
+  } catch (const IllegalDesign& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find("kernel conv_0"), std::string::npos) << what;
+    EXPECT_NE(what.find("\"algorithm\":\"tiled\""), std::string::npos) << what;
+    EXPECT_NE(what.find("yblock 0 and rblock 0 are not both powers of two"), std::string::npos) << what;
+    EXPECT_NE(what.find("DesignFits: " + DesignRule(forced)), std::string::npos) << what;
+  }
+  forced.design.xblock = 0;
+  EXPECT_EQ(UnwritableDesign(forced, forced.design), "xblock 0 is not a power of two");
+
+  const KernelPlan gemm = MatmulKernel(Gemm(1024, 1024, 4096));
+  KernelDesign splitk = Tiles(Algorithm::kSplitK, 64, 64, 32, Precision::kTf32);
+  EXPECT_EQ(UnwritableDesign(gemm, splitk), "algorithm splitk needs split >= 2, not 0") << "K / split";
+  splitk.split = 2;
+  EXPECT_EQ(UnwritableDesign(gemm, splitk), "");
+  // looser than DesignFits: a form forced onto a shape the search would not give it is still written
+  const KernelPlan conv = MatmulKernel(ConvSpec(Conv2d(64, 128, 1, 3)));
+  const KernelDesign direct = Tiles(Algorithm::kDirect, 128, 16, 32, Precision::kIeee);
+  EXPECT_FALSE(DesignFits(conv, direct));
+  EXPECT_EQ(UnwritableDesign(conv, direct), "");
+  KernelPlan reduction;
+  reduction.kind = KernelKind::kReduction;
+  EXPECT_EQ(UnwritableDesign(reduction, KernelDesign{}), "") << "only matrix products are checked";
+}
+
 TEST(LegalityTest, DirectConvolutionOnlyForFewOutputsPerGroupAndFewProducts) {
   EXPECT_TRUE(DirectConvolutionFits(ConvSpec(Conv2d(64, 64, 64, 3))))
       << "depthwise 3x3: 9 products, 1 output";
