@@ -98,9 +98,36 @@ def dtype_name(dtype) -> str:
     return DTYPE_NAMES.get(dtype, str(dtype).replace("torch.", ""))
 
 
+class NotLinearInBatch(Exception):
+    """A size of a dynamic-batch capture that is not a*batch + d (two symbols, a product of them, a division)."""
+
+
+def size_entry(size):
+    """An int, or for a size that depends on the dynamic batch B the linear form {"sym": [a, d]}: a*B + d."""
+    if not isinstance(size, torch.SymInt):
+        return int(size)
+    import sympy
+
+    expr = sympy.expand(size.node.expr)
+    if expr.is_Integer:
+        return int(expr)
+    symbols = expr.free_symbols
+    if len(symbols) != 1:
+        raise NotLinearInBatch(f"size {expr} depends on {len(symbols)} symbols")
+    symbol = next(iter(symbols))
+    try:
+        poly = sympy.Poly(expr, symbol)
+    except sympy.PolynomialError:
+        raise NotLinearInBatch(f"size {expr} is not a polynomial in the batch") from None
+    if poly.degree() > 1 or not all(c.is_Integer for c in poly.all_coeffs()):
+        raise NotLinearInBatch(f"size {expr} is not linear in the batch")
+    a, d = poly.all_coeffs()
+    return {"sym": [int(a), int(d)]}
+
+
 def tensor_meta(value) -> dict:
-    return {"shape": [int(s) for s in value.shape], "stride": [int(s) for s in value.stride()],
-            "offset": int(value.storage_offset()), "dtype": dtype_name(value.dtype)}
+    return {"shape": [size_entry(s) for s in value.shape], "stride": [size_entry(s) for s in value.stride()],
+            "offset": size_entry(value.storage_offset()), "dtype": dtype_name(value.dtype)}
 
 
 def value_meta(value):
@@ -114,7 +141,11 @@ def value_meta(value):
 def encode_arg(value):
     """One argument of a node, as JSON (docs/expert.md: ARG)."""
     if isinstance(value, torch.fx.Node):
+        if isinstance(value.meta.get("val"), torch.SymInt):  # a size of a dynamic-batch capture: inlined
+            return size_entry(value.meta["val"])
         return {"node": value.name}
+    if isinstance(value, torch.SymInt):
+        return size_entry(value)
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, int):
@@ -157,6 +188,15 @@ def _constant_entry(name: str, target: str, value) -> dict:
 MUTATED_CONSTANT = "is mutated in the forward method"
 # Metadata checks torch.export records (`x.to(device)` is one): nothing to compute.
 _CHECKS = (_aten._assert_tensor_metadata.default,)
+# A dynamic-batch capture's size arithmetic and range assertions (sizes are inlined where used as linear forms).
+_SIZE_OPS = (_aten.sym_size.int, _aten._assert_scalar.default, _aten.sym_constrain_range_for_size.default,
+             _aten.sym_constrain_range.default)
+
+
+def _is_size_node(node) -> bool:
+    value = node.meta.get("val")
+    return (node.target in _SIZE_OPS or isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat))
+            or getattr(node.target, "__module__", None) in ("_operator", "operator") and node.target is not operator.getitem)
 
 
 def graph_ir(exported, inputs: list) -> dict:
@@ -194,7 +234,7 @@ def graph_ir(exported, inputs: list) -> dict:
             else:
                 raise NotImplementedError(f"input kind {spec.kind.name} of {node.name}")
         elif node.op == "call_function":
-            if node.target in _CHECKS and not node.users:
+            if node.target in _CHECKS and not node.users or _is_size_node(node):
                 continue
             ir["nodes"].append({"name": node.name, "op": op_name(node.target),
                                 "args": [encode_arg(arg) for arg in node.args],
@@ -267,13 +307,22 @@ def _tensor_attributes_as_buffers(model) -> None:
                 module.register_buffer(name, value, persistent=False)
 
 
-def _exported(model, inputs: list):
+def _batch_shapes(inputs: list, batch_max: int):
+    """torch.export's dynamic_shapes for a dynamic batch: dim 0 of every tensor input is one symbol, 1..batch_max."""
+    from torch.export import Dim
+
+    batch = Dim("batch", min=1, max=batch_max)
+    return tuple({0: batch} if isinstance(x, torch.Tensor) and x.dim() >= 1 else None for x in inputs)
+
+
+def _exported(model, inputs: list, batch_max: int = 0):
     # scaled_dot_product_attention in its math form (the matrix products and softmax egg plans), whatever the
     # device: on CUDA the default dispatch records one fused library op (_scaled_dot_product_efficient_attention
     # for float32 on the H200) that no decomposition breaks up, which would leave the attention to PyTorch.
     with sdpa_kernel([SDPBackend.MATH]):
         with torch.no_grad():
-            exported = torch.export.export(model, tuple(inputs), strict=False)
+            shapes = _batch_shapes(inputs, batch_max) if batch_max else None
+            exported = torch.export.export(model, tuple(inputs), dynamic_shapes=shapes, strict=False)
         return decomposed(exported, decomposition_table())
 
 
@@ -308,11 +357,22 @@ def _failed_target(exported, message: str):
     return None
 
 
-def capture(model, inputs: list) -> dict:
+def _batch_range(exported, batch_max: int) -> dict:
+    """The dynamic batch's range as torch.export proved it: {"min", "max"} (a forward may narrow ours)."""
+    ranges = list(exported.range_constraints.values())
+    if not ranges:
+        raise NotLinearInBatch("the forward specializes the batch to one size")
+    lower, upper = int(ranges[0].lower), int(ranges[0].upper) if ranges[0].upper.is_integer else batch_max
+    return {"min": max(lower, 1), "max": min(upper, batch_max)}
+
+
+def capture(model, inputs: list, batch_max: int = 0) -> dict:
     """Export and decompose `model` on `inputs`; the IR, with `returns` saying how the forward packs outputs and
-    `settings` the plain attributes its forward read (egg_worker.settings), whose values the graph holds."""
+    `settings` the plain attributes its forward read (egg_worker.settings), whose values the graph holds.
+    `batch_max` > 0: the batch (dim 0 of every tensor input) is one symbol from 1 to batch_max, and every size
+    that depends on it is written as the linear form {"sym": [a, d]}; the IR's "dynamic" gives its range."""
     try:
-        exported = _exported(model, inputs)
+        exported = _exported(model, inputs, batch_max)
     except RuntimeError as error:
         # A plain tensor attribute that forward reassigns (33_VanillaRNN's `self.hidden`) is a constant the
         # decomposition refuses to see mutated; as a buffer its new value is a mutation (ModelNew writes it back
@@ -320,12 +380,14 @@ def capture(model, inputs: list) -> dict:
         if MUTATED_CONSTANT not in str(error):
             raise
         _tensor_attributes_as_buffers(model)
-        exported = _exported(model, inputs)
+        exported = _exported(model, inputs, batch_max)
     with torch.no_grad(), gpulock.held("capture forward"), settings.recording(model) as reads:
         reference_output = model(*inputs)
     ir = graph_ir(exported, inputs)
     ir["returns"] = _returns_kind(reference_output)
     ir["settings"] = reads.entries()
+    if batch_max:
+        ir["dynamic"] = {"dim": "batch", "example": loader.example_batch(inputs), **_batch_range(exported, batch_max)}
     return ir
 
 
@@ -338,8 +400,15 @@ def handle_capture(request: dict) -> dict:
         model = loader.build_model(task.Model, task, device, init_seed)
         inputs = loader.make_inputs(task, seed, device)
     try:
-        ir = capture(model, inputs)
+        dynamic = request.get("dynamic") or {}
+        batch_max = int(dynamic.get("batch_max", 0)) or loader.example_batch(inputs) if dynamic else 0
+        ir = capture(model, inputs, batch_max)
+    except NotLinearInBatch as error:
+        return {"status": "unsupported", "reason": f"no dynamic batch: {error}"}
     except Exception as error:
+        if dynamic and "onstraint" in str(error):  # torch.export: the forward fixes the batch it was given
+            return {"status": "unsupported",
+                    "reason": f"no dynamic batch: the forward fixes the batch size ({loader.one_line(error)})"}
         return {"status": "unsupported", "reason": f"capture failed: {loader.one_line(error)}"}
     finally:
         del model, inputs

@@ -30,6 +30,7 @@ DEFAULT_TRIALS = 5
 DEFAULT_SEED = 42
 DEFAULT_INIT_SEED = 42
 ROBUST_SEED_OFFSET = 1000
+BATCH_SEED_OFFSET = 2000  # a dynamic-batch candidate's checks at other batches draw from seed + this + i
 FINGERPRINT_ELEMENTS = 64
 # No reference outputs stay on a GPU that other workers share (gpulock).
 REFERENCE_CACHE_BYTES = {"cuda": 0 if gpulock.shared() else 4 << 30, "cpu": 1 << 30}
@@ -71,6 +72,7 @@ class EvalRequest:
     robust_trial: bool
     variants: bool = False
     precision: str = "fp32"  # fp32, bf16 or fp16: the task's inputs and the models cast (loader.load_task)
+    batch_max: int = -1  # a dynamic batch (--dynamic batch): the largest batch, 0 the task's own; -1 none
 
 
 def _required_path(request: dict, field: str) -> str:
@@ -94,6 +96,7 @@ def parse_request(request: dict) -> EvalRequest:
             robust_trial=bool(request.get("robust_trial", False)),
             variants=bool(request.get("variants", False)),
             precision=loader.precision_name(request.get("precision")),
+            batch_max=int((request.get("dynamic") or {}).get("batch_max", 0)) if request.get("dynamic") else -1,
         )
     except (TypeError, ValueError) as error:
         raise RequestError(f"bad evaluate request: {one_line(error)}") from None
@@ -845,6 +848,38 @@ def _run_trials(context: Context, model, result: dict) -> None:
         _record_launches(result, _warm_call(context, model))
 
 
+# A dynamic-batch candidate is also checked at these batches (those within its range), the task's own aside:
+# one, an odd one below a tile of 4 and one past 16 rows, and the range's top.
+DYNAMIC_BATCHES = (1, 3, 17)
+
+
+def dynamic_batches(request: EvalRequest, example: int) -> list:
+    top = request.batch_max or example
+    return sorted({b for b in DYNAMIC_BATCHES if b <= top} | {top})
+
+
+def _run_batch_trials(context: Context, model, result: dict) -> None:
+    """A dynamic-batch candidate at other batches (loader.make_batch_inputs): each must launch its kernels (no
+    fallback to the task's forward inside the range) and pass the trials' comparison."""
+    request = context.request
+    example = loader.example_batch(loader.make_inputs(context.task, request.seed, context.device))
+    checked = []
+    for index, batch in enumerate(dynamic_batches(request, example)):
+        seed = request.seed + BATCH_SEED_OFFSET + index
+        inputs = loader.make_batch_inputs(context.task, seed, context.device, batch)
+        pristine = guards.clone_inputs(inputs)
+        references = reference_outputs(context, ("batch", batch, seed), inputs, poison=True)
+        context.expected_outputs = references
+        call = _call_candidate(context, model, inputs, f"batch {batch}")
+        _check_call(context, call, inputs, pristine, references, f"{index} at batch {batch}")
+        comparison = judge_outputs(context, call.outputs, references, lambda: pristine)
+        checked.append(batch)
+        if not comparison.passed:
+            result["status"], result["reason"] = "mismatch", f"batch {batch}: {comparison.reason}"
+            break
+    result["batch_sizes"] = checked
+
+
 def _time_candidate(context: Context, model) -> dict:
     inputs = loader.make_inputs(context.task, context.request.seed, context.device)
     timer = timing.time_cuda_synchronized if context.side_streams else timing.time_cuda
@@ -861,6 +896,8 @@ def _evaluate(context: Context, result: dict) -> None:
     try:
         model = _build_candidate(context, module)
         _run_trials(context, model, result)
+        if result["status"] == "ok" and context.request.batch_max >= 0:
+            _run_batch_trials(context, model, result)
         if result["status"] != "ok":
             return
         result["correct"] = True

@@ -265,6 +265,28 @@ def _on_device(value, device: torch.device):
     return value
 
 
+def example_batch(inputs: list) -> int:
+    """The batch of a task's inputs: dim 0 of its first tensor input with a dimension (a dynamic batch's)."""
+    for value in inputs:
+        if isinstance(value, torch.Tensor) and value.dim() >= 1:
+            return int(value.shape[0])
+    raise TaskError("no tensor input has a batch dimension")
+
+
+def make_batch_inputs(task: Task, seed: int, device: torch.device, batch: int) -> list:
+    """Inputs at another batch, for a dynamic-batch candidate: get_inputs() drawn under seed, seed + 1, ... and
+    every tensor input's rows (dim 0) taken from the draws in turn until there are `batch` of them; the other
+    inputs are the first draw's. Each row is then one the task itself could draw (indices in range, positive
+    values where it draws them positive)."""
+    first = make_inputs(task, seed, device)
+    draws, rows = [first], example_batch(first)
+    while rows < batch:
+        draws.append(make_inputs(task, seed + len(draws), device))
+        rows += example_batch(draws[-1])
+    return [torch.cat([draw[i] for draw in draws])[:batch].contiguous()
+            if isinstance(value, torch.Tensor) and value.dim() >= 1 else value for i, value in enumerate(first)]
+
+
 def make_inputs(task: Task, seed: int, device: torch.device) -> list:
     """The inputs of one trial: get_inputs() under torch.manual_seed(seed) and the device context, their floating
     tensors cast to the task's half precision."""

@@ -68,6 +68,8 @@ CompileInput ReadTask(CompileArgs& args, const GlobalOptions& globals, const std
   capture.device = args.options.device;
   capture.init_seed = args.options.init_seed;
   capture.precision = args.options.precision;
+  capture.dynamic_batch = args.options.dynamic_batch;
+  capture.max_batch = args.options.max_batch;
   return {expert::CaptureGraph(*session.worker, task_path, capture), std::move(task_source)};
 }
 
@@ -163,6 +165,7 @@ CommandRunner RegisterCompile(CLI::App& app, const GlobalOptions& globals) {
                    "fp32, bf16 or fp16: capture the task with its inputs, parameters and buffers cast to it "
                    "(a --graph keeps the dtypes it was captured in)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  AddDynamicOptions(*command, &args->options);
   return [command, args, &globals]() -> int { return command->parsed() ? RunCompile(*args, globals) : -1; };
 }
 

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -108,6 +109,10 @@ void PrintHuman(const harness::EvalResult& r) {
   if (r.vacuous) {
     fmt::print(
         "vacuous: the reference output is the same for every input; the trials cannot judge this task\n");
+  }
+  if (!r.batch_sizes.empty()) {
+    fmt::print("dynamic batch: also correct at batch {}, with the kernels (no fallback)\n",
+               fmt::join(r.batch_sizes, ", "));
   }
   if (r.float32_answer) {
     fmt::print(

@@ -132,7 +132,21 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* options) {
       "Kill a worker whose processes hold more memory, GiB (default: half the machine's; 0: none)");
 }
 
+void AddDynamicOptions(CLI::App& command, harness::EvalOptions* options) {
+  command
+      .add_option_function<std::string>(
+          "--dynamic", [options](const std::string& value) { options->dynamic_batch = value == "batch"; },
+          "batch: one compiled module for every batch size up to --max-batch (dim 0 of every tensor "
+          "input a runtime size), checked at several sizes")
+      ->check(CLI::IsMember({"batch"}));
+  command
+      .add_option("--max-batch", options->max_batch,
+                  "With --dynamic batch: the largest batch the kernels hold for (default: the task's own)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+}
+
 void AddEvalOptions(CLI::App& command, harness::EvalOptions* options, std::string* device_flag) {
+  AddDynamicOptions(command, options);
   command.add_option("--device", *device_flag, "cuda, cpu (Triton interpreter), or auto")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->default_val("auto");

@@ -53,6 +53,8 @@ struct SandboxState {
 void AddGlobalOptions(CLI::App& app, GlobalOptions* options);
 // Adds --device, --gpu, --timeout, --tol, --trials, --seed, --no-cache ... to a subcommand.
 void AddEvalOptions(CLI::App& command, harness::EvalOptions* options, std::string* device_flag);
+// --dynamic batch and --max-batch (EvalOptions::dynamic_batch, max_batch).
+void AddDynamicOptions(CLI::App& command, harness::EvalOptions* options);
 
 // "auto" picks cuda when an NVIDIA GPU is visible, else cpu.
 std::string ResolveDevice(const std::string& flag, const EnvMap& env);

@@ -112,6 +112,7 @@ void to_json(Json& j, const EvalResult& r) {
       {"vacuous", r.vacuous},
       {"float32_answer", r.float32_answer},
       {"io_bytes", r.io_bytes},
+      {"batch_sizes", r.batch_sizes},
       {"triton_launches", r.triton_launches},
       {"triton_kernels", r.triton_kernels},
       {"triton_time_share", r.triton_time_share},
@@ -158,6 +159,7 @@ void from_json(const Json& j, EvalResult& r) {
   ReadValue(j, "vacuous", r.vacuous);
   ReadValue(j, "float32_answer", r.float32_answer);
   ReadOptional(j, "io_bytes", r.io_bytes);
+  ReadValue(j, "batch_sizes", r.batch_sizes);
   ReadValue(j, "triton_launches", r.triton_launches);
   ReadValue(j, "triton_kernels", r.triton_kernels);
   ReadOptional(j, "triton_time_share", r.triton_time_share);
@@ -194,6 +196,9 @@ Json OptionsKeyJson(const EvalOptions& o) {
   }
   if (o.precision != "fp32") {  // likewise: fp32 rows keep their keys
     key["precision"] = o.precision;
+  }
+  if (o.dynamic_batch) {  // checked at other batches too
+    key["dynamic"] = {{"batch_max", o.max_batch}};
   }
   return key;
 }

@@ -79,6 +79,11 @@ struct EvalOptions {
   bool cpu_wall_timing = false;  // device cpu: time the interpreter's wall clock, for search decisions only
   std::vector<std::string> baseline_settings = {"default", "strict", "tf32"};  // harness/baselines.h
   bool max_autotune = false;  // also time torch.compile(mode="max-autotune") under each setting
+  // --dynamic batch: the batch (dim 0 of every tensor input) is a runtime size, from 1 to max_batch (0: the
+  // task's own batch); the capture says so and each evaluation also checks other batch sizes
+  // (docs/harness.md).
+  bool dynamic_batch = false;
+  int64_t max_batch = 0;
 };
 
 struct EvalResult {
@@ -107,6 +112,7 @@ struct EvalResult {
   bool float32_answer =
       false;  // bf16/fp16: passed against the float32 answer, not allclose to PyTorch's half one
   std::optional<int64_t> io_bytes;  // inputs, outputs, parameters and buffers: what any implementation moves
+  std::vector<int64_t> batch_sizes;  // a dynamic batch: the other batches the candidate was checked at
   int triton_launches = 0;
   std::vector<std::string> triton_kernels;
   std::optional<double> triton_time_share;

@@ -42,13 +42,17 @@ Json ScreenKeyJson(const EvalOptions& options, const ScreenOptions& screen) {
 }
 
 Json BaseRequest(const std::string& op, const std::string& task_path, const EvalOptions& options) {
-  return Json{{"op", op},
-              {"task", task_path},
-              {"device", options.device},
-              {"seed", options.seed},
-              {"init_seed", options.init_seed},
-              {"precision", options.precision},
-              {"timing", TimingJson(options)}};
+  Json request{{"op", op},
+               {"task", task_path},
+               {"device", options.device},
+               {"seed", options.seed},
+               {"init_seed", options.init_seed},
+               {"precision", options.precision},
+               {"timing", TimingJson(options)}};
+  if (options.dynamic_batch) {
+    request["dynamic"] = {{"batch_max", options.max_batch}};
+  }
+  return request;
 }
 
 std::string StringAt(const Json& j, const std::string& pointer, const std::string& fallback) {

@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "expert/codegen/dynamic_batch.h"
+#include "expert/codegen/guard_code.h"
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/codegen/templates.h"
 #include "expert/design/defaults.h"
@@ -20,45 +22,6 @@ namespace {
 int StagesThatFit(const KernelPlan& kernel, const KernelSource& source) {
   return FittingStages(kernel.design, source.a_tile_loads, source.b_tile_loads,
                        StagedOperandBytes(*kernel.matmul, kernel.design));
-}
-
-std::string ShapeTuple(const std::vector<int64_t>& values) {
-  std::string text = "(";
-  for (size_t i = 0; i < values.size(); ++i) {
-    text += std::to_string(values[i]) + (values.size() == 1 || i + 1 < values.size() ? ", " : "");
-  }
-  while (!text.empty() && text.back() == ' ') {
-    text.pop_back();
-  }
-  return text + ")";
-}
-
-bool IsIdentifier(const std::string& text) {
-  if (text.empty() || std::isdigit(static_cast<unsigned char>(text[0])) != 0) {
-    return false;
-  }
-  return std::all_of(text.begin(), text.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; });
-}
-
-// self.conv.weight, getattr(self.layers, '0').weight
-std::string AttributePath(const std::string& target) {
-  std::string expr = "self";
-  std::stringstream stream(target);
-  std::string part;
-  while (std::getline(stream, part, '.')) {
-    expr = IsIdentifier(part) ? expr + "." + part : fmt::format("getattr({}, '{}')", expr, part);
-  }
-  return expr;
-}
-
-std::string Indent(const std::vector<std::string>& lines, int levels) {
-  std::string out;
-  const std::string pad(static_cast<size_t>(levels) * 4, ' ');
-  for (const std::string& line : lines) {
-    out += pad + line + "\n";
-  }
-  return out;
 }
 
 class ForwardWriter {
@@ -299,81 +262,6 @@ class ForwardWriter {
   std::vector<int> constants_;
 };
 
-std::string Guard(const Graph& graph) {
-  std::vector<std::string> checks;
-  for (int input : graph.Inputs()) {
-    const Value& v = ValueAt(graph, input);
-    if (v.meta) {
-      checks.push_back(fmt::format("isinstance({0}, torch.Tensor) and {0}.shape == {1} and {0}.dtype == {2} and "
-                                   "{0}.stride() == {3} and {0}.storage_offset() == {4}",
-                                   v.name, ShapeTuple(v.meta->shape), TorchDType(v.meta->dtype),
-                                   ShapeTuple(v.meta->stride), v.meta->offset));
-    } else if (v.scalar.IsNumber()) {
-      checks.push_back(fmt::format("{} == {}", v.name,
-                                   v.scalar.kind == Arg::Kind::kFloat ? FloatLiteral(v.scalar.f)
-                                   : v.scalar.kind == Arg::Kind::kBool ? (v.scalar.b ? "True" : "False")
-                                                                       : std::to_string(v.scalar.i)));
-    }
-  }
-  if (checks.empty()) {
-    return "True";
-  }
-  std::string guard = "(";
-  for (size_t i = 0; i < checks.size(); ++i) {
-    guard += (i == 0 ? "(" : "\n            and (") + checks[i] + ")";
-  }
-  return guard + ")";
-}
-
-// The module that holds the setting at `path` ("downsample.0.eps":
-// `self._modules['downsample']._modules['0']`), read through the module dictionaries (a replaced submodule is
-// the one read).
-std::string SettingOwner(const std::string& path) {
-  std::string owner = "self";
-  size_t start = 0;
-  for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', start)) {
-    owner += fmt::format("._modules['{}']", path.substr(start, dot - start));
-    start = dot + 1;
-  }
-  return owner;
-}
-
-// "(a, b)", or "(a,)" for one.
-std::string PythonTuple(const std::vector<std::string>& items) {
-  std::string text;
-  for (const std::string& item : items) {
-    text += (text.empty() ? "" : ", ") + item;
-  }
-  return "(" + text + (items.size() == 1 ? ",)" : ")");
-}
-
-// The body of `_egg_settings_hold(self)`: per module, its settings compared as one tuple with their values at
-// capture; False at the first that differs or a module that is gone.
-std::vector<std::string> SettingsCheck(const Graph& graph) {
-  std::vector<std::string> owners;
-  std::map<std::string, std::pair<std::vector<std::string>, std::vector<std::string>>>
-      reads;  // owner -> read
-  for (const Setting& setting : graph.settings) {
-    const size_t dot = setting.path.rfind('.');
-    const std::string owner = SettingOwner(setting.path);
-    if (!reads.contains(owner)) {
-      owners.push_back(owner);
-    }
-    reads[owner].first.push_back("o." +
-                                 (dot == std::string::npos ? setting.path : setting.path.substr(dot + 1)));
-    reads[owner].second.push_back(setting.literal);
-  }
-  std::vector<std::string> lines = {"try:"};
-  for (const std::string& owner : owners) {
-    lines.push_back("    o = " + owner);
-    lines.push_back(
-        fmt::format("    if {} != {}:", PythonTuple(reads[owner].first), PythonTuple(reads[owner].second)));
-    lines.push_back("        return False");
-  }
-  lines.insert(lines.end(), {"except (KeyError, AttributeError):", "    return False", "return True"});
-  return lines;
-}
-
 std::string ConstantsSource(const Graph& graph, const std::vector<int>& constants) {
   if (constants.empty()) {
     return "";
@@ -470,31 +358,27 @@ std::string WriteForward(const Graph& graph, const Plan& plan, const std::vector
   return ConstantsSource(graph, forward->Constants());
 }
 
-// The settings check as the template's text (the template ends its last line).
-std::string SettingsCheckText(const Graph& graph) {
-  std::string text = Indent(SettingsCheck(graph), 1);
-  text.pop_back();
-  return text;
-}
-
-// forward's parameters: the graph's inputs by name, in order.
-std::string ForwardArgs(const Graph& graph) {
-  std::string args;
-  for (int input : graph.Inputs()) {
-    args += (args.empty() ? "" : ", ") + ValueAt(graph, input).name;
+// The candidate's design record before its kernels: the search's choices, and what the graph says of the
+// types and batches the kernels are made for.
+CandidateDesign RecordHead(const Graph& graph, const CandidateDesign& design, const DynamicBatch* dynamic) {
+  CandidateDesign head;
+  head.seed = design.seed;
+  head.plan = design.plan;
+  head.precision = design.precision;
+  head.dtype = GraphPrecision(graph);
+  if (dynamic != nullptr) {
+    head.batch_min = dynamic->min;
+    head.batch_max = dynamic->max;
   }
-  return args;
+  return head;
 }
 
-}  // namespace
-
-Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, const std::string& task_name,
-                            const CandidateDesign& design) {
+// One candidate from one concrete graph. `dynamic`: the file is written in its dynamic-batch form (egg_B
+// defined in forward and passed to the guard), with `graph` one sample of the batch (dynamic_batch.h).
+Candidate GenerateAt(const Graph& graph, const std::string& task_source, const std::string& task_name,
+                     const CandidateDesign& design, const DynamicBatch* dynamic) {
   Candidate candidate;
-  candidate.design.seed = design.seed;
-  candidate.design.plan = design.plan;
-  candidate.design.precision = design.precision;
-  candidate.design.dtype = GraphPrecision(graph);
+  candidate.design = RecordHead(graph, design, dynamic);
   try {
     candidate.plan = MakePlan(graph, design.plan);
   } catch (const std::exception& error) {
@@ -564,8 +448,62 @@ Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, 
   values.text["body"] = Indent(forward.Lines(), 2);
   values.flags["cuda_graph"] = candidate.design.plan.cuda_graph;
   values.text["precompile"] = Indent(precompile.empty() ? std::vector<std::string>{"pass"} : precompile, 1);
+  WriteGuardCalls(graph, dynamic, &values);
   candidate.source = templates::Render("triton/model.py.mustache", values);
   return candidate;
+}
+
+// A dynamic-batch candidate: the file generated at sample batches at and above the range's top (every range
+// the compiler reasons with then holds for the whole range), the design of the first kept for all, and the
+// sizes that change with the batch written as expressions of egg_B (dynamic_batch.h).
+Candidate GenerateDynamic(const Graph& graph, const std::string& task_source, const std::string& task_name,
+                          const CandidateDesign& design) {
+  const DynamicBatch& dynamic = *graph.dynamic;
+  if (BatchInput(graph).empty()) {
+    Candidate none;
+    none.problem = "dynamic batch: no tensor input has a batch dimension";
+    return none;
+  }
+  Candidate top = GenerateAt(graph, task_source, task_name, design, &dynamic);
+  if (!top.source) {
+    return top;
+  }
+  std::vector<BatchSample> samples = {{dynamic.max, *top.source}};
+  for (int64_t batch : BatchSamplePoints(dynamic.max)) {
+    if (batch == dynamic.max) {
+      continue;
+    }
+    ParsedGraph at = GraphAtBatch(dynamic, batch);
+    if (!at.graph) {
+      top.source.reset();
+      top.problem = "dynamic batch: " + at.problem;
+      return top;
+    }
+    const Candidate other = GenerateAt(*at.graph, task_source, task_name, top.design, &dynamic);
+    if (!other.source || other.design.ToJson() != top.design.ToJson()) {
+      top.source.reset();
+      top.problem = fmt::format("dynamic batch: the design does not hold at batch {} ({})", batch,
+                                other.source ? "its kernels change" : other.problem);
+      return top;
+    }
+    samples.push_back({batch, *other.source});
+  }
+  const MergedSource merged = MergeBatchSamples(samples, dynamic.max);
+  top.source = merged.source;
+  if (!merged.source) {
+    top.problem = "dynamic batch: " + merged.problem;
+  }
+  return top;
+}
+
+}  // namespace
+
+Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, const std::string& task_name,
+                            const CandidateDesign& design) {
+  if (graph.dynamic) {
+    return GenerateDynamic(graph, task_source, task_name, design);
+  }
+  return GenerateAt(graph, task_source, task_name, design, nullptr);
 }
 
 }  // namespace egg::expert

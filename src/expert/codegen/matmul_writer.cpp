@@ -207,8 +207,12 @@ KernelSource KernelWriter::FinishMatmul(const std::string& loop, int out, const 
   values.text["k_end"] = skip_dropped_tiles_ ? "k_end" : std::to_string(mm.k);
   values.text["batch"] = std::to_string(mm.batch);
   values.text["grid_n"] = std::to_string(grid_n);
-  values.text["grid_m"] = std::to_string(grid_m);
-  const int64_t group_m = std::min<int64_t>(kMatmulGroupRows, grid_m);
+  // With a dynamic batch M may be a runtime size: its tile count is computed where M is known (a count
+  // computed here would be a floor of the batch, which dynamic_batch.h refuses), and groups are always
+  // kMatmulGroupRows high (the last group's rows are clipped either way).
+  const bool dynamic = graph_.dynamic.has_value();
+  values.text["grid_m"] = dynamic ? fmt::format("tl.cdiv({}, BLOCK_M)", mm.m) : std::to_string(grid_m);
+  const int64_t group_m = dynamic ? kMatmulGroupRows : std::min<int64_t>(kMatmulGroupRows, grid_m);
   values.text["group_m"] = std::to_string(group_m);
   values.text["group_size"] = std::to_string(group_m * grid_n);
   values.text["precision"] = NameText(DotPrecision(design.precision));
@@ -221,7 +225,9 @@ KernelSource KernelWriter::FinishMatmul(const std::string& loop, int out, const 
   values.text["body"] = Join(emitter_.CloseScope());
   const std::map<std::string, int64_t> blocks = {
       {"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}, {"BLOCK_K", design.rblock}};
-  const std::string grid = fmt::format("({}, {}", grid_m * grid_n, mm.batch);
+  const std::string grid =
+      dynamic ? fmt::format("(triton.cdiv({}, {}) * {}, {}", mm.m, design.xblock, grid_n, mm.batch)
+              : fmt::format("({}, {}", grid_m * grid_n, mm.batch);
   KernelSource source;
   if (design.algorithm == Algorithm::kSplitK || (design.algorithm == Algorithm::kGemv && design.split >= 2)) {
     // Split-K: programs (tile, batch, split) write partial products into a scratch buffer; a second kernel

@@ -59,6 +59,9 @@ Json CandidateDesign::ToJson() const {
   if (precision != Precision::kUnset) {
     json["precision"] = NameOf(precision);
   }
+  if (batch_max > 0) {
+    json["dynamic"] = {{"dim", "batch"}, {"min", batch_min}, {"max", batch_max}};
+  }
   if (dtype != "fp32") {
     json["dtype"] = dtype;
   }
@@ -71,6 +74,10 @@ CandidateDesign CandidateDesign::FromJson(const Json& json) {
   design.plan = PlanOptions::FromJson(json.value("plan", Json::object()));
   design.precision = ParseName<Precision>(json.value("precision", ""), "precision");
   design.dtype = json.value("dtype", "fp32");
+  if (json.contains("dynamic")) {
+    design.batch_min = json.at("dynamic").at("min").get<int64_t>();
+    design.batch_max = json.at("dynamic").at("max").get<int64_t>();
+  }
   const Json kernels = json.value("kernels", Json::object());
   for (const auto& [name, kernel] : kernels.items()) {
     design.kernels[name] = KernelDesign::FromJson(kernel);

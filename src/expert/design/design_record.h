@@ -150,6 +150,10 @@ struct CandidateDesign {
   // The precision the graph was captured in (fp32, bf16, fp16): set by GenerateCandidate from the graph, so
   // a record says what its kernels were made for; written only when not fp32.
   std::string dtype = "fp32";
+  // A dynamic batch (Graph::dynamic): the range of batches the kernels hold for, set from the graph like
+  // dtype; 0 when the shapes are fixed (and then not written).
+  int64_t batch_min = 0;
+  int64_t batch_max = 0;
 
   Json ToJson() const;
   // UnknownName for an algorithm or precision that does not exist; Json::exception for a malformed record.

@@ -11,6 +11,9 @@ ParsedGraph CaptureGraph(harness::WorkerChannel& worker, const std::string& task
   if (options.precision != "fp32") {
     request["precision"] = options.precision;
   }
+  if (options.dynamic_batch) {
+    request["dynamic"] = {{"batch_max", options.max_batch}};
+  }
   const harness::CallResult call = worker.Call(request, options.timeout_s);
   if (call.outcome != harness::CallOutcome::kOk) {
     return {std::nullopt, "capture did not finish: " + call.detail};

@@ -18,6 +18,10 @@ struct CaptureOptions {
   std::string precision =
       "fp32";  // bf16, fp16: the module and inputs cast first, so the graph is in that dtype
   double timeout_s = kCaptureTimeoutSeconds;
+  // A dynamic batch (EvalOptions::dynamic_batch): dim 0 of every tensor input one symbol up to max_batch (0:
+  // the task's own batch); the graph then carries Graph::dynamic.
+  bool dynamic_batch = false;
+  int64_t max_batch = 0;
 };
 
 ParsedGraph CaptureGraph(harness::WorkerChannel& worker, const std::string& task_path, const CaptureOptions& options);

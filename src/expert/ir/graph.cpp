@@ -401,9 +401,68 @@ const Node* Graph::Producer(int value) const {
   return v.kind == ValueKind::kNode ? &nodes.at(static_cast<size_t>(v.node)) : nullptr;
 }
 
+namespace {
+
+// `ir` with every linear form {"sym": [a, d]} replaced by a*batch + d.
+Json AtBatch(const Json& ir, int64_t batch) {
+  if (ir.is_object()) {
+    const auto sym = ir.find("sym");
+    if (sym != ir.end() && ir.size() == 1) {
+      if (!sym->is_array() || sym->size() != 2 || !(*sym)[0].is_number_integer() ||
+          !(*sym)[1].is_number_integer()) {
+        throw IrProblem("a size's linear form is not [a, d]");
+      }
+      return (*sym)[0].get<int64_t>() * batch + (*sym)[1].get<int64_t>();
+    }
+    Json out = Json::object();
+    for (auto it = ir.begin(); it != ir.end(); ++it) {
+      out[it.key()] = AtBatch(it.value(), batch);
+    }
+    return out;
+  }
+  if (ir.is_array()) {
+    Json out = Json::array();
+    for (const Json& item : ir) {
+      out.push_back(AtBatch(item, batch));
+    }
+    return out;
+  }
+  return ir;
+}
+
+Graph ParseAnyGraph(const Json& ir) {
+  if (!ir.is_object() || !ir.contains("dynamic")) {
+    return Parser().Parse(ir);
+  }
+  const Json& range = ir.at("dynamic");
+  DynamicBatch dynamic{std::make_shared<const Json>(ir), range.at("min").get<int64_t>(),
+                       range.at("max").get<int64_t>(),
+                       range.value("example", range.at("max").get<int64_t>())};
+  if (dynamic.min < 1 || dynamic.max < dynamic.min) {
+    throw IrProblem("the dynamic batch's range is empty");
+  }
+  Json concrete = AtBatch(ir, dynamic.max);
+  concrete.erase("dynamic");
+  Graph graph = Parser().Parse(concrete);
+  graph.dynamic = std::move(dynamic);
+  return graph;
+}
+
+}  // namespace
+
+ParsedGraph GraphAtBatch(const DynamicBatch& dynamic, int64_t batch) {
+  Json concrete = AtBatch(*dynamic.ir, batch);
+  concrete.erase("dynamic");
+  ParsedGraph parsed = ParseGraph(concrete);
+  if (parsed.graph) {
+    parsed.graph->dynamic = dynamic;
+  }
+  return parsed;
+}
+
 ParsedGraph ParseGraph(const Json& ir) {
   try {
-    return {Parser().Parse(ir), ""};
+    return {ParseAnyGraph(ir), ""};
   } catch (const IrProblem& problem) {
     return {std::nullopt, std::string("bad graph IR: ") + problem.what()};
   } catch (const Json::exception& error) {

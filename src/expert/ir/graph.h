@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,6 +98,16 @@ struct Setting {
   std::string literal;  // its value then, as a Python literal: "1e-05", "(1, 1)", "'zeros'"
 };
 
+// A capture whose batch (dim 0 of every tensor input) is one symbol B in [min, max] (docs/expert.md, "Dynamic
+// batch"): the IR as the worker wrote it, every size that depends on B a linear form {"sym": [a, d]} (a*B +
+// d). The graph it belongs to is this IR at B = max, the bound every range-based decision must hold for.
+struct DynamicBatch {
+  std::shared_ptr<const Json> ir;
+  int64_t min = 1;
+  int64_t max = 1;
+  int64_t example = 1;  // the task's own batch, captured
+};
+
 struct Graph {
   std::vector<Value> values;
   std::vector<Node> nodes;  // topological order
@@ -105,6 +116,7 @@ struct Graph {
   std::string returns = "tensor";                     // tensor | tuple | list
   std::string torch_version;
   std::vector<Setting> settings;
+  std::optional<DynamicBatch> dynamic;
 
   std::vector<int> Inputs() const;  // values of kind kInput, by position
   const Value& ValueOf(const Arg& arg) const { return values.at(static_cast<size_t>(arg.value)); }
@@ -116,7 +128,11 @@ struct ParsedGraph {
   std::string problem;  // when graph is empty
 };
 
+// A dynamic-batch IR ("dynamic" present) is parsed at its largest batch and keeps the IR in Graph::dynamic.
 ParsedGraph ParseGraph(const Json& ir);
+// The graph of a dynamic-batch capture at `batch`, or a problem. It keeps `dynamic`: code generators write a
+// count they would compute from a size that may change with the batch as an expression of that size.
+ParsedGraph GraphAtBatch(const DynamicBatch& dynamic, int64_t batch);
 
 // The value with index `value` of `graph`.
 inline const Value& ValueAt(const Graph& graph, int value) { return graph.values.at(static_cast<size_t>(value)); }

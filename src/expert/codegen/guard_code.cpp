@@ -1,0 +1,192 @@
+#include "expert/codegen/guard_code.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <sstream>
+
+#include "expert/ir/ops.h"
+
+namespace egg::expert {
+namespace {
+
+bool IsIdentifier(const std::string& text) {
+  if (text.empty() || std::isdigit(static_cast<unsigned char>(text[0])) != 0) {
+    return false;
+  }
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; });
+}
+
+// The module that holds the setting at `path` ("downsample.0.eps":
+// `self._modules['downsample']._modules['0']`), read through the module dictionaries (a replaced submodule is
+// the one read).
+std::string SettingOwner(const std::string& path) {
+  std::string owner = "self";
+  size_t start = 0;
+  for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', start)) {
+    owner += fmt::format("._modules['{}']", path.substr(start, dot - start));
+    start = dot + 1;
+  }
+  return owner;
+}
+
+// "(a, b)", or "(a,)" for one.
+std::string PythonTuple(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) {
+    text += (text.empty() ? "" : ", ") + item;
+  }
+  return "(" + text + (items.size() == 1 ? ",)" : ")");
+}
+
+// The body of `_egg_settings_hold(self)`: per module, its settings compared as one tuple with their values at
+// capture; False at the first that differs or a module that is gone.
+std::vector<std::string> SettingsCheck(const Graph& graph) {
+  std::vector<std::string> owners;
+  std::map<std::string, std::pair<std::vector<std::string>, std::vector<std::string>>>
+      reads;  // owner -> read
+  for (const Setting& setting : graph.settings) {
+    const size_t dot = setting.path.rfind('.');
+    const std::string owner = SettingOwner(setting.path);
+    if (!reads.contains(owner)) {
+      owners.push_back(owner);
+    }
+    reads[owner].first.push_back("o." +
+                                 (dot == std::string::npos ? setting.path : setting.path.substr(dot + 1)));
+    reads[owner].second.push_back(setting.literal);
+  }
+  std::vector<std::string> lines = {"try:"};
+  for (const std::string& owner : owners) {
+    lines.push_back("    o = " + owner);
+    lines.push_back(
+        fmt::format("    if {} != {}:", PythonTuple(reads[owner].first), PythonTuple(reads[owner].second)));
+    lines.push_back("        return False");
+  }
+  lines.insert(lines.end(), {"except (KeyError, AttributeError):", "    return False", "return True"});
+  return lines;
+}
+
+}  // namespace
+
+std::string ShapeTuple(const std::vector<int64_t>& values) {
+  std::string text = "(";
+  for (size_t i = 0; i < values.size(); ++i) {
+    text += std::to_string(values[i]) + (values.size() == 1 || i + 1 < values.size() ? ", " : "");
+  }
+  while (!text.empty() && text.back() == ' ') {
+    text.pop_back();
+  }
+  return text + ")";
+}
+
+// self.conv.weight, getattr(self.layers, '0').weight
+std::string AttributePath(const std::string& target) {
+  std::string expr = "self";
+  std::stringstream stream(target);
+  std::string part;
+  while (std::getline(stream, part, '.')) {
+    expr = IsIdentifier(part) ? expr + "." + part : fmt::format("getattr({}, '{}')", expr, part);
+  }
+  return expr;
+}
+
+std::string Indent(const std::vector<std::string>& lines, int levels) {
+  std::string out;
+  const std::string pad(static_cast<size_t>(levels) * 4, ' ');
+  for (const std::string& line : lines) {
+    out += pad + line + "\n";
+  }
+  return out;
+}
+
+std::string Guard(const Graph& graph) {
+  std::vector<std::string> checks;
+  for (int input : graph.Inputs()) {
+    const Value& v = ValueAt(graph, input);
+    if (v.meta) {
+      checks.push_back(
+          fmt::format("isinstance({0}, torch.Tensor) and {0}.shape == {1} and {0}.dtype == {2} and "
+                      "{0}.stride() == {3} and {0}.storage_offset() == {4}",
+                      v.name, ShapeTuple(v.meta->shape), TorchDType(v.meta->dtype),
+                      ShapeTuple(v.meta->stride), v.meta->offset));
+    } else if (v.scalar.IsNumber()) {
+      checks.push_back(fmt::format("{} == {}", v.name,
+                                   v.scalar.kind == Arg::Kind::kFloat  ? FloatLiteral(v.scalar.f)
+                                   : v.scalar.kind == Arg::Kind::kBool ? (v.scalar.b ? "True" : "False")
+                                                                       : std::to_string(v.scalar.i)));
+    }
+  }
+  if (checks.empty()) {
+    return "True";
+  }
+  std::string guard = "(";
+  for (size_t i = 0; i < checks.size(); ++i) {
+    guard += (i == 0 ? "(" : "\n            and (") + checks[i] + ")";
+  }
+  return guard + ")";
+}
+
+// The settings check as the template's text (the template ends its last line).
+std::string SettingsCheckText(const Graph& graph) {
+  std::string text = Indent(SettingsCheck(graph), 1);
+  text.pop_back();
+  return text;
+}
+
+// forward's parameters: the graph's inputs by name, in order.
+std::string ForwardArgs(const Graph& graph) {
+  std::string args;
+  for (int input : graph.Inputs()) {
+    args += (args.empty() ? "" : ", ") + ValueAt(graph, input).name;
+  }
+  return args;
+}
+
+// The first tensor input with a dimension: the one whose dim 0 names the dynamic batch.
+std::string BatchInput(const Graph& graph) {
+  for (int input : graph.Inputs()) {
+    const Value& v = ValueAt(graph, input);
+    if (v.meta && v.meta->Rank() >= 1) {
+      return v.name;
+    }
+  }
+  return "";
+}
+
+// The guard's calls in forward (and _egg_batch before the guard for a dynamic batch: the batch comes from the
+// first tensor input, and the guard checks every shape against it).
+void WriteGuardCalls(const Graph& graph, const DynamicBatch* dynamic, templates::Values* values) {
+  const std::string args = ForwardArgs(graph);
+  const std::string settings = graph.settings.empty() ? "" : " or not _egg_settings_hold(self)";
+  const std::string fallback = fmt::format("\n            return super().forward({})", args);
+  values->text["guard_args"] = dynamic != nullptr ? "egg_B, " + args : args;
+  if (dynamic == nullptr) {
+    values->text["batch_fn"] = "";
+    values->text["forward_guard"] =
+        fmt::format("        if not _egg_specialized({}){}:{}", args, settings, fallback);
+    return;
+  }
+  const std::string input = BatchInput(graph);
+  values->text["design_line"] += fmt::format(
+      "\n# Dynamic batch: every kernel takes the batch egg_B (dim 0 of each tensor input) as an argument, "
+      "for "
+      "egg_B in\n# {}..{}; other batch sizes run the task's own forward.",
+      dynamic->min, dynamic->max);
+  values->text["batch_fn"] = fmt::format(
+      "def _egg_batch({0}):\n"
+      "    \"\"\"The batch of these inputs (dim 0 of {1}), or None outside the {2}..{3} the kernels hold "
+      "for.\"\"\"\n"
+      "    if not isinstance({1}, torch.Tensor) or {1}.dim() == 0:\n"
+      "        return None\n"
+      "    batch = {1}.shape[0]\n"
+      "    return batch if {2} <= batch <= {3} else None\n\n\n",
+      args, input, dynamic->min, dynamic->max);
+  values->text["forward_guard"] = fmt::format(
+      "        egg_B = _egg_batch({0})\n        if egg_B is None or not _egg_specialized(egg_B, {0}){1}:{2}",
+      args, settings, fallback);
+}
+
+}  // namespace egg::expert
