@@ -176,7 +176,10 @@ expert::Graph Capture(HarnessSession& session, const std::string& task_path, con
 // The final kernel's verdict and the numbers reported. On a GPU it is measured again, in a fresh worker and
 // past the cache: the full protocol, after the search, in a process that holds nothing of it (no other
 // candidate's modules, graphs or compile pools), like a user's own script; the search's row of the same file
-// may be older.
+// may be older. Untimed (the CPU) it is the search's evaluation of the final candidate's file, from the
+// store: model_new.py is that file's source under its tolerance header (a comment), which alone would change
+// the file's hash and so evaluate the same code again (the interpreter's whole protocol, a second time).
+// Where that file is gone or holds other text, model_new.py itself is evaluated.
 harness::EvalResult FinalEvaluation(harness::Evaluator& evaluator, HarnessSession& session,
                                     const std::string& task_path, const std::string& final_path,
                                     const pipeline::CandidateRecord& final, const OptimizeArgs& args) {
@@ -189,10 +192,13 @@ harness::EvalResult FinalEvaluation(harness::Evaluator& evaluator, HarnessSessio
                           : "its evaluation, from the store",
           .best = pipeline::ProgressBest{final.id, final.MedianMs(), final.eval.speedup_median_vs_eager,
                                          final.eval.speedup_median_vs_compile}});
-  if (timed) {
-    session.worker->Restart();
-    options.use_cache = false;
+  if (!timed) {
+    const bool searched_file =
+        !final.path.empty() && FileExists(final.path) && ReadFile(final.path) == final.source;
+    return evaluator.Evaluate(task_path, searched_file ? final.path : final_path, options);
   }
+  session.worker->Restart();
+  options.use_cache = false;
   return evaluator.Evaluate(task_path, final_path, options);
 }
 

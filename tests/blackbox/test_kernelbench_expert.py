@@ -46,6 +46,18 @@ MAX_ELEMENTS = {1: (65536,), 2: (16384, 65536)}
 # A transposed convolution's output is stride^dims times its input: the interpreter pays for the output, so the
 # level-1 ones (strides up to 5, 3-D) take level 2's smaller budget first.
 TRANSPOSED_MAX_ELEMENTS = (16384, 65536)
+# Level-2 tasks that take a smaller budget first, each with why. These five write `depth, height, width = 16, 32, 32`:
+# depth 16 is a small size (kept as it is), so at 16384 input elements (batch 8, 6x6 maps) their stride-2 3-D
+# transposed convolution makes 8 x 16 x 32 x 12 x 12 outputs, which the interpreter pays for in every trial (60 and
+# 89 ran about 60 s per evaluation); 4096 gives batch 4 and 3x3 maps, an output 8 times smaller with no side of 1.
+LEVEL2_SMALLER_BUDGET = {
+    50: "depth 16 kept: the transposed 3-D output is 8x the 16384-element input (then avg pool, bias, scalings)",
+    58: "depth 16 kept: the transposed 3-D output is 8x the 16384-element input (then logsumexp over channels)",
+    60: "depth 16 kept: the transposed 3-D output is 8x the 16384-element input (then swish, group norm)",
+    89: "depth 16 kept: the transposed 3-D output is 8x the 16384-element input (then max pool, softmax, max)",
+    96: "depth 16 kept: the transposed 3-D output is 8x the 16384-element input (then max pool, global avg pool)",
+}
+LEVEL2_SMALLER_MAX_ELEMENTS = 4096
 # Level 3's whole models are reduced with their written-out layer widths and batch (reduce_task's widths).
 # VGG's and AlexNet's classifiers and MobileNetV1's final pool are fitted to a reduced image (32x32, 64x64, 64x64);
 # the Swin transformers' window_size=7 default shrinks to 4 with the image (SwinMLP: two 32x32 images, Swin V2: one
@@ -79,6 +91,8 @@ def _reduced_suite(level: int, numbers, directory: Path) -> list:
         reduced = None
         budgets = TRANSPOSED_MAX_ELEMENTS if level == 1 and _number(path) in TRANSPOSED_CONVOLUTIONS \
             else MAX_ELEMENTS[level]
+        if level == 2 and _number(path) in LEVEL2_SMALLER_BUDGET:
+            budgets = (LEVEL2_SMALLER_MAX_ELEMENTS, *budgets)
         for budget in budgets:
             try:
                 reduced = reduce_task(str(path), "aligned", budget, widths=level == 3)
