@@ -8,7 +8,10 @@ with timing.time_cuda on trial 0's inputs: the protocol of `egg eval` (timing.pr
 The baselines run under `--precision` (egg_worker.precision; default: PyTorch's defaults), ModelNew under
 `--candidate-precision` (default strict, as in egg's worker). Library kernels on side streams switch ModelNew to
 the synchronized timer, as in the harness. Without a GPU (or with TRITON_INTERPRET=1) the kernels run in Triton's
-interpreter and nothing is timed: correctness only. Exit 0 when ModelNew agrees with Model, 1 when it does not or
+interpreter and nothing is timed: correctness only. `--batch-sizes 1,17,64` (a dynamic-batch candidate, egg's
+`--dynamic batch`) also checks and times each of those batches (inputs from loader.make_batch_inputs) against
+eager and torch.compile(Model, dynamic=True), the form torch.compile users serve many batch sizes with (one
+compiled module; each batch's first call, which may compile, timed apart). Exit 0 when ModelNew agrees with Model, 1 when it does not or
 fails, 2 for bad arguments or a broken task.
 """
 
@@ -52,7 +55,16 @@ def parse_args(argv):
     parser.add_argument("--timing-budget", type=float, default=10.0, help="seconds of timed calls per model")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile(Model)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--batch-sizes", default="",
+                        help="also check and time these batches (comma-separated; a dynamic-batch candidate) against "
+                             "eager and torch.compile(dynamic=True)")
     args = parser.parse_args(argv)
+    try:
+        args.batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    except ValueError:
+        parser.error("--batch-sizes takes batch sizes separated by commas, such as 1,17,64")
+    if any(b < 1 for b in args.batch_sizes):
+        parser.error("--batch-sizes must be at least 1")
     if args.tol is None:
         args.tol = DEFAULT_TOL if args.dtype == "fp32" else HALF_TOL
     if args.trials < 1 or not args.tol > 0 or args.warmup < 0 or args.timing_trials < 1 or args.timing_budget < 0:
@@ -147,6 +159,45 @@ def time_all(task, reference, model, args, device) -> dict:
     return times
 
 
+def _at_batch(task, reference, model, compiled, batch: int, args, device) -> dict:
+    """One batch of --batch-sizes: correctness against Model, then (on a GPU) eager, torch.compile(dynamic=True)
+    and ModelNew timed on the same inputs."""
+    from egg_worker import evaluate, launches, loader, precision, timing
+
+    inputs = loader.make_batch_inputs(task, args.seed, device, batch)
+    expected = evaluate.flatten(reference(*inputs))
+    with launches.count_launches() as launched:
+        outputs = evaluate.flatten(_call(f"batch {batch}", model, *inputs))
+    comparison = evaluate.compare_outputs(outputs, expected, args.tol)
+    row = {"batch": batch, "correct": comparison.passed, "reason": comparison.reason,
+           "triton_launches": len(launched), "time_ms": {"eager": None, "compile": None, "candidate": None},
+           "compile_s": None, "compile_error": ""}
+    if device.type != "cuda" or not comparison.passed:
+        return row
+    settings = timing.TimingSettings(True, args.warmup, args.timing_trials, args.timing_budget)
+    times = row["time_ms"]
+    with precision.applied(precision.get(args.precision)):
+        times["eager"] = timing.time_cuda(reference, inputs, settings, device)
+        if compiled is not None:
+            try:
+                started_s = time.perf_counter()
+                compiled(*inputs)
+                torch.cuda.synchronize(device)
+                row["compile_s"] = time.perf_counter() - started_s
+                times["compile"] = timing.time_cuda(compiled, inputs, settings, device)
+            except Exception as error:
+                row["compile_error"] = loader.one_line(error)
+    with precision.applied(precision.get(args.candidate_precision)):
+        times["candidate"] = _call(f"timing at batch {batch}", timing.time_cuda, model, inputs, settings, device)
+    row.update(_speedups(times))
+    return row
+
+
+def at_batches(task, reference, model, args, device) -> list:
+    compiled = None if args.no_compile else torch.compile(reference, dynamic=True)
+    return [_at_batch(task, reference, model, compiled, batch, args, device) for batch in args.batch_sizes]
+
+
 def _speedups(times: dict) -> dict:
     candidate = times.get("candidate")
     speedups = {}
@@ -191,6 +242,7 @@ def run(args) -> dict:
         correctness = check(task, reference, model, args, device)
         timed = device.type == "cuda" and correctness["trials_passed"] == correctness["trials"]
         times = time_all(task, reference, model, args, device) if timed else None
+        batches = at_batches(task, reference, model, args, device) if args.batch_sizes else []
     errors = correctness.pop("errors")
     result.update(correctness, correct=correctness["trials_passed"] == correctness["trials"], tol=args.tol,
                   max_abs_err=errors.max_abs_err, max_rel_err=errors.max_rel_err, rel_l2_err=errors.rel_l2_err)
@@ -201,6 +253,11 @@ def run(args) -> dict:
     result.update(_speedups(result["time_ms"]))
     result["timing_protocol"] = _protocol(args, device, times)
     result["timing_note"] = "" if times else _untimed_note(device, result["correct"])
+    if batches:
+        result["batches"] = batches
+        failed = [row for row in batches if not row["correct"]]
+        if failed and result["correct"]:
+            result.update(correct=False, reason=f"batch {failed[0]['batch']} {failed[0]['reason']}")
     return result
 
 
@@ -280,8 +337,23 @@ def render(result: dict) -> str:
         lines.append(f"torch.compile failed: {result['compile_baseline_error']}")
     if result["timing_note"]:
         lines.append(f"note: {result['timing_note']}")
+    lines += _batch_lines(result.get("batches", []))
     lines += _protocol_lines(result["timing_protocol"])
     return "\n".join(lines)
+
+
+def _batch_lines(batches: list) -> list:
+    if not batches:
+        return []
+    lines = [f"  {'batch':>6} {'correct':>8} {'launches':>9} {'eager ms':>10} {'compile ms':>11} {'ModelNew ms':>12} "
+             f"{'x eager':>8} {'x compile':>10}  (medians; torch.compile(dynamic=True))"]
+    for row in batches:
+        times = row["time_ms"]
+        median = lambda stats: _ms(stats["median"]) if stats else "-"
+        lines.append(f"  {row['batch']:>6} {'yes' if row['correct'] else 'NO':>8} {row['triton_launches']:>9} "
+                     f"{median(times['eager']):>10} {median(times['compile']):>11} {median(times['candidate']):>12} "
+                     f"{_ratio(row.get('speedup_median_vs_eager')):>8} {_ratio(row.get('speedup_median_vs_compile')):>10}")
+    return lines
 
 
 def main(argv=None) -> int:

@@ -88,3 +88,21 @@ def test_dynamic_design_record_and_report_say_the_range(egg, tmp_path):
     report = json.loads(proc.stdout)
     assert report["design"]["dynamic"] == {"dim": "batch", "min": 1, "max": 64}
     assert "for egg_B in\n# 1..64" in candidate.read_text()
+
+
+def test_timeit_checks_each_batch_of_a_dynamic_file(egg, tmp_path):
+    import subprocess
+    import sys
+
+    task = TASKS / "dynamic_linear_gelu.py"
+    candidate = tmp_path / "dynamic.py"
+    assert egg.run("compile", task, "--device", "cpu", "--dynamic", "batch", "--out", candidate).returncode == 0
+    command = [sys.executable, "-m", "egg_worker.timeit", str(task), str(candidate), "--trials", "1", "--json"]
+    env = dict(egg.env, PYTHONPATH=str(REPO / "python"))
+    proc = subprocess.run(command + ["--batch-sizes", "1,7"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["batches"]
+    assert [(row["batch"], row["correct"]) for row in rows] == [(1, True), (7, True)]
+    assert all(row["triton_launches"] >= 1 for row in rows)  # the kernels ran, no fallback
+    bad = subprocess.run(command + ["--batch-sizes", "0"], capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode == 2 and "--batch-sizes must be at least 1" in bad.stderr
