@@ -48,16 +48,18 @@ def binary() -> str:
     return found
 
 
-def export(module: torch.nn.Module, example_inputs, path: str) -> list:
+def export(module: torch.nn.Module, example_inputs, path: str, max_batch: int = 0) -> list:
     """Saves the module's eval-mode forward on `example_inputs` as a torch.export program (.pt2) at `path`;
-    returns the plain attributes that forward reads (egg_worker.settings: values the program holds)."""
-    from egg_worker import settings
+    returns the plain attributes that forward reads (egg_worker.settings: values the program holds). `max_batch`
+    > 0: dim 0 of every tensor input is one dynamic size, 1..max_batch (egg's --dynamic batch)."""
+    from egg_worker import capture, settings
 
     was_training = module.training
     module.eval()
     try:
         with torch.no_grad():
-            program = torch.export.export(module, tuple(example_inputs), strict=False)
+            shapes = capture.batch_shapes(module, list(example_inputs), max_batch) if max_batch else None
+            program = torch.export.export(module, tuple(example_inputs), dynamic_shapes=shapes, strict=False)
             with settings.recording(module) as reads:
                 module(*example_inputs)
     except Exception as error:
@@ -106,17 +108,30 @@ def _failure(status: int, tail: list, out: str) -> str:
 
 
 def optimize(module: torch.nn.Module, example_inputs, *, tol=None, backend: str = "expert", out=None,
-             device=None, quick: bool = False, verbose: bool = False, options=()) -> torch.nn.Module:
+             device=None, quick: bool = False, verbose: bool = False, options=(), dynamic=None,
+             max_batch=None) -> torch.nn.Module:
     """Optimizes `module`'s forward for inputs like `example_inputs` and returns a module bound to `module`
     (egg.load). `tol` (default the binary's, 1e-4), `backend` (expert or hybrid), `device` (cuda or cpu),
     `quick` and the extra command-line `options` go to `egg optimize`; `out` is its output folder (default
-    egg-out/<class name>); `verbose` shows its progress on stderr. Raises EggError."""
+    egg-out/<class name>); `verbose` shows its progress on stderr. `dynamic="batch"`: one compiled module for
+    every batch (dim 0 of each tensor input) up to `max_batch` (default: the example's), egg's --dynamic batch.
+    Raises EggError."""
     if not isinstance(module, torch.nn.Module):
         raise EggError(f"egg.optimize takes a torch.nn.Module, not {type(module).__name__}")
+    if dynamic not in (None, "batch"):
+        raise EggError(f"egg.optimize's dynamic is None or 'batch', not {dynamic!r}")
+    if max_batch is not None and (dynamic is None or int(max_batch) < 1):
+        raise EggError("egg.optimize's max_batch needs dynamic='batch' and is at least 1")
     out = out or os.path.join("egg-out", type(module).__name__)
     os.makedirs(out, exist_ok=True)
     program_path = os.path.join(out, PROGRAM_FILE)
-    read_settings = export(module, example_inputs, program_path)
+    batch_max = 0
+    if dynamic == "batch":
+        from egg_worker import loader
+
+        batch_max = int(max_batch) if max_batch is not None else loader.example_batch(list(example_inputs))
+        options = ("--dynamic", "batch", "--max-batch", batch_max, *options)
+    read_settings = export(module, example_inputs, program_path, batch_max)
     with open(os.path.join(out, SETTINGS_FILE), "w", encoding="utf-8") as record:
         json.dump({"class": type(module).__qualname__, "settings": read_settings}, record, indent=1)
     status, tail = _run(_command(program_path, out, tol, backend, device, quick, options), verbose)

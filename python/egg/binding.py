@@ -87,6 +87,8 @@ def compile_settings_hold(settings: list):
     """settings_hold(root): whether every recorded attribute still has its value, one tuple per module."""
     items = [(*_split(entry["path"]), ast.literal_eval(entry["literal"])) for entry in settings]
     groups = _grouped(items)
+    if not groups:  # a forward that reads no plain attribute: nothing can change under the kernels
+        return _compile(["def settings_hold(root):", "    return True"], "settings_hold", {})
     lines = ["def settings_hold(root):", "    try:"]
     for index, (path, reads) in enumerate(groups.items()):
         names = "".join(f"o.{name}, " for name, _ in reads)

@@ -7,6 +7,7 @@ plus the normalisations, softmaxes and losses down to pointwise ops and reductio
 loader.TaskError. No tensor data crosses the protocol except small lifted constants.
 """
 
+import inspect
 import math
 import operator
 import re
@@ -307,12 +308,20 @@ def _tensor_attributes_as_buffers(model) -> None:
                 module.register_buffer(name, value, persistent=False)
 
 
-def _batch_shapes(inputs: list, batch_max: int):
-    """torch.export's dynamic_shapes for a dynamic batch: dim 0 of every tensor input is one symbol, 1..batch_max."""
+def batch_shapes(model, inputs: list, batch_max: int):
+    """torch.export's dynamic_shapes for a dynamic batch: dim 0 of every tensor input is one symbol, 1..batch_max,
+    laid out as `model.forward`'s parameters take the inputs (a `*inputs` parameter takes the rest as one tuple)."""
     from torch.export import Dim
 
     batch = Dim("batch", min=1, max=batch_max)
-    return tuple({0: batch} if isinstance(x, torch.Tensor) and x.dim() >= 1 else None for x in inputs)
+    specs = [{0: batch} if isinstance(x, torch.Tensor) and x.dim() >= 1 else None for x in inputs]
+    shapes = []
+    for parameter in inspect.signature(model.forward).parameters.values():
+        if parameter.kind == inspect.Parameter.VAR_POSITIONAL:
+            return tuple(shapes) + (tuple(specs[len(shapes):]),)
+        if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            shapes.append(specs[len(shapes)] if len(shapes) < len(specs) else None)
+    return tuple(shapes[:len(specs)])
 
 
 def _exported(model, inputs: list, batch_max: int = 0):
@@ -321,7 +330,7 @@ def _exported(model, inputs: list, batch_max: int = 0):
     # for float32 on the H200) that no decomposition breaks up, which would leave the attention to PyTorch.
     with sdpa_kernel([SDPBackend.MATH]):
         with torch.no_grad():
-            shapes = _batch_shapes(inputs, batch_max) if batch_max else None
+            shapes = batch_shapes(model, inputs, batch_max) if batch_max else None
             exported = torch.export.export(model, tuple(inputs), dynamic_shapes=shapes, strict=False)
         return decomposed(exported, decomposition_table())
 

@@ -166,3 +166,29 @@ def test_a_file_that_is_not_a_program_is_a_one_line_error_exit_2(egg_cli, tmp_pa
     proc = egg_cli.run("optimize", bad, "--device", "cpu", "--quick", "--out", tmp_path / "out")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == "egg: error: bad.pt2 is not a .pt2 archive (torch.export.save writes one)"
+
+
+class Head(torch.nn.Module):
+    """A forward that reads no plain attribute (egg.load once failed to bind such a module)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) * 3.0
+
+
+def test_dynamic_batch_runs_the_kernels_at_every_batch_in_its_range(tmp_path, monkeypatch):
+    monkeypatch.setenv("EGG_HOME", str(tmp_path / "home"))
+    torch.manual_seed(0)
+    module = Head().eval()
+    fast = egg.optimize(module, (torch.randn(12, 16),), device="cpu", quick=True, out=str(tmp_path / "out"),
+                        dynamic="batch", max_batch=32)
+    assert "egg_B" in (tmp_path / "out" / "model_new.py").read_text()
+    for batch in (1, 5, 12, 32):
+        _assert_kernels_match(module, fast, torch.randn(batch, 16))
+    past = torch.randn(33, 16)  # beyond max_batch: the module's own forward
+    torch.testing.assert_close(fast(past), module(past))
+    with pytest.raises(egg.EggError, match="dynamic is None or 'batch'"):
+        egg.optimize(module, (torch.randn(12, 16),), dynamic="seq")
