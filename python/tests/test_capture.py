@@ -480,3 +480,61 @@ def test_non_finite_lifted_constant_is_a_result(worker, tmp_path):
         constants = [entry for entry in response["result"]["graph"]["state"] if entry["kind"] == "constant"]
         values = [value for entry in constants for value in entry.get("values", [])]
         assert {"float": "-inf"} in values or {"float": "inf"} in values or {"float": "nan"} in values
+
+
+def test_a_dynamic_batch_capture_writes_batch_sizes_as_linear_forms():
+    """batch_max > 0: dim 0 of the input is the symbol B; every size that depends on it is {"sym": [a, d]}, the
+    size arithmetic (sym_size) is inlined, and "dynamic" gives the range and the captured example batch."""
+    class Flatten(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 6)
+
+        def forward(self, x):
+            return self.fc(x).view(x.size(0), -1).sum()
+
+    torch.manual_seed(0)
+    ir = capture.capture(Flatten().eval(), [torch.randn(4, 3, 8)], batch_max=32)
+    assert_well_formed(ir)
+    assert ir["dynamic"] == {"dim": "batch", "min": 1, "max": 32, "example": 4}
+    (x,) = ir["inputs"]
+    assert x["meta"]["shape"] == [{"sym": [1, 0]}, 3, 8]
+    assert x["meta"]["stride"] == [24, 8, 1] and x["meta"]["offset"] == 0
+    assert not any("sym_size" in op for op in ops(ir)), ops(ir)
+    assert all(not isinstance(node["meta"], dict) or node["meta"]["shape"][:1] != [4] for node in ir["nodes"]), \
+        "no size keeps the example batch"
+    view = next(node for node in ir["nodes"] if node["op"] == "aten.view.default" and
+                node["meta"]["shape"] == [{"sym": [1, 0]}, 18])
+    assert {"sym": [1, 0]} in view["args"][1], view
+    reshaped = [node for node in ir["nodes"] if node["op"] == "aten.view.default"
+                and node["meta"]["shape"] == [{"sym": [3, 0]}, 8]]
+    assert reshaped, "the linear layer's 2-d view has 3*B rows"
+    assert ops(ir)[-1].startswith("aten.sum.") and ir["nodes"][-1]["meta"]["shape"] == []
+    static = capture.capture(Flatten().eval(), [torch.randn(4, 3, 8)])
+    assert "dynamic" not in static and static["inputs"][0]["meta"]["shape"] == [4, 3, 8]
+
+
+def test_a_forward_that_fixes_the_batch_has_no_dynamic_batch(tmp_path):
+    task = write_task(tmp_path, "fixed_batch", """
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x.view(8, -1) * 2.0
+
+
+        def get_inputs():
+            return [torch.randn(8, 4, 4)]
+
+
+        def get_init_inputs():
+            return []
+    """)
+    request = {"op": "capture", "task": task, "device": "cpu", "dynamic": {"batch_max": 0}}
+    result = capture.handle_capture(request)
+    assert result["status"] == "unsupported", result
+    assert result["reason"].startswith("no dynamic batch"), result
+    static = capture.handle_capture({"op": "capture", "task": task, "device": "cpu"})
+    assert static["status"] == "ok" and "dynamic" not in static["graph"], static

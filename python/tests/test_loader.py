@@ -134,3 +134,46 @@ def test_an_unknown_precision_is_refused(tmp_path):
     path.write_text(HALF_TASK)
     with pytest.raises(loader.RequestError, match="precision must be one of fp32, bf16, fp16"):
         loader.load_task(str(path), "fp8")
+
+
+BATCH_TASK = """import torch
+class Model(torch.nn.Module):
+    def forward(self, x, index, scale):
+        return x[:, index] * scale
+def get_inputs():
+    return [torch.randn(4, 3), torch.randint(0, 3, (2,)), 0.5]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_batch_inputs_take_their_rows_from_get_inputs_draws(tmp_path):
+    """Dim 0 of the first tensor input is the batch: rows come from get_inputs() under seed, seed + 1, ... in
+    turn; the other inputs are the first draw's."""
+    path = tmp_path / "task.py"
+    path.write_text(BATCH_TASK)
+    task = loader.load_task(str(path))
+    cpu = torch.device("cpu")
+    draws = [loader.make_inputs(task, seed, cpu) for seed in (7, 8, 9)]
+    assert loader.example_batch(draws[0]) == 4
+
+    one = loader.make_batch_inputs(task, 7, cpu, 1)
+    assert one[0].shape == (1, 3) and torch.equal(one[0], draws[0][0][:1])
+    assert torch.equal(one[1], draws[0][1][:1]), "every tensor input with a dimension is cut to the batch"
+    assert one[2] == 0.5
+
+    ten = loader.make_batch_inputs(task, 7, cpu, 10)  # 2.5 x the task's batch: three draws
+    assert ten[0].shape == (10, 3) and ten[0].is_contiguous()
+    assert torch.equal(ten[0][:4], draws[0][0]) and torch.equal(ten[0][4:8], draws[1][0])
+    assert torch.equal(ten[0][8:], draws[2][0][:2])
+    assert torch.equal(ten[1], torch.cat([draws[0][1], draws[1][1], draws[2][1]])[:10])
+    assert ten[2] == 0.5, "a non-tensor input is passed through"
+    assert torch.equal(loader.make_batch_inputs(task, 7, cpu, 4)[0], draws[0][0]), "the task's batch: its draw"
+
+
+def test_example_batch_needs_a_tensor_input_with_a_dimension():
+    assert loader.example_batch([3, torch.tensor(1.0), torch.zeros(5, 2)]) == 5
+    with pytest.raises(loader.TaskError, match="no tensor input has a batch dimension"):
+        loader.example_batch([3, torch.tensor(1.0), "x"])
+    with pytest.raises(loader.TaskError):
+        loader.example_batch([])

@@ -159,5 +159,82 @@ TEST(GraphTest, DTypesRoundTripTheirNames) {
   EXPECT_FALSE(IsFloating(DType::kInt32));
 }
 
+// x [B, 8] -> view as [B*8] -> relu, for B in 1..16 (the worker's captured example: 4). A size that depends
+// on the batch is the linear form {"sym": [a, d]}.
+Json DynamicIr() {
+  const Json b = {{"sym", {1, 0}}};
+  const Json b8 = {{"sym", {8, 0}}};
+  auto meta = [](const Json& shape, const Json& stride) {
+    return Json{{"shape", shape}, {"stride", stride}, {"offset", 0}, {"dtype", "float32"}};
+  };
+  return {
+      {"format", "egg-graph"},
+      {"version", 1},
+      {"torch", "test"},
+      {"dynamic", {{"dim", "batch"}, {"min", 1}, {"max", 16}, {"example", 4}}},
+      {"inputs",
+       {{{"name", "x"}, {"position", 0}, {"kind", "tensor"}, {"meta", meta(Json::array({b, 8}), {8, 1})}}}},
+      {"state", Json::array()},
+      {"nodes",
+       {{{"name", "view"},
+         {"op", "aten.view.default"},
+         {"args", {{{"node", "x"}}, Json::array({b8})}},
+         {"kwargs", Json::object()},
+         {"meta", meta(Json::array({b8}), {1})}},
+        {{"name", "relu"},
+         {"op", "aten.relu.default"},
+         {"args", {{{"node", "view"}}}},
+         {"kwargs", Json::object()},
+         {"meta", meta(Json::array({b8}), {1})}}}},
+      {"outputs", {{{"node", "relu"}}}},
+      {"returns", "tensor"}};
+}
+
+TEST(GraphTest, ADynamicBatchIrParsesAtItsLargestBatch) {
+  const Graph graph = testing::LoadGraph(DynamicIr());
+  ASSERT_TRUE(graph.dynamic.has_value());
+  EXPECT_EQ(graph.dynamic->min, 1);
+  EXPECT_EQ(graph.dynamic->max, 16);
+  EXPECT_EQ(graph.dynamic->example, 4);
+  ASSERT_NE(graph.dynamic->ir, nullptr);
+  EXPECT_EQ(*graph.dynamic->ir, DynamicIr()) << "the IR is kept as written";
+  const Value& x = graph.values[0];
+  ASSERT_TRUE(x.meta);
+  EXPECT_EQ(x.meta->shape, (std::vector<int64_t>{16, 8}));
+  ASSERT_EQ(graph.nodes.size(), 2U);
+  EXPECT_EQ(graph.nodes[0].args.at(1).AsInts(), std::vector<int64_t>{128}) << "arguments are evaluated too";
+  EXPECT_EQ(ValueAt(graph, graph.nodes[1].value).meta->shape, std::vector<int64_t>{128});
+
+  const ParsedGraph at5 = GraphAtBatch(*graph.dynamic, 5);
+  ASSERT_TRUE(at5.graph) << at5.problem;
+  EXPECT_EQ(at5.graph->values[0].meta->shape, (std::vector<int64_t>{5, 8}));
+  EXPECT_EQ(at5.graph->nodes[0].args.at(1).AsInts(), std::vector<int64_t>{40});
+  EXPECT_EQ(ValueAt(*at5.graph, at5.graph->nodes[1].value).meta->shape, std::vector<int64_t>{40});
+  ASSERT_TRUE(at5.graph->dynamic.has_value()) << "the graph at a batch keeps the range";
+  EXPECT_EQ(at5.graph->dynamic->max, 16);
+  EXPECT_EQ(at5.graph->dynamic->ir, graph.dynamic->ir);
+
+  Json no_example = DynamicIr();
+  no_example["dynamic"].erase("example");
+  EXPECT_EQ(testing::LoadGraph(no_example).dynamic->example, 16) << "the example defaults to the top";
+  EXPECT_FALSE(testing::LoadGraph(SmallIr()).dynamic.has_value());
+}
+
+TEST(GraphTest, AMalformedDynamicBatchIsABadGraphIr) {
+  Json ir = DynamicIr();
+  ir["inputs"][0]["meta"]["shape"][0] = {{"sym", {1}}};
+  EXPECT_EQ(Problem(ir), "bad graph IR: a size's linear form is not [a, d]");
+  ir["inputs"][0]["meta"]["shape"][0] = {{"sym", {1, 0.5}}};
+  EXPECT_EQ(Problem(ir), "bad graph IR: a size's linear form is not [a, d]");
+  ir = DynamicIr();
+  ir["dynamic"]["min"] = 17;
+  EXPECT_EQ(Problem(ir), "bad graph IR: the dynamic batch's range is empty");
+  ir["dynamic"]["min"] = 0;
+  EXPECT_EQ(Problem(ir), "bad graph IR: the dynamic batch's range is empty");
+  ir = DynamicIr();
+  ir["dynamic"].erase("max");
+  EXPECT_THAT(Problem(ir), HasSubstr("bad graph IR"));
+}
+
 }  // namespace
 }  // namespace egg::expert
