@@ -1,6 +1,7 @@
 #include "report/run_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -81,6 +82,13 @@ std::string ResultSection(const Json& final) {
           ? " against the float32 answer (at least as accurate as PyTorch's half-precision output, "
             "not allclose to it)"
           : "");
+  const Json batches = final.value("batch_sizes", Json::array());
+  if (batches.is_array() && !batches.empty()) {
+    out += fmt::format(
+        "dynamic batch: also correct at batch {}, with the kernels (no fallback); the times below are at "
+        "the task's own batch\n",
+        fmt::join(batches.get<std::vector<int64_t>>(), ", "));
+  }
   const Json speedups = final.value("speedups", Json());
   if (!speedups.is_object()) {
     return out;

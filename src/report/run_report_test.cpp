@@ -51,3 +51,19 @@ TEST(RunReportTest, ProvenanceCountsEachSourcesProposalsRepairsAndAcceptances) {
 
 }  // namespace
 }  // namespace egg::report
+
+namespace egg::report {
+namespace {
+
+TEST(RunReportTest, TrajectorySaysTheBatchesADynamicResultWasCheckedAt) {
+  Json report = {{"task", "t.py"}, {"final", {{"tol", 1e-4}, {"batch_sizes", {1, 3, 17, 32}}}}};
+  const std::string text = TrajectoryMarkdown(report);
+  EXPECT_NE(text.find("dynamic batch: also correct at batch 1, 3, 17, 32, with the kernels (no fallback)"),
+            std::string::npos)
+      << text;
+  report["final"].erase("batch_sizes");
+  EXPECT_EQ(TrajectoryMarkdown(report).find("dynamic batch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace egg::report
