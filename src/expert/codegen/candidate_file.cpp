@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -453,17 +454,31 @@ Candidate GenerateAt(const Graph& graph, const std::string& task_source, const s
   return candidate;
 }
 
-// A dynamic-batch candidate: the file generated at sample batches at and above the range's top (every range
-// the compiler reasons with then holds for the whole range), the design of the first kept for all, and the
-// sizes that change with the batch written as expressions of egg_B (dynamic_batch.h).
-Candidate GenerateDynamic(const Graph& graph, const std::string& task_source, const std::string& task_name,
-                          const CandidateDesign& design) {
-  const DynamicBatch& dynamic = *graph.dynamic;
-  if (BatchInput(graph).empty()) {
-    Candidate none;
-    none.problem = "dynamic batch: no tensor input has a batch dimension";
-    return none;
+// A reduction kernel whose length grows with the batch (a mean over every element) cannot keep a one-tile
+// design: the record with each such kernel (its length at `other`'s batch not the top's) looped over tiles of
+// the same size, or nullopt when there is none to change.
+std::optional<CandidateDesign> LoopedOverTheBatch(const Candidate& top, const Candidate& other) {
+  CandidateDesign design = top.design;
+  bool changed = false;
+  for (const KernelPlan& kernel : top.plan.kernels) {
+    for (const KernelPlan& at : other.plan.kernels) {
+      auto record = design.kernels.find(kernel.name);
+      if (at.name != kernel.name || at.length == kernel.length || record == design.kernels.end() ||
+          record->second.algorithm != Algorithm::kPersistent) {
+        continue;
+      }
+      record->second.algorithm = Algorithm::kLooped;
+      changed = true;
+    }
   }
+  return changed ? std::optional<CandidateDesign>(design) : std::nullopt;
+}
+
+// The file at each sample batch (BatchSamplePoints) from `design`, merged (dynamic_batch.h); `mismatch` gets
+// the sample whose design differed from the top's, if that is why there is no source.
+Candidate MergeDynamic(const Graph& graph, const std::string& task_source, const std::string& task_name,
+                       const CandidateDesign& design, std::optional<Candidate>* mismatch) {
+  const DynamicBatch& dynamic = *graph.dynamic;
   Candidate top = GenerateAt(graph, task_source, task_name, design, &dynamic);
   if (!top.source) {
     return top;
@@ -479,11 +494,14 @@ Candidate GenerateDynamic(const Graph& graph, const std::string& task_source, co
       top.problem = "dynamic batch: " + at.problem;
       return top;
     }
-    const Candidate other = GenerateAt(*at.graph, task_source, task_name, top.design, &dynamic);
+    Candidate other = GenerateAt(*at.graph, task_source, task_name, top.design, &dynamic);
     if (!other.source || other.design.ToJson() != top.design.ToJson()) {
       top.source.reset();
       top.problem = fmt::format("dynamic batch: the design does not hold at batch {} ({})", batch,
                                 other.source ? "its kernels change" : other.problem);
+      if (other.source) {
+        *mismatch = std::move(other);
+      }
       return top;
     }
     samples.push_back({batch, *other.source});
@@ -494,6 +512,30 @@ Candidate GenerateDynamic(const Graph& graph, const std::string& task_source, co
     top.problem = "dynamic batch: " + merged.problem;
   }
   return top;
+}
+
+// A dynamic-batch candidate: the file generated at sample batches at and above the range's top (every range
+// the compiler reasons with then holds for the whole range), the design of the first kept for all, and the
+// sizes that change with the batch written as expressions of egg_B (dynamic_batch.h). A one-tile reduction
+// over a length that grows with the batch is looped instead (LoopedOverTheBatch), once.
+Candidate GenerateDynamic(const Graph& graph, const std::string& task_source, const std::string& task_name,
+                          const CandidateDesign& design) {
+  if (BatchInput(graph).empty()) {
+    Candidate none;
+    none.problem = "dynamic batch: no tensor input has a batch dimension";
+    return none;
+  }
+  std::optional<Candidate> mismatch;
+  Candidate first = MergeDynamic(graph, task_source, task_name, design, &mismatch);
+  if (first.source || !mismatch) {
+    return first;
+  }
+  const std::optional<CandidateDesign> looped = LoopedOverTheBatch(first, *mismatch);
+  if (!looped) {
+    return first;
+  }
+  mismatch.reset();
+  return MergeDynamic(graph, task_source, task_name, *looped, &mismatch);
 }
 
 }  // namespace
