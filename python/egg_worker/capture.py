@@ -257,6 +257,8 @@ def graph_ir(exported, inputs: list) -> dict:
 
 
 def _dense_meta(meta: dict) -> dict:
+    if any(isinstance(size, dict) for size in meta["shape"]):
+        raise NotLinearInBatch("a recurrent layer's state does not take a dynamic batch yet")
     stride, step = [], 1
     for size in reversed(meta["shape"]):
         stride.insert(0, step)
@@ -411,6 +413,11 @@ def handle_capture(request: dict) -> dict:
     try:
         dynamic = request.get("dynamic") or {}
         batch_max = int(dynamic.get("batch_max", 0)) or loader.example_batch(inputs) if dynamic else 0
+        if dynamic and loader.example_batch(inputs) < 2:
+            raise NotLinearInBatch("the task's inputs have batch 1, a size torch.export keeps fixed (its inputs need a "
+                                   "batch of 2 or more)")
+        if dynamic and batch_max < 2:
+            raise NotLinearInBatch(f"a range of batches 1..{batch_max} holds one batch (--max-batch sets a larger one)")
         ir = capture(model, inputs, batch_max)
     except NotLinearInBatch as error:
         return {"status": "unsupported", "reason": f"no dynamic batch: {error}"}

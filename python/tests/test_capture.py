@@ -538,3 +538,57 @@ def test_a_forward_that_fixes_the_batch_has_no_dynamic_batch(tmp_path):
     assert result["reason"].startswith("no dynamic batch"), result
     static = capture.handle_capture({"op": "capture", "task": task, "device": "cpu"})
     assert static["status"] == "ok" and "dynamic" not in static["graph"], static
+
+
+@pytest.mark.parametrize("batch, batch_max, reason", [
+    (1, 4, "the task's inputs have batch 1"),
+    (3, 1, "a range of batches 1..1 holds one batch"),
+])
+def test_a_dynamic_batch_of_one_size_is_refused_in_one_line(tmp_path, batch, batch_max, reason):
+    task = write_task(tmp_path, "one_batch", f"""
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x * 2.0
+
+
+        def get_inputs():
+            return [torch.randn({batch}, 4)]
+
+
+        def get_init_inputs():
+            return []
+    """)
+    request = {"op": "capture", "task": task, "device": "cpu", "dynamic": {"batch_max": batch_max}}
+    result = capture.handle_capture(request)
+    assert result["status"] == "unsupported" and result["reason"].startswith(f"no dynamic batch: {reason}"), result
+
+
+def test_a_recurrent_layer_with_a_dynamic_batch_is_refused_in_one_line(tmp_path):
+    task = write_task(tmp_path, "gru_dynamic", """
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gru = nn.GRU(4, 6, batch_first=True)
+
+            def forward(self, x):
+                return self.gru(x)[1]
+
+
+        def get_inputs():
+            return [torch.randn(3, 5, 4)]
+
+
+        def get_init_inputs():
+            return []
+    """)
+    result = capture.handle_capture({"op": "capture", "task": task, "device": "cpu", "dynamic": {"batch_max": 8}})
+    assert result["status"] == "unsupported", result
+    assert result["reason"] == "no dynamic batch: a recurrent layer's state does not take a dynamic batch yet", result
