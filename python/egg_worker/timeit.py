@@ -124,12 +124,13 @@ def _side_streams(model, inputs) -> bool:
     return caller is not None and any(record.stream != caller for record in records)
 
 
-def _time_compiled(model, inputs, settings, device) -> tuple:
-    """(Stats, compile_s, error) of torch.compile(model); its first call, which compiles, timed apart."""
+def _time_compiled(model, inputs, settings, device, compiled=None) -> tuple:
+    """(Stats, compile_s, error) of torch.compile(model), or of `compiled` where given (one compiled module timed
+    at several batches); its first call on these inputs, which may compile, timed apart."""
     from egg_worker import loader, timing
 
     try:
-        compiled = torch.compile(model)
+        compiled = compiled or torch.compile(model)
         started_s = time.perf_counter()
         compiled(*inputs)
         torch.cuda.synchronize(device)
@@ -179,14 +180,8 @@ def _at_batch(task, reference, model, compiled, batch: int, args, device) -> dic
     with precision.applied(precision.get(args.precision)):
         times["eager"] = timing.time_cuda(reference, inputs, settings, device)
         if compiled is not None:
-            try:
-                started_s = time.perf_counter()
-                compiled(*inputs)
-                torch.cuda.synchronize(device)
-                row["compile_s"] = time.perf_counter() - started_s
-                times["compile"] = timing.time_cuda(compiled, inputs, settings, device)
-            except Exception as error:
-                row["compile_error"] = loader.one_line(error)
+            times["compile"], row["compile_s"], row["compile_error"] = _time_compiled(
+                reference, inputs, settings, device, compiled)
     with precision.applied(precision.get(args.candidate_precision)):
         times["candidate"] = _call(f"timing at batch {batch}", timing.time_cuda, model, inputs, settings, device)
     row.update(_speedups(times))

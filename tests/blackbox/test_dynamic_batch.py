@@ -9,6 +9,8 @@ its batch is refused with one line.
 
 import importlib.util
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -93,9 +95,6 @@ def test_dynamic_design_record_and_report_say_the_range(egg, tmp_path):
 
 
 def test_timeit_checks_each_batch_of_a_dynamic_file(egg, tmp_path):
-    import subprocess
-    import sys
-
     task = TASKS / "dynamic_linear_gelu.py"
     candidate = tmp_path / "dynamic.py"
     assert egg.run("compile", task, "--device", "cpu", "--dynamic", "batch", "--out", candidate).returncode == 0
