@@ -15,6 +15,7 @@
 #include "expert/codegen/templates.h"
 #include "expert/design/defaults.h"
 #include "expert/design/legality.h"
+#include "expert/families/family.h"
 
 namespace egg::expert {
 namespace {
@@ -320,11 +321,7 @@ KernelDesign KernelDesignFor(const KernelPlan& kernel, const CandidateDesign& de
   if (chosen != design.kernels.end() && DesignFits(kernel, chosen->second)) {
     return chosen->second;
   }
-  KernelDesign fallback = DefaultDesign(kernel, design.seed, design.precision);
-  if (kernel.kind == KernelKind::kAttention) {  // ieee maps to tf32x3: float32 accuracy, tensor cores
-    fallback.precision = FlashPrecision(design.precision);
-  }
-  return fallback;
+  return FamilyOf(kernel.kind).FallbackDesign(kernel, design.seed, design.precision);
 }
 
 // The plan as comment lines for people: each kernel with its reasons, then the ops left to PyTorch.

@@ -48,10 +48,29 @@ struct KernelSource {
   int b_tile_loads = 0;
 };
 
-// `memory`: values in memory before this kernel runs (with layouts); `layouts`: the layouts of the values this
-// kernel stores (plan.stores). Reductions and pooled or scanned results are computed in registers.
+// `memory`: values in memory before this kernel runs (with layouts); `layouts`: the layouts of the values
+// this kernel stores (plan.stores). Reductions and pooled or scanned results are computed in registers. The
+// kernel's family lowers it (families/family.h).
 KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                             const std::map<int, TensorMeta>& layouts);
+
+// The lowerings of the families kernel_writer.h writes, one each (the families call them).
+KernelSource GeneratePointwiseKernel(const Graph& graph, const KernelPlan& kernel,
+                                     const std::map<int, TensorMeta>& memory,
+                                     const std::map<int, TensorMeta>& layouts);
+KernelSource GenerateReductionKernel(const Graph& graph, const KernelPlan& kernel,
+                                     const std::map<int, TensorMeta>& memory,
+                                     const std::map<int, TensorMeta>& layouts);
+KernelSource GeneratePoolKernel(const Graph& graph, const KernelPlan& kernel,
+                                const std::map<int, TensorMeta>& memory,
+                                const std::map<int, TensorMeta>& layouts);
+KernelSource GenerateScanKernel(const Graph& graph, const KernelPlan& kernel,
+                                const std::map<int, TensorMeta>& memory,
+                                const std::map<int, TensorMeta>& layouts);
+// A matrix product or convolution: tl.dot tiles, or one output element per lane for a direct convolution.
+KernelSource GenerateMatmulKernel(const Graph& graph, const KernelPlan& kernel,
+                                  const std::map<int, TensorMeta>& memory,
+                                  const std::map<int, TensorMeta>& layouts);
 
 // A recurrent kernel (kind kRecurrent): per layer and direction, the input projection of every time step as one
 // GEMM, then a time loop computing h @ W_hh^T, the gates and the states (recurrent_codegen.cpp).

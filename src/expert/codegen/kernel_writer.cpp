@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "expert/design/legality.h"
+#include "expert/families/family.h"
 
 namespace egg::expert::writer {
 
@@ -89,25 +90,6 @@ DType AccumulatorType(ReductionKind kind, DType input) {
     return DType::kInt64;
   }
   return input;
-}
-
-KernelSource KernelWriter::Write() {
-  switch (kernel_.kind) {
-    case KernelKind::kPointwise:
-      return WritePointwise();
-    case KernelKind::kReduction:
-      return WriteReduction();
-    case KernelKind::kPool:
-      return WritePool();
-    case KernelKind::kScan:
-      return WriteScan();
-    case KernelKind::kMatmul:
-      return WriteMatmul();
-    case KernelKind::kRecurrent:
-    case KernelKind::kAttention:
-      break;
-  }
-  throw NotFusable("unknown kernel kind");
 }
 
 void KernelWriter::StoreIfNeeded(int value, const std::vector<Index>& index, const Operand& operand,
@@ -250,15 +232,37 @@ KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel,
                             const std::map<int, TensorMeta>& memory,
                             const std::map<int, TensorMeta>& layouts) {
   RequireLegalDesign(kernel);  // a matmul design with a tile side of 0 would divide by it
-  if (kernel.kind == KernelKind::kRecurrent) {
-    return GenerateRecurrentKernel(graph, kernel, memory, layouts);
-  }
-  if (kernel.kind == KernelKind::kAttention) {
-    return GenerateAttentionKernel(graph, kernel, memory, layouts);
-  }
-  const bool rows = kernel.kind == KernelKind::kReduction || kernel.kind == KernelKind::kScan;
-  const MaskSet masks = DotTiles(kernel) ? MaskSet::Tiles() : (rows ? MaskSet::Rows() : MaskSet::Flat());
-  writer::KernelWriter writer(graph, kernel, memory, layouts, masks);
-  return writer.Write();
+  return FamilyOf(kernel.kind).Lower(graph, kernel, memory, layouts);
+}
+
+KernelSource GeneratePointwiseKernel(const Graph& graph, const KernelPlan& kernel,
+                                     const std::map<int, TensorMeta>& memory,
+                                     const std::map<int, TensorMeta>& layouts) {
+  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Flat()).WritePointwise();
+}
+
+KernelSource GenerateReductionKernel(const Graph& graph, const KernelPlan& kernel,
+                                     const std::map<int, TensorMeta>& memory,
+                                     const std::map<int, TensorMeta>& layouts) {
+  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Rows()).WriteReduction();
+}
+
+KernelSource GeneratePoolKernel(const Graph& graph, const KernelPlan& kernel,
+                                const std::map<int, TensorMeta>& memory,
+                                const std::map<int, TensorMeta>& layouts) {
+  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Flat()).WritePool();
+}
+
+KernelSource GenerateScanKernel(const Graph& graph, const KernelPlan& kernel,
+                                const std::map<int, TensorMeta>& memory,
+                                const std::map<int, TensorMeta>& layouts) {
+  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Rows()).WriteScan();
+}
+
+KernelSource GenerateMatmulKernel(const Graph& graph, const KernelPlan& kernel,
+                                  const std::map<int, TensorMeta>& memory,
+                                  const std::map<int, TensorMeta>& layouts) {
+  const MaskSet masks = DotTiles(kernel) ? MaskSet::Tiles() : MaskSet::Flat();
+  return writer::KernelWriter(graph, kernel, memory, layouts, masks).WriteMatmul();
 }
 }  // namespace egg::expert

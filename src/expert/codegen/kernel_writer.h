@@ -42,7 +42,16 @@ class KernelWriter {
         layouts_(layouts),
         emitter_(graph, memory, std::move(masks)) {}
 
-  KernelSource Write();
+  // One kernel of each kind this writer covers (the families' lowerings, kernel_codegen.h).
+  KernelSource WritePointwise();
+  KernelSource WriteReduction();
+  KernelSource WritePool();
+  KernelSource WriteScan();
+  // One program per BLOCK_M x BLOCK_N output tile (and batch), a loop over K in BLOCK_K steps with tl.dot on
+  // tiles loaded through the emitter (so views such as transposes are plain index arithmetic, and pointwise
+  // producers of the operands are computed on the fly), fp32 accumulation, then addmm's bias and the fused
+  // elementwise consumers on the accumulator tile before a single store.
+  KernelSource WriteMatmul();
 
  private:
   bool Stored(int value) const { return Contains(kernel_.stores, value); }
@@ -59,8 +68,6 @@ class KernelWriter {
   // `function`: the jitted function's name when it is not the kernel's (the first of two launches).
   KernelSource Finish(const std::string& template_name, templates::Values values, const std::string& grid,
                       std::map<std::string, int64_t> constexprs, const std::string& function = "");
-
-  KernelSource WritePointwise();
 
   // The input index of reduction `spec` at row x, reduced position r.
   std::vector<Index> ReductionInputIndex(const ReductionSpec& spec, const Index& x, const Index& r);
@@ -163,10 +170,6 @@ class KernelWriter {
 
   void EmitPersistentUnit(const Unit& unit, size_t number);
 
-  KernelSource WriteReduction();
-
-  KernelSource WritePool();
-
   std::string AvgDivisor(const PoolSpec& pool, const TensorMeta& in, const TensorMeta& out,
                          const std::vector<Index>& out_index, size_t first_spatial,
                          const std::vector<std::string>& starts, const std::vector<std::string>& ends);
@@ -174,11 +177,6 @@ class KernelWriter {
   // Pointwise roots after a pooled or scanned value, computed where that value is (same flat position).
   void WriteEpilogues(const Index& flat, int producer);
 
-  // One program per BLOCK_M x BLOCK_N output tile (and batch), a loop over K in BLOCK_K steps with tl.dot on
-  // tiles loaded through the emitter (so views such as transposes are plain index arithmetic, and pointwise
-  // producers of the operands are computed on the fly), fp32 accumulation, then addmm's bias and the fused
-  // elementwise consumers on the accumulator tile before a single store.
-  KernelSource WriteMatmul();
   // A tl.dot operand of the product: Emit, with a half tensor read in place kept in its half type.
   Operand EmitDotOperand(int value, const std::vector<Index>& index);
   // The lines that skip the K loop of a tile whose every lane a where(index-only cond, product, ...) drops
@@ -287,7 +285,6 @@ class KernelWriter {
                             const Index& flat, const std::string& prologue = "",
                             templates::Values values = {});
 
-  KernelSource WriteScan();
   KernelSource WriteSort();
 
   // Closes the scope of a row's code and places it after the tile lines: inside the loop over row tiles where

@@ -13,6 +13,8 @@ namespace egg::expert {
 inline constexpr int64_t kSplitRowLimit = 256;
 inline constexpr int64_t kSplitMinLength = 16384;
 inline constexpr int64_t kMinSplitBlock = 16;
+// A flat kernel's elements per program (pointwise kernels, direct convolutions).
+inline constexpr int64_t kPointwiseBlock = 1024;
 
 // The default design of a kernel (first seed); `seed` picks an alternative algorithm family (0, 1, 2).
 // `precision` is the tl.dot input precision the candidate asks of its products (unset for ieee): a matrix

@@ -1,8 +1,8 @@
 #include "expert/design/design_record.h"
 
-namespace egg::expert {
+#include "expert/families/family.h"
 
-std::string KernelKindName(KernelKind kind) { return NameText(kind); }
+namespace egg::expert {
 
 Json KernelDesign::ToJson() const {
   Json json = {
@@ -38,6 +38,9 @@ Json PlanOptions::ToJson() const {
   if (!fuse_attention) {
     json["fuse_attention"] = false;
   }
+  if (!families.empty()) {
+    json["families"] = families;
+  }
   return json;
 }
 
@@ -47,6 +50,10 @@ PlanOptions PlanOptions::FromJson(const Json& json) {
   options.fuse_epilogues = json.value("fuse_epilogues", true);
   options.cuda_graph = json.value("cuda_graph", false);
   options.fuse_attention = json.value("fuse_attention", true);
+  options.families = json.value("families", std::vector<std::string>{});
+  for (const std::string& name : options.families) {
+    FamilyNamed(name);  // UnknownName for a family that is not registered
+  }
   return options;
 }
 

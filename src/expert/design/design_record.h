@@ -9,13 +9,35 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "common/json.h"
 #include "expert/ir/name_table.h"
 
 namespace egg::expert {
 
-enum class KernelKind { kPointwise, kReduction, kPool, kScan, kMatmul, kRecurrent, kAttention };
+// A kernel family, by its place in the family registry (families/family.h): the built-in families hold the
+// first places under these constants; a family registered after them takes the next place, and its name (as
+// every family's) comes from the registry. Compared as values, never by name.
+struct KernelKind {
+  int id = 0;
+  static const KernelKind kPointwise;
+  static const KernelKind kReduction;
+  static const KernelKind kPool;
+  static const KernelKind kScan;
+  static const KernelKind kMatmul;
+  static const KernelKind kRecurrent;
+  static const KernelKind kAttention;
+  constexpr auto operator<=>(const KernelKind& other) const = default;
+};
+inline constexpr KernelKind KernelKind::kPointwise{0};
+inline constexpr KernelKind KernelKind::kReduction{1};
+inline constexpr KernelKind KernelKind::kPool{2};
+inline constexpr KernelKind KernelKind::kScan{3};
+inline constexpr KernelKind KernelKind::kMatmul{4};
+inline constexpr KernelKind KernelKind::kRecurrent{5};
+inline constexpr KernelKind KernelKind::kAttention{6};
+// The registered family's name ("pointwise", "matmul", ...).
 std::string KernelKindName(KernelKind kind);
 
 // A kernel's algorithm (see KernelDesign::algorithm). kUnset: none recorded yet (no kernel's algorithm: never
@@ -58,19 +80,6 @@ inline bool IsDotPrecision(Precision precision) { return precision != Precision:
 inline bool IsSingleTile(Algorithm algorithm) {
   return algorithm == Algorithm::kPersistent || algorithm == Algorithm::kSingle;
 }
-
-template <>
-struct EnumNames<KernelKind> {
-  static constexpr std::array<std::pair<KernelKind, std::string_view>, 7> kTable{{
-      {KernelKind::kPointwise, "pointwise"},
-      {KernelKind::kReduction, "reduction"},
-      {KernelKind::kPool, "pool"},
-      {KernelKind::kScan, "scan"},
-      {KernelKind::kMatmul, "matmul"},
-      {KernelKind::kRecurrent, "recurrent"},
-      {KernelKind::kAttention, "attention"},
-  }};
-};
 
 template <>
 struct EnumNames<Algorithm> {
@@ -135,6 +144,9 @@ struct PlanOptions {
   // Attention patterns (ParseAttention) as one flash kernel each; false keeps the products and the softmax in
   // kernels of their own (seed 1, the unfused path measured against it). Recorded only when false.
   bool fuse_attention = true;
+  // Experimental kernel families switched on by name (KernelFamily::Experimental: off unless named here);
+  // recorded only when not empty.
+  std::vector<std::string> families;
   Json ToJson() const;
   static PlanOptions FromJson(const Json& json);
 };

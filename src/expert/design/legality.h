@@ -10,6 +10,7 @@
 namespace egg::expert {
 
 // The limits of legal designs: tile sides, threads, pipeline depth.
+inline constexpr int64_t kMaxTile = int64_t{1} << 17;  // elements of one program's tile
 inline constexpr int64_t kMinDotSide = 16;  // tl.dot's smallest tile side
 inline constexpr int64_t kMinBlock = 16;
 inline constexpr int64_t kMaxRowBlock = 256;
@@ -25,6 +26,8 @@ inline constexpr int kMaxStages = 4;
 inline constexpr int64_t kMaxAccumulatorPerThread = 128;
 inline constexpr int64_t kMaxMatmulSharedBytes = 192 * 1024;
 inline constexpr int kMaxMatmulStages = 5;
+
+inline bool IsPowerOfTwo(int64_t value) { return value > 0 && (value & (value - 1)) == 0; }
 
 // Reductions and scans: kernels over rows, tiled xblock x rblock.
 inline bool IsRowKernel(const KernelPlan& kernel) {

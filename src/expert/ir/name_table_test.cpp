@@ -19,8 +19,7 @@ namespace {
 template <typename Enum>
 class NameTableTest : public ::testing::Test {};
 
-using Enums =
-    ::testing::Types<KernelKind, Algorithm, Precision, ReductionKind, PoolKind, ScanKind, RecurrentCell>;
+using Enums = ::testing::Types<Algorithm, Precision, ReductionKind, PoolKind, ScanKind, RecurrentCell>;
 TYPED_TEST_SUITE(NameTableTest, Enums);
 
 TYPED_TEST(NameTableTest, EveryValueOnceWithADistinctNameThatRoundTrips) {

@@ -145,6 +145,14 @@ KernelPlan Planner::NewKernel(const Node& node) const {
     AttentionKernel(graph_, attentions_.at(index), node, &kernel);
   } else if (recurrents_.count(index) != 0) {
     RecurrentKernel(recurrents_.at(index), node, &kernel);
+  } else if (claims_.count(index) != 0) {
+    const FamilyClaim& claim = claims_.at(index);
+    kernel.kind = claim.kind;
+    kernel.shape = ValueAt(graph_, node.value).meta->shape;
+    kernel.rows = Product(kernel.shape);
+    kernel.claim = claim;
+    kernel.roots.push_back(node.value);
+    kernel.reasons.push_back(claim.reason);
   } else {
     kernel.kind = KernelKind::kPointwise;
     kernel.shape = ValueAt(graph_, node.value).meta->shape;
@@ -168,8 +176,9 @@ std::string Planner::RealizeWhy(int value) const {
 std::optional<KernelPlan> Planner::Extend(const KernelPlan& kernel, const Node& node) const {
   const auto index = static_cast<int>(&node - graph_.nodes.data());
   if (kernel.kind == KernelKind::kRecurrent || recurrents_.count(index) != 0 ||
-      attentions_.count(index) != 0) {
-    return std::nullopt;  // a time loop takes no epilogue and joins no kernel; attention starts its own
+      attentions_.count(index) != 0 || kernel.claim || claims_.count(index) != 0) {
+    // a time loop or a claimed node's kernel takes no epilogue and joins no kernel; attention starts its own
+    return std::nullopt;
   }
   KernelPlan extended = kernel;
   if (reductions_.count(index) != 0) {

@@ -22,6 +22,15 @@
 
 namespace egg::expert {
 
+// A node a registered family claimed for a kernel of its own (KernelFamily::Claim): the node's value is
+// realized and computed by that family's kernel alone, from `operands`.
+struct FamilyClaim {
+  KernelKind kind;
+  int node = -1;
+  std::vector<int> operands;
+  std::string reason;  // the kernel's reason, in words
+};
+
 struct KernelPlan {
   std::string name;
   KernelKind kind = KernelKind::kPointwise;
@@ -39,6 +48,7 @@ struct KernelPlan {
   std::optional<MatmulSpec> matmul;
   std::optional<RecurrentSpec> recurrent;
   std::optional<AttentionSpec> attention;
+  std::optional<FamilyClaim> claim;
   KernelDesign design;
   std::vector<std::string> reasons;
   bool splittable = false;  // its reductions can be split across programs (no elementwise roots)

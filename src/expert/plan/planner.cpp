@@ -4,11 +4,14 @@
 
 #include <stdexcept>
 
+#include "expert/families/family.h"
+
 namespace egg::expert {
 
 bool Planner::Run(int* failed_node) {
   Classify();
   FindAttention();
+  FindClaims();
   for (int value = 0; value < static_cast<int>(graph_.values.size()); ++value) {
     const Value& v = ValueAt(graph_, value);
     if ((v.kind == ValueKind::kInput || v.kind == ValueKind::kState) && v.meta) {
@@ -92,6 +95,25 @@ void Planner::NoteUnloweredTypes(const Node& node, const std::string& lowered) {
   if (!types.empty()) {
     plan_.notes.push_back(fmt::format("{} runs in PyTorch: {} on {} (the kernels lower {})", node.name,
                                       node.op, types, lowered));
+  }
+}
+
+void Planner::FindClaims() {
+  for (const KernelFamily* family : Families()) {
+    if (!FamilyEnabled(*family, plan_.options)) {
+      continue;
+    }
+    for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+      const auto index = static_cast<int>(n);
+      if (classes_.at(index) != OpClass::kPointwise || claims_.count(index) != 0) {
+        continue;
+      }
+      if (std::optional<FamilyClaim> claim = family->Claim(graph_, graph_.nodes[n])) {
+        claim->kind = family->Kind();
+        claim->node = index;
+        claims_[index] = std::move(*claim);
+      }
+    }
   }
 }
 

@@ -27,6 +27,9 @@ class Planner {
 
  private:
   void Classify();
+  // The pointwise nodes a registered family claims for a kernel of its own (KernelFamily::Claim): the first
+  // enabled family to claim a node takes it.
+  void FindClaims();
   // A planner note for a product or recurrent layer left to PyTorch whose tensors have a floating type other
   // than float32 (`lowered`: what its kernel family does lower).
   void NoteUnloweredTypes(const Node& node, const std::string& lowered);
@@ -98,6 +101,7 @@ class Planner {
   std::map<int, MatmulSpec> matmuls_;
   std::map<int, RecurrentSpec> recurrents_;
   std::map<int, AttentionSpec> attentions_;
+  std::map<int, FamilyClaim> claims_;  // nodes a pattern family claimed (kernels of their own)
   std::set<int> externs_;
   std::set<int> roots_;
   std::set<int> torch_views_;

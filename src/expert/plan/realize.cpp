@@ -52,7 +52,7 @@ void Planner::MarkRealizations() {
     const Node& node = graph_.nodes[n];
     const auto index = static_cast<int>(n);
     if (reductions_.count(index) != 0 || scans_.count(index) != 0 || matmuls_.count(index) != 0 ||
-        attentions_.count(index) != 0) {
+        attentions_.count(index) != 0 || claims_.count(index) != 0) {
       roots_.insert(node.value);
     } else if (pools_.count(index) != 0) {
       roots_.insert(node.value);
