@@ -155,6 +155,9 @@ def compiled(tmp_path_factory):
             {"seed": 1, "kernels": {"egg_k0_convolution": {"algorithm": "nhwc", "xblock": 64, "yblock": 16,
                                                            "rblock": 64, "num_warps": 4, "num_stages": 2,
                                                            "precision": "ieee"}}})],
+        # the example kernel family, switched on by name: x * sigmoid(x) as a kernel of its own
+        "silu": ["linear_silu.py", "--out", "out/silu.py", "--json", "--design",
+                 '{"seed": 0, "plan": {"families": ["silu"]}}'],
         # a design naming a kernel the plan does not have (a stale name): written, with a warning
         "stale": ["softmax_8x32.py", "--out", "out/softmax_stale.py", "--design", json.dumps(
             {"seed": 0, "kernels": {"egg_k7_gone": {"algorithm": "flat", "xblock": 64}}})],
@@ -228,6 +231,26 @@ def test_attention_seed_is_one_flash_kernel(compiled):
     assert "attention" not in kinds and kinds.count("reduction") == 3 and kinds.count("matmul") == 6
     tiles = design_line((egg.workdir / "out" / "att_tiles.py").read_text())["kernels"]
     assert tiles["egg_k0_bmm_1"]["xblock"] == 128 and tiles["egg_k2_bmm_5"]["yblock"] == 16
+
+
+def test_an_experimental_family_runs_where_the_record_names_it(compiled):
+    """The example family "silu" (src/expert/families/silu.cpp, one file and one line of families.def): named in
+    the design record's plan it claims x * sigmoid(x) as a kernel of its own; an unknown family name is refused
+    in one line."""
+    egg, runs = compiled
+    report = json.loads(runs["silu"].stdout)
+    kinds = [k["kind"] for k in report["kernels"]]
+    assert kinds == ["matmul", "silu"], kinds
+    assert report["design"]["plan"]["families"] == ["silu"]
+    source = (egg.workdir / "out" / "silu.py").read_text()
+    assert source.count("tl.sigmoid(") == 1
+    plain = egg.run("compile", "linear_silu.py", "--out", "out/silu_plain.py", "--json", "--device", "cpu")
+    assert plain.returncode == 0, plain.stderr
+    assert "silu" not in [k["kind"] for k in json.loads(plain.stdout)["kernels"]], "off unless named"
+    bad = egg.run("compile", "linear_silu.py", "--out", "out/silu_bad.py", "--device", "cpu",
+                  "--design", '{"seed": 0, "plan": {"families": ["swish"]}}')
+    assert bad.returncode == 2
+    assert bad.stderr.strip().count("\n") == 0 and "unknown kernel family 'swish'" in bad.stderr, bad.stderr
 
 
 MASKED_ROWS_CHECK = '''
@@ -481,7 +504,7 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
                                        "small_s1.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_s1.py",
                                        "mv_split.py", "att_s0.py", "att_s1.py", "att_tiles.py", "nhwc.py",
-                                       "dense_nhwc.py", "aligned.py"])
+                                       "dense_nhwc.py", "aligned.py", "silu.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -495,7 +518,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "att_s1.py": "attention.py", "att_tiles.py": "attention.py", "unfold.py": "unfold_patches.py",
             "pad.py": "pad_borders.py", "index.py": "index_lookup.py", "nhwc.py": "nhwc_convs.py",
             "dense_nhwc.py": "dense_cat_conv.py", "aligned.py": "irregular_products.py",
-            **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
+            "silu.py": "linear_silu.py", **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "ok" and result["correct"] is True, result["reason"]
