@@ -2,7 +2,8 @@
 """The expert compiler's house rules (issue 22), checked on the source text:
 
 - one door: outside src/expert, only "expert/expert.h" is included from the compiler;
-- plan/ and design/ ask codegen/ only through codegen/lowering_probe.h;
+- plan/ and design/ include nothing of codegen/ (they ask the kernel families, families/, and its lowering probe);
+- every .cpp in src/expert has its own test beside it (`name_test.cpp` for `name.cpp`);
 - no file in src/expert over MAX_FILE_LINES lines and no function over MAX_FUNCTION_LINES lines, except the
   ones listed in ALLOWED (each at most its recorded size: the list only shrinks).
 
@@ -89,9 +90,10 @@ def check(report: bool) -> list[str]:
         room = rel.split("/")[0]
         if room in ("plan", "design") and not rel.endswith("_test.cpp"):
             for m in re.finditer(r'#include "expert/codegen/([^"]+)"', text):
-                if m.group(1) != "lowering_probe.h":
-                    problems.append(f"src/expert/{rel}: includes codegen/{m.group(1)}; {room}/ may ask codegen/ only "
-                                    "through codegen/lowering_probe.h")
+                problems.append(f"src/expert/{rel}: includes codegen/{m.group(1)}; {room}/ asks the kernel families "
+                                "(families/family.h, families/lowering_probe.h), never codegen/")
+        if path.suffix == ".cpp" and not path.stem.endswith("_test") and not path.with_name(f"{path.stem}_test.cpp").exists():
+            problems.append(f"src/expert/{rel}: no {path.stem}_test.cpp beside it")
         lines = text.count("\n")
         sizes.append((lines, rel))
         if lines > MAX_FILE_LINES and lines > ALLOWED.get(rel, 0):

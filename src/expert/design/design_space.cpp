@@ -6,7 +6,7 @@
 #include <cmath>
 #include <set>
 
-#include "expert/codegen/lowering_probe.h"
+#include "expert/families/lowering_probe.h"
 #include "expert/design/defaults.h"
 #include "expert/design/legality.h"
 #include "expert/families/family.h"

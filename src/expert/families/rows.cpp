@@ -45,7 +45,9 @@ KernelDesign RowDesign(const KernelPlan& kernel, Algorithm algorithm) {
     design.rblock = std::min(length, kSplitBlock);
     design.xblock = 1;
     const int64_t chunks = (kernel.length + design.rblock - 1) / design.rblock;
-    design.split = std::clamp<int64_t>(kSplitTargetPrograms / std::max<int64_t>(kernel.rows, 1), 2, chunks);
+    // at least two programs a row, at most one a chunk (a row of one chunk: one program)
+    const int64_t target = std::max<int64_t>(kSplitTargetPrograms / std::max<int64_t>(kernel.rows, 1), 2);
+    design.split = std::min(target, chunks);
   } else if (inner) {
     design.rblock = std::min(length, kLoopBlock);
     design.xblock = 1;

@@ -1,6 +1,7 @@
-// The names of the compiler's typed enums (kernel kinds, algorithms, precisions, reduction, pool and scan
-// kinds, recurrent cells), used only at the text and JSON edges: the design record, reports, the agents'
-// messages and emitted Triton. Inside the compiler decisions compare enum values, never names.
+// The names of the compiler's typed enums (algorithms, precisions, reduction, pool and scan kinds, recurrent
+// cells; kernel kinds are named by their families, families/family.h), used only at the text and JSON edges:
+// the design record, reports, the agents' messages and emitted Triton. Inside the compiler decisions compare
+// enum values, never names.
 //
 // Each enum has one table, a specialization of EnumNames listing every value once with its name:
 //

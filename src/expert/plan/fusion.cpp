@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "expert/codegen/lowering_probe.h"
+#include "expert/families/lowering_probe.h"
 #include "expert/design/defaults.h"
 #include "expert/plan/planner.h"
 

@@ -1,4 +1,4 @@
-#include "expert/codegen/lowering_probe.h"
+#include "expert/families/lowering_probe.h"
 
 #include <gtest/gtest.h>
 

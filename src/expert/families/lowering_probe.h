@@ -1,6 +1,6 @@
-// The one question the planner and the design rules ask of the code generator until the kernel IR answers it
-// (issue 22, item 2): does this kernel lower, and what does it read from memory and stage per K step. Nothing
-// else of codegen/ is visible to plan/ or design/.
+// The question the planner and the design rules ask of a kernel's lowering: does it lower, and what does it
+// read from memory and stage per K step. It runs the kernel's family's Lower (the generated text dropped):
+// plan/ and design/ include nothing of codegen/.
 #pragma once
 
 #include <map>
