@@ -126,7 +126,8 @@ def test_other_shapes_and_changed_attributes_run_the_modules_forward(optimized):
     module, fast, _ = optimized
     wider = torch.randn(7, 8)
     with torch.no_grad():
-        torch.testing.assert_close(fast(wider), module(wider))
+        with pytest.warns(RuntimeWarning, match="not the shapes, dtypes and strides the kernels were compiled for"):
+            torch.testing.assert_close(fast(wider), module(wider))
         module.scale = 2.0
         try:
             x = torch.randn(4, 8)

@@ -160,13 +160,24 @@ std::string BatchInput(const Graph& graph) {
 // first tensor input, and the guard checks every shape against it).
 void WriteGuardCalls(const Graph& graph, const DynamicBatch* dynamic, templates::Values* values) {
   const std::string args = ForwardArgs(graph);
-  const std::string settings = graph.settings.empty() ? "" : " or not _egg_settings_hold(self)";
-  const std::string fallback = fmt::format("\n            return super().forward({})", args);
+  // each check's fallback says once why the task's own forward runs (_egg_fell_back in the file)
+  const auto fallback = [&](const std::string& condition, const std::string& why) {
+    return fmt::format(
+        "        if {}:\n            _egg_fell_back(self, \"{}\")\n            return super().forward({})\n",
+        condition, why, args);
+  };
+  const std::string settings = graph.settings.empty()
+                                   ? ""
+                                   : fallback("not _egg_settings_hold(self)",
+                                              "a setting the kernels hold has another value than at capture");
+  const std::string layout =
+      "the inputs are not the shapes, dtypes and strides the kernels were compiled for";
   values->text["guard_args"] = dynamic != nullptr ? "egg_B, " + args : args;
   if (dynamic == nullptr) {
     values->text["batch_fn"] = "";
     values->text["forward_guard"] =
-        fmt::format("        if not _egg_specialized({}){}:{}", args, settings, fallback);
+        fallback(fmt::format("not _egg_specialized({})", args), layout) + settings;
+    values->text["forward_guard"].pop_back();
     return;
   }
   const std::string input = BatchInput(graph);
@@ -184,9 +195,12 @@ void WriteGuardCalls(const Graph& graph, const DynamicBatch* dynamic, templates:
       "    batch = {1}.shape[0]\n"
       "    return batch if {2} <= batch <= {3} else None\n\n\n",
       args, input, dynamic->min, dynamic->max);
-  values->text["forward_guard"] = fmt::format(
-      "        egg_B = _egg_batch({0})\n        if egg_B is None or not _egg_specialized(egg_B, {0}){1}:{2}",
-      args, settings, fallback);
+  values->text["forward_guard"] =
+      fmt::format("        egg_B = _egg_batch({})\n", args) +
+      fallback("egg_B is None", fmt::format("the batch is outside the {}..{} the kernels hold for",
+                                            dynamic->min, dynamic->max)) +
+      fallback(fmt::format("not _egg_specialized(egg_B, {})", args), layout) + settings;
+  values->text["forward_guard"].pop_back();
 }
 
 }  // namespace egg::expert

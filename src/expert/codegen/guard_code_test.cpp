@@ -53,15 +53,24 @@ TEST(GuardCodeTest, AStaticGraphGuardsWithItsInputs) {
   WriteGuardCalls(TwoInputs(false), nullptr, &values);
   EXPECT_EQ(values.text["guard_args"], "s, x");
   EXPECT_EQ(values.text["batch_fn"], "");
-  EXPECT_EQ(values.text["forward_guard"],
-            "        if not _egg_specialized(s, x):\n"
-            "            return super().forward(s, x)");
+  EXPECT_EQ(
+      values.text["forward_guard"],
+      "        if not _egg_specialized(s, x):\n"
+      "            _egg_fell_back(self, \"the inputs are not the shapes, dtypes and strides the kernels were "
+      "compiled for\")\n"
+      "            return super().forward(s, x)");
   EXPECT_EQ(values.text.count("design_line"), 0U);
 
   WriteGuardCalls(TwoInputs(true), nullptr, &values);
-  EXPECT_EQ(values.text["forward_guard"],
-            "        if not _egg_specialized(s, x) or not _egg_settings_hold(self):\n"
-            "            return super().forward(s, x)");
+  EXPECT_EQ(
+      values.text["forward_guard"],
+      "        if not _egg_specialized(s, x):\n"
+      "            _egg_fell_back(self, \"the inputs are not the shapes, dtypes and strides the kernels were "
+      "compiled for\")\n"
+      "            return super().forward(s, x)\n"
+      "        if not _egg_settings_hold(self):\n"
+      "            _egg_fell_back(self, \"a setting the kernels hold has another value than at capture\")\n"
+      "            return super().forward(s, x)");
 }
 
 TEST(GuardCodeTest, ADynamicGraphTakesTheBatchFromTheFirstTensorWithADimension) {
@@ -83,10 +92,16 @@ TEST(GuardCodeTest, ADynamicGraphTakesTheBatchFromTheFirstTensorWithADimension) 
             "    return batch if 1 <= batch <= 32 else None\n"
             "\n"
             "\n");
-  EXPECT_EQ(values.text["forward_guard"],
-            "        egg_B = _egg_batch(s, x)\n"
-            "        if egg_B is None or not _egg_specialized(egg_B, s, x):\n"
-            "            return super().forward(s, x)");
+  EXPECT_EQ(
+      values.text["forward_guard"],
+      "        egg_B = _egg_batch(s, x)\n"
+      "        if egg_B is None:\n"
+      "            _egg_fell_back(self, \"the batch is outside the 1..32 the kernels hold for\")\n"
+      "            return super().forward(s, x)\n"
+      "        if not _egg_specialized(egg_B, s, x):\n"
+      "            _egg_fell_back(self, \"the inputs are not the shapes, dtypes and strides the kernels were "
+      "compiled for\")\n"
+      "            return super().forward(s, x)");
   EXPECT_EQ(
       values.text["design_line"],
       "# egg-design: {}\n"
@@ -96,10 +111,11 @@ TEST(GuardCodeTest, ADynamicGraphTakesTheBatchFromTheFirstTensorWithADimension) 
 
   templates::Values with_settings;
   WriteGuardCalls(TwoInputs(true), &dynamic, &with_settings);
-  EXPECT_EQ(with_settings.text["forward_guard"],
-            "        egg_B = _egg_batch(s, x)\n"
-            "        if egg_B is None or not _egg_specialized(egg_B, s, x) or not _egg_settings_hold(self):\n"
-            "            return super().forward(s, x)");
+  EXPECT_EQ(with_settings.text["forward_guard"], values.text["forward_guard"] +
+                                                     "\n        if not _egg_settings_hold(self):\n"
+                                                     "            _egg_fell_back(self, \"a setting the "
+                                                     "kernels hold has another value than at capture\")\n"
+                                                     "            return super().forward(s, x)");
 }
 
 TEST(GuardCodeTest, TheGuardChecksEveryTensorInput) {
