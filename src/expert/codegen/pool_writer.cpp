@@ -1,4 +1,4 @@
-// Pooling kernels (max, avg, adaptive avg) with their epilogues.
+// Pooling kernels (max, avg, adaptive max and avg) with their epilogues.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -70,7 +70,7 @@ const std::map<std::string, OpClass>& ClassTable() {
                            "aten.avg_pool2d.default", "aten.avg_pool3d.default", "aten.avg_pool1d.default",
                            "aten.max_pool1d.default", "aten.max_pool2d.default",
                            "aten._adaptive_avg_pool2d.default", "aten._adaptive_avg_pool3d.default",
-                           "aten.adaptive_max_pool2d.default"}) {
+                           "aten.adaptive_max_pool2d.default", "aten.adaptive_max_pool3d.default"}) {
       t[op] = OpClass::kPool;
     }
     t["aten.cumsum.default"] = OpClass::kScan;

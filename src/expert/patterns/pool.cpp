@@ -1,8 +1,48 @@
 #include "expert/patterns/pool.h"
 
+#include <algorithm>
+
 #include "expert/patterns/node_args.h"
 
 namespace egg::expert {
+namespace {
+
+// An adaptive pool's windows (the widest as its kernel, stride 1) and its output: the values of a max's
+// (values, indices) pair, or false when the indices are used (PyTorch computes them).
+bool AdaptiveWindows(const Graph& graph, const Node& node, const TensorMeta& in,
+                     const std::vector<int64_t>& sizes, PoolSpec* pool) {
+  pool->adaptive = true;
+  if (node.op.find("adaptive_max") != std::string::npos) {
+    pool->kind = PoolKind::kMax;
+    const auto outputs = TupleOutputs(graph, node, 2);
+    if (outputs[1] >= 0 || outputs[0] < 0) {
+      return false;
+    }
+    pool->output = outputs[0];
+  } else {
+    pool->kind = PoolKind::kAvg;
+    pool->output = node.value;
+  }
+  const auto output_size = ExpandTo(sizes, pool->spatial, 1);
+  const size_t first = in.shape.size() - static_cast<size_t>(pool->spatial);
+  for (int s = 0; s < pool->spatial; ++s) {
+    const int64_t in_size = in.shape[first + static_cast<size_t>(s)];
+    const int64_t out_size = output_size[static_cast<size_t>(s)];
+    int64_t widest = 1;
+    for (int64_t o = 0; o < out_size; ++o) {
+      const int64_t start = o * in_size / out_size;
+      const int64_t end = ((o + 1) * in_size + out_size - 1) / out_size;
+      widest = std::max(widest, end - start);
+    }
+    pool->kernel.push_back(widest);
+    pool->stride.push_back(1);
+    pool->padding.push_back(0);
+    pool->dilation.push_back(1);
+  }
+  return true;
+}
+
+}  // namespace
 
 std::optional<PoolSpec> ParsePool(const Graph& graph, const Node& node) {
   const Value* tensor = TensorInput(graph, node);
@@ -23,25 +63,9 @@ std::optional<PoolSpec> ParsePool(const Graph& graph, const Node& node) {
   if (static_cast<int>(in.shape.size()) < pool.spatial + 1) {
     return std::nullopt;
   }
-  if (op.find("adaptive_avg") != std::string::npos) {
-    pool.kind = PoolKind::kAvg;
-    pool.adaptive = true;
-    pool.output = node.value;
-    const auto output_size = ExpandTo(ints(1, "output_size"), pool.spatial, 1);
-    const size_t first = in.shape.size() - static_cast<size_t>(pool.spatial);
-    for (int s = 0; s < pool.spatial; ++s) {
-      const int64_t in_size = in.shape[first + static_cast<size_t>(s)];
-      const int64_t out_size = output_size[static_cast<size_t>(s)];
-      int64_t widest = 1;
-      for (int64_t o = 0; o < out_size; ++o) {
-        const int64_t start = o * in_size / out_size;
-        const int64_t end = ((o + 1) * in_size + out_size - 1) / out_size;
-        widest = std::max(widest, end - start);
-      }
-      pool.kernel.push_back(widest);
-      pool.stride.push_back(1);
-      pool.padding.push_back(0);
-      pool.dilation.push_back(1);
+  if (op.find("adaptive_") != std::string::npos) {
+    if (!AdaptiveWindows(graph, node, in, ints(1, "output_size"), &pool)) {
+      return std::nullopt;
     }
   } else {
     const bool is_max = op.find("max_pool") != std::string::npos;
