@@ -6,10 +6,10 @@
 #include <cmath>
 #include <set>
 
-#include "expert/families/lowering_probe.h"
 #include "expert/design/defaults.h"
 #include "expert/design/legality.h"
 #include "expert/families/family.h"
+#include "expert/families/lowering_probe.h"
 
 namespace egg::expert {
 namespace {

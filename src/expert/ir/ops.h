@@ -11,8 +11,9 @@
 
 namespace egg::expert {
 
-// A value or kernel that cannot be computed as asked (an unknown view, a read the kernel's index cannot make):
-// thrown by view handling and the code generator, a value again at the lowering probe (families/lowering_probe.h).
+// A value or kernel that cannot be computed as asked (an unknown view, a read the kernel's index cannot
+// make): thrown by view handling and the code generator, a value again at the lowering probe
+// (families/lowering_probe.h).
 struct NotFusable : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

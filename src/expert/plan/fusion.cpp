@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "expert/families/lowering_probe.h"
 #include "expert/design/defaults.h"
+#include "expert/families/lowering_probe.h"
 #include "expert/plan/planner.h"
 
 namespace egg::expert {

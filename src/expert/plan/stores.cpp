@@ -1,8 +1,8 @@
 // What each kernel writes to memory: the results some later kernel, extern op or output reads.
 #include <stdexcept>
 
-#include "expert/families/lowering_probe.h"
 #include "expert/design/defaults.h"
+#include "expert/families/lowering_probe.h"
 #include "expert/plan/planner.h"
 
 namespace egg::expert {
