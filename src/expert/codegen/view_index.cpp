@@ -87,7 +87,8 @@ std::vector<Index> DenseIndexOf(const Index& position, const TensorMeta& meta) {
   return index;
 }
 
-// Views that rearrange whole dimensions (reshapes, squeezes, aliases, permute, transpose, expand, broadcast):
+// Views that rearrange whole dimensions (reshapes, squeezes, aliases, permute, transpose, expand, broadcast,
+// repeat):
 // the source index, or nullopt for another view.
 std::optional<std::vector<Index>> DimensionMapSource(const Node& node, const std::vector<Index>& index,
                                                      const std::vector<int64_t>& in_shape,
@@ -127,6 +128,16 @@ std::optional<std::vector<Index>> DimensionMapSource(const Node& node, const std
   }
   if (op == "aten.expand.default" || op == "aten.expand_copy.default") {
     return BroadcastIndex(index, out_shape, in_shape);
+  }
+  if (op ==
+      "aten.repeat.default") {  // tiled copies: an output dim reads its input dim at the index mod its size
+    const size_t lead = out_shape.size() - in_shape.size();  // leading dims the repeats add
+    std::vector<Index> out(in_shape.size());
+    for (size_t k = 0; k < in_shape.size(); ++k) {
+      const Index& at = index[lead + k];
+      out[k] = in_shape[k] == out_shape[lead + k] ? at : at.Mod(in_shape[k]);
+    }
+    return out;
   }
   if (op == "prims.broadcast_in_dim.default") {
     const auto dims = IntsOf(node, 2, "broadcast_dimensions");

@@ -54,5 +54,25 @@ TEST(ViewIndexTest, BroadcastFixesSizeOneDimensionsAndAlignsRight) {
   EXPECT_EQ(right[0], b);
 }
 
+TEST(ViewIndexTest, RepeatReadsItsInputAtTheIndexModItsSize) {
+  using testing::Meta;
+  using testing::NodeJson;
+  using testing::Ref;
+  // x [4, 5].repeat(2, 1, 3): [2, 4, 15], the leading dim added by the repeats, dim 1 repeated once
+  const Graph graph = testing::LoadGraph(
+      testing::GraphJson({testing::Input("x", 0, Meta({4, 5}))},
+                         {NodeJson("repeat", "aten.repeat.default",
+                                   Json::array({Ref("x"), Json::array({2, 1, 3})}), Meta({2, 4, 15}))},
+                         {"repeat"}));
+  const Index n = Index::Var("n", 2);
+  const Index r = Index::Var("r", 4);
+  const Index c = Index::Var("c", 15);
+  const auto source = ViewSourceIndex(graph, NodeWithOp(graph, "aten.repeat.default"), {n, r, c});
+  ASSERT_EQ(source.size(), 2U);
+  EXPECT_EQ(source[0], r) << "repeated once: the index as it is";
+  EXPECT_EQ(source[1], c.Mod(5));
+  EXPECT_EQ(source[1].Hi(), 4);
+}
+
 }  // namespace
 }  // namespace egg::expert

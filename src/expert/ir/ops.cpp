@@ -25,7 +25,7 @@ const std::map<std::string, OpClass>& ClassTable() {
           "aten.lift_fresh_copy.default", "aten.clone.default", "aten.contiguous.default",
           "aten.expand_copy.default", "aten.view_copy.default", "aten.permute_copy.default",
           "aten.unsqueeze_copy.default", "aten.squeeze_copy.dims", "prims.squeeze.default",
-          "aten.view_as.default", "aten.unfold.default"}) {
+          "aten.view_as.default", "aten.unfold.default", "aten.repeat.default"}) {
       t[op] = OpClass::kView;
     }
     for (const char* op :

@@ -10,7 +10,7 @@ bool Planner::IsZeroCopyView(const Node& node) const {
                                                 "aten.contiguous.default",   "aten.lift_fresh_copy.default",
                                                 "aten.expand_copy.default",  "aten.view_copy.default",
                                                 "aten.permute_copy.default", "aten.unsqueeze_copy.default",
-                                                "aten.squeeze_copy.dims"};
+                                                "aten.squeeze_copy.dims", "aten.repeat.default"};
   return ClassifyOp(node.op) == OpClass::kView && kCopies.count(node.op) == 0;
 }
 
