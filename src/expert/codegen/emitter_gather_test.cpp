@@ -158,7 +158,8 @@ TEST(BitwiseLoweringTest, BoolsAreInt1AndLiteralsGoRight) {
   const Operand mask{"tmp3", DType::kBool, false};
   const Operand count{"tmp4", DType::kInt64, false};
   EXPECT_EQ(LowerPointwise(node, {literal, mask}, DType::kBool).code, "(tmp3 & True)");
-  EXPECT_EQ(LowerPointwise(node, {mask, count}, DType::kBool).code, "(tmp3 & (tmp4 != 0))");
+  EXPECT_EQ(LowerPointwise(node, {mask, count}, DType::kBool).code,
+            "(((tmp3).to(tl.int8) & ((tmp4 != 0)).to(tl.int8)) != 0)");
   node.op = "aten.bitwise_xor.Scalar";
   EXPECT_EQ(LowerPointwise(node, {count, Operand{"5", DType::kInt64, true}}, DType::kInt64).code,
             "(tmp4 ^ 5)");

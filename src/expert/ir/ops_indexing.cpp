@@ -41,6 +41,13 @@ void AddIndexingClasses(std::map<std::string, OpClass>* table) {
   }
 }
 
+std::string BoolCombine(const Operand& a, const std::string& symbol, const Operand& b) {
+  if (a.scalar || b.scalar) {  // a literal side: True or False, which meets a tile or a scalar alike
+    return fmt::format("({} {} {})", AsBool(a), symbol, AsBool(b));
+  }
+  return fmt::format("((({}).to(tl.int8) {} ({}).to(tl.int8)) != 0)", AsBool(a), symbol, AsBool(b));
+}
+
 std::optional<std::string> LowerBitwise(const Node& node, const std::vector<Operand>& operands, DType out) {
   const auto found = BitwiseSymbols().find(node.op);
   if (found == BitwiseSymbols().end()) {
@@ -51,7 +58,7 @@ std::optional<std::string> LowerBitwise(const Node& node, const std::vector<Oper
   const Operand& a = operands.at(swap ? 1 : 0);
   const Operand& b = operands.at(swap ? 0 : 1);
   if (out == DType::kBool) {
-    return fmt::format("({} {} {})", AsBool(a), found->second, AsBool(b));
+    return BoolCombine(a, found->second, b);
   }
   return fmt::format("({} {} {})", a.code, found->second, b.code);
 }

@@ -375,10 +375,10 @@ LoweringMap ComparisonLowerings() {
     return out == DType::kBool ? Unary("({} == 0)", in) : Unary("(~{})", in);
   };
   t["aten.logical_and.default"] = [](const Node&, const V& in, DType, H*) {
-    return fmt::format("(({} != 0) & ({} != 0))", in.at(0).code, in.at(1).code);
+    return BoolCombine(in.at(0), "&", in.at(1));
   };
   t["aten.logical_or.default"] = [](const Node&, const V& in, DType, H*) {
-    return fmt::format("(({} != 0) | ({} != 0))", in.at(0).code, in.at(1).code);
+    return BoolCombine(in.at(0), "|", in.at(1));
   };
   t["aten.isnan.default"] = [](const Node&, const V& in, DType, H*) { return Unary("({0} != {0})", in); };
   t["aten.isinf.default"] = [](const Node&, const V& in, DType, H*) {
