@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "expert/patterns/node_args.h"
 
@@ -48,25 +49,34 @@ KernelEmitter::KernelEmitter(const Graph& graph, const std::map<int, TensorMeta>
 
 void KernelEmitter::Line(const std::string& text) {
   Scope& scope = scopes_.back();
-  scope.lines.push_back(std::string(static_cast<size_t>(scope.indent) * 4, ' ') + text);
+  scope.statements.push_back(kir::Statement::Text(scope.indent, text));
 }
 
 void KernelEmitter::Append(const std::vector<std::string>& lines) {
+  for (const std::string& line : lines) {
+    scopes_.back().statements.push_back(kir::Statement::Text(0, line));  // indented already
+  }
+}
+
+void KernelEmitter::Append(std::vector<kir::Statement> statements) {
   Scope& scope = scopes_.back();
-  scope.lines.insert(scope.lines.end(), lines.begin(), lines.end());
+  scope.statements.insert(scope.statements.end(), std::make_move_iterator(statements.begin()),
+                          std::make_move_iterator(statements.end()));
 }
 
 void KernelEmitter::OpenScope(int indent) { scopes_.push_back(Scope{indent, {}, {}}); }
 
-std::vector<std::string> KernelEmitter::CloseScope() {
-  std::vector<std::string> lines = std::move(scopes_.back().lines);
+std::vector<kir::Statement> KernelEmitter::CloseStatements() {
+  std::vector<kir::Statement> statements = std::move(scopes_.back().statements);
   if (scopes_.size() > 1) {
     scopes_.pop_back();
   } else {
     scopes_.back() = Scope{1, {}, {}};
   }
-  return lines;
+  return statements;
 }
+
+std::vector<std::string> KernelEmitter::CloseScope() { return kir::Print(CloseStatements()); }
 
 std::string KernelEmitter::Temp(const std::string& prefix) { return prefix + std::to_string(next_temp_++); }
 
@@ -229,7 +239,6 @@ Operand KernelEmitter::Load(int value, const std::vector<Index>& index) {
   const Index address = Offset(index, layout.stride, layout.offset);
   max_address_ = std::max(max_address_, address.Hi());
   loaded_.insert(value);
-  const std::string pointer = PointerName(value);
   // The lane conditions (padding, cat slices, pooling windows) keep a load's address inside its tensor; every
   // consumer selects with tl.where under the same condition. A load whose every index is inside its dimension
   // for every lane (a per-channel parameter in a padded convolution's prologue) needs only the lane masks:
@@ -238,37 +247,32 @@ Operand KernelEmitter::Load(int value, const std::vector<Index>& index) {
   for (size_t d = 0; inside && d < index.size(); ++d) {
     inside = index[d].Lo() >= 0 && index[d].Hi() < layout.shape[d];
   }
-  const std::string mask = MaskFor(address, !inside);
-  if (IsHalf(layout.dtype) && keep_half_loads_) {
-    const std::string load = fmt::format("tl.load({} + ({}){})", pointer, address.Code(),
-                                         mask.empty() ? "" : ", " + mask + ", other=0.0");
-    Operand loaded = Bind(load, layout.dtype);
-    if (!mask.empty()) {
-      NoteZeroMasked(loaded.code, mask);
-    }
-    return loaded;
-  }
+  kir::Statement load;
+  load.kind = kir::Statement::Kind::kLoad;
+  load.depth = scopes_.back().indent;
+  load.buffer = value;
+  load.pointer = PointerName(value);
+  load.address = address;
+  load.mask = MaskFor(address, !inside);
+  load.name = Temp();
+  DType dtype = layout.dtype;
   if (IsHalf(layout.dtype)) {
-    // Upcast as loaded. No half constant: Triton's interpreter has none (a bf16 `other` fails there), so the
-    // masked lanes are zeroed after the upcast.
-    const std::string load =
-        fmt::format("tl.load({} + ({}){})", pointer, address.Code(), mask.empty() ? "" : ", " + mask);
-    if (mask.empty()) {
-      return Bind(load + ".to(tl.float32)", DType::kFloat32);
-    }
-    Operand loaded = Bind(fmt::format("tl.where({}, {}.to(tl.float32), 0.0)", mask, load), DType::kFloat32);
-    NoteZeroMasked(loaded.code, mask);
-    return loaded;
+    // Kept half for tl.dot, or upcast as loaded. No half constant: Triton's interpreter has none (a bf16
+    // `other` fails there), so the masked lanes are zeroed after the upcast.
+    load.form = keep_half_loads_
+                    ? kir::LoadForm::kHalfKept
+                    : (load.mask.empty() ? kir::LoadForm::kHalfWidened : kir::LoadForm::kHalfWidenedMasked);
+    dtype = keep_half_loads_ ? layout.dtype : DType::kFloat32;
+  } else if (!load.mask.empty()) {
+    load.form = kir::LoadForm::kMasked;
+    load.other = layout.dtype == DType::kBool ? "0" : (IsFloating(layout.dtype) ? "0.0" : "0");
   }
-  const std::string other = layout.dtype == DType::kBool ? "0" : (IsFloating(layout.dtype) ? "0.0" : "0");
-  if (mask.empty()) {
-    return Bind(fmt::format("tl.load({} + ({}))", pointer, address.Code()), layout.dtype);
+  const bool zero_masked = !load.mask.empty() && (IsHalf(layout.dtype) || layout.dtype == DType::kFloat32);
+  if (zero_masked) {
+    NoteZeroMasked(load.name, load.mask);
   }
-  Operand loaded =
-      Bind(fmt::format("tl.load({} + ({}), {}, other={})", pointer, address.Code(), mask, other), layout.dtype);
-  if (layout.dtype == DType::kFloat32) {
-    NoteZeroMasked(loaded.code, mask);
-  }
+  Operand loaded{load.name, dtype, false};
+  scopes_.back().statements.push_back(std::move(load));
   return loaded;
 }
 
@@ -482,10 +486,18 @@ void KernelEmitter::Store(int value, const std::vector<Index>& index, const Oper
   // A fixed address (a single-element result), or a matrix tile's address that misses a tile variable (a single
   // row), is broadcast to the tile so value and pointer shapes agree.
   const bool partial_tile = mask == masks_.tile_var && MaskFor(address) != mask;
-  const std::string where = (address.IsConstant() || partial_tile) && !masks_.tile_var.empty()
-                                ? fmt::format("{} + ({}) + tl.zeros_like({})", pointer, address.Code(), masks_.tile_var)
-                                : fmt::format("{} + ({})", pointer, address.Code());
-  Line(fmt::format("tl.store({}, {}{})", where, data, full_mask.empty() ? "" : ", " + full_mask));
+  kir::Statement store;
+  store.kind = kir::Statement::Kind::kStore;
+  store.depth = scopes_.back().indent;
+  store.buffer = value;
+  store.pointer = pointer;
+  store.address = address;
+  store.mask = full_mask;
+  store.data = data;
+  if ((address.IsConstant() || partial_tile) && !masks_.tile_var.empty()) {
+    store.broadcast = masks_.tile_var;
+  }
+  scopes_.back().statements.push_back(std::move(store));
 }
 
 }  // namespace egg::expert

@@ -15,6 +15,7 @@
 #include "expert/ir/graph.h"
 #include "expert/ir/index_expr.h"
 #include "expert/ir/ops.h"
+#include "expert/kir/statement.h"
 
 namespace egg::expert {
 
@@ -67,7 +68,11 @@ class KernelEmitter {
   void Line(const std::string& text);
   // Appends already-indented lines (a closed scope's) to the current block.
   void Append(const std::vector<std::string>& lines);
+  void Append(std::vector<kir::Statement> statements);
   void OpenScope(int indent);
+  // The scope's statements (kernel IR: typed loads and stores, other lines as text), closing it.
+  std::vector<kir::Statement> CloseStatements();
+  // The same, printed.
   std::vector<std::string> CloseScope();
   std::string Temp(const std::string& prefix = "tmp");
 
@@ -99,7 +104,7 @@ class KernelEmitter {
  private:
   struct Scope {
     int indent = 0;
-    std::vector<std::string> lines;
+    std::vector<kir::Statement> statements;
     std::map<std::string, Operand> cse;
   };
   struct Row {

@@ -8,30 +8,10 @@
 #include <vector>
 
 #include "expert/codegen/emitter.h"
+#include "expert/kir/kernel.h"
 #include "expert/plan/plan.h"
 
 namespace egg::expert {
-
-// One launch of a jitted function. Pointer arguments are values, or scratch buffers as ScratchId(i).
-struct KernelLaunch {
-  std::string function;
-  std::vector<int> pointers;
-  std::string grid;                           // Python expression of the launch grid
-  std::map<std::string, int64_t> constexprs;  // XBLOCK, RBLOCK...
-  // Runtime integer arguments after the pointers, in the function's parameter order: one compiled variant serves
-  // every value (a recurrent layer's direction and offsets).
-  std::vector<std::pair<std::string, int64_t>> scalars;
-};
-
-inline int ScratchId(size_t index) { return -1 - static_cast<int>(index); }
-inline bool IsScratch(int pointer) { return pointer < 0; }
-inline size_t ScratchIndex(int pointer) { return static_cast<size_t>(-1 - pointer); }
-
-struct Scratch {
-  int64_t numel = 0;
-  DType dtype = DType::kFloat32;
-  bool zeroed = false;  // torch.zeros (counters), not torch.empty
-};
 
 struct KernelSource {
   std::string name;
@@ -54,10 +34,20 @@ struct KernelSource {
 KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                             const std::map<int, TensorMeta>& layouts);
 
+// A kernel lowered to the kernel IR as its source: the printed functions, what it reads (kir::Reads).
+KernelSource SourceOf(const kir::Kernel& kernel);
+
+// A pointwise kernel in the kernel IR: each root computed by the emitter at the flat index and stored where
+// the plan stores it.
+kir::Kernel PointwiseProgram(const Graph& graph, const KernelPlan& kernel,
+                             const std::map<int, TensorMeta>& memory,
+                             const std::map<int, TensorMeta>& layouts);
+// A flat kernel's launch and its one function over `numel` elements (xindex, xmask), its body what `emitter`
+// wrote; `what`: the function's comment after "pointwise over N elements: ".
+kir::Kernel FlatProgram(const KernelPlan& kernel, int64_t numel, KernelEmitter& emitter,
+                        const std::string& what);
+
 // The lowerings of the families kernel_writer.h writes, one each (the families call them).
-KernelSource GeneratePointwiseKernel(const Graph& graph, const KernelPlan& kernel,
-                                     const std::map<int, TensorMeta>& memory,
-                                     const std::map<int, TensorMeta>& layouts);
 KernelSource GenerateReductionKernel(const Graph& graph, const KernelPlan& kernel,
                                      const std::map<int, TensorMeta>& memory,
                                      const std::map<int, TensorMeta>& layouts);

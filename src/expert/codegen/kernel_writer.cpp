@@ -6,6 +6,7 @@
 
 #include "expert/design/legality.h"
 #include "expert/families/family.h"
+#include "expert/kir/analysis.h"
 
 namespace egg::expert::writer {
 
@@ -174,23 +175,6 @@ Operand KernelWriter::EmitUnder(int value, const std::vector<Index>& index, cons
   return operand;
 }
 
-KernelSource KernelWriter::WritePointwise() {
-  const int64_t numel = Product(kernel_.shape);
-  const Index x = Index::Var("xindex", numel);
-  for (int root : kernel_.roots) {
-    const TensorMeta& meta = MetaOf(graph_, root);
-    const auto index = Delinearize(x, meta.shape);
-    const Operand value = emitter_.Emit(root, index);
-    StoreIfNeeded(root, index, value, "xmask");
-  }
-  templates::Values values;
-  values.text["numel"] = std::to_string(numel);
-  values.text["body"] = Join(emitter_.CloseScope());
-  const int64_t xblock = kernel_.design.xblock;
-  return Finish("triton/pointwise.py.mustache", values, fmt::format("(triton.cdiv({}, {}),)", numel, xblock),
-                {{"XBLOCK", xblock}});
-}
-
 }  // namespace egg::expert::writer
 
 namespace egg::expert {
@@ -235,10 +219,57 @@ KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel,
   return FamilyOf(kernel.kind).Lower(graph, kernel, memory, layouts);
 }
 
-KernelSource GeneratePointwiseKernel(const Graph& graph, const KernelPlan& kernel,
-                                     const std::map<int, TensorMeta>& memory,
-                                     const std::map<int, TensorMeta>& layouts) {
-  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Flat()).WritePointwise();
+KernelSource SourceOf(const kir::Kernel& kernel) {
+  KernelSource source;
+  source.name = kernel.name;
+  source.code = kir::Print(kernel);
+  source.launches = kernel.launches;
+  source.scratch = kernel.scratch;
+  source.helpers = kernel.helpers;
+  source.loaded = kir::Reads(kernel);
+  source.computed = kernel.computed;
+  source.int64_indexing = kernel.int64_indexing;
+  return source;
+}
+
+kir::Kernel FlatProgram(const KernelPlan& kernel, int64_t numel, KernelEmitter& emitter,
+                        const std::string& what) {
+  kir::Kernel program;
+  program.name = kernel.name;
+  program.int64_indexing =
+      emitter.MaxAddress() > writer::kInt32Max || kernel.rows * kernel.length > writer::kInt32Max;
+  kir::Function function;
+  function.name = kernel.name;
+  function.pointers = emitter.PointerValues().size();
+  function.constexprs = {"XBLOCK"};
+  function.comment = fmt::format("pointwise over {} elements: {}", numel, what);
+  function.domain = {numel, program.int64_indexing};
+  function.body = emitter.CloseStatements();
+  program.functions.push_back(std::move(function));
+  program.launches.push_back({kernel.name,
+                              emitter.PointerValues(),
+                              fmt::format("(triton.cdiv({}, {}),)", numel, kernel.design.xblock),
+                              {{"XBLOCK", kernel.design.xblock}},
+                              {}});
+  program.helpers = emitter.Helpers();
+  program.computed = emitter.Computed();
+  return program;
+}
+
+kir::Kernel PointwiseProgram(const Graph& graph, const KernelPlan& kernel,
+                             const std::map<int, TensorMeta>& memory,
+                             const std::map<int, TensorMeta>& layouts) {
+  KernelEmitter emitter(graph, memory, MaskSet::Flat());
+  const int64_t numel = Product(kernel.shape);
+  const Index x = Index::Var("xindex", numel);
+  for (int root : kernel.roots) {
+    const auto index = Delinearize(x, writer::MetaOf(graph, root).shape);
+    const Operand value = emitter.Emit(root, index);
+    if (writer::Contains(kernel.stores, root)) {
+      emitter.Store(root, index, value, layouts.at(root), "xmask");
+    }
+  }
+  return FlatProgram(kernel, numel, emitter, writer::Summary(graph, kernel));
 }
 
 KernelSource GenerateReductionKernel(const Graph& graph, const KernelPlan& kernel,

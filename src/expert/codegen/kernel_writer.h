@@ -42,8 +42,8 @@ class KernelWriter {
         layouts_(layouts),
         emitter_(graph, memory, std::move(masks)) {}
 
-  // One kernel of each kind this writer covers (the families' lowerings, kernel_codegen.h).
-  KernelSource WritePointwise();
+  // One kernel of each kind this writer covers (the families' lowerings, kernel_codegen.h; pointwise kernels
+  // lower to the kernel IR instead, PointwiseProgram).
   KernelSource WriteReduction();
   KernelSource WritePool();
   KernelSource WriteScan();

@@ -34,14 +34,14 @@ TEST(TemplatesTest, ValuesGoInVerbatimAndSectionsFollowTheirFlags) {
       {"summary", "relu(x) < 1 & y > 0"},
       {"body", "    tmp0 = tl.load(ptr0 + xindex, xmask)\n    tl.store(ptr1 + xindex, tmp0, xmask)"}};
   values.flags = {{"int64", false}};
-  const std::string narrow = Render("triton/pointwise.py.mustache", values);
+  const std::string narrow = Render("triton/pool.py.mustache", values);
   EXPECT_NE(narrow.find("def egg_k0_relu(ptr0, ptr1, XBLOCK: tl.constexpr):"), std::string::npos) << narrow;
   EXPECT_NE(narrow.find("relu(x) < 1 & y > 0"), std::string::npos) << "no HTML escaping";
   EXPECT_NE(narrow.find("xmask = xindex < 4096"), std::string::npos);
   EXPECT_NE(narrow.find("    tl.store(ptr1 + xindex, tmp0, xmask)"), std::string::npos);
   EXPECT_EQ(narrow.find(".to(tl.int64)"), std::string::npos);
   values.flags["int64"] = true;
-  const std::string wide = Render("triton/pointwise.py.mustache", values);
+  const std::string wide = Render("triton/pool.py.mustache", values);
   EXPECT_NE(wide.find("tl.program_id(0).to(tl.int64) * XBLOCK"), std::string::npos) << wide;
 }
 

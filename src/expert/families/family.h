@@ -5,7 +5,7 @@
 //
 //   plan/    MakePlan ── Claim (pattern families) ──▶ KernelPlan{kind}
 //   design/  DefaultDesign, DesignFits, WorthMeasuring, StageMoves ──▶ FamilyOf(kind).…
-//   codegen/ GenerateKernel ──▶ FamilyOf(kind).Lower
+//   codegen/ GenerateKernel ──▶ FamilyOf(kind).Lower (LowerProgram: the kernel IR, printed by kir/)
 #pragma once
 
 #include <map>
@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "expert/kir/kernel.h"
 #include "expert/plan/plan.h"
 
 namespace egg::expert {
@@ -65,11 +66,16 @@ class KernelFamily {
   // The designs one move of `stage` from the kernel's own, into `sink`.
   virtual void Moves(SearchStage stage, const KernelPlan& kernel, MoveSink& sink) const = 0;
 
-  // The kernel's Triton source. Throws NotFusable when its group cannot be one kernel. `memory`: values in
-  // memory before it runs, with layouts; `layouts`: those of the values it stores.
+  // The kernel in the kernel IR (kir/kernel.h), for a family that lowers to it; nullopt for one that still
+  // writes text through its templates (Lower). Throws NotFusable when its group cannot be one kernel.
+  // `memory`: values in memory before it runs, with layouts; `layouts`: those of the values it stores.
+  virtual std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                                                  const std::map<int, TensorMeta>& memory,
+                                                  const std::map<int, TensorMeta>& layouts) const;
+  // The kernel's Triton source: LowerProgram's, printed, unless the family writes text itself.
   virtual KernelSource Lower(const Graph& graph, const KernelPlan& kernel,
                              const std::map<int, TensorMeta>& memory,
-                             const std::map<int, TensorMeta>& layouts) const = 0;
+                             const std::map<int, TensorMeta>& layouts) const;
 
  private:
   friend class FamilyRegistry;

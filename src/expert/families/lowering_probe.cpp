@@ -1,6 +1,9 @@
 #include "expert/families/lowering_probe.h"
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/design/legality.h"
+#include "expert/families/family.h"
+#include "expert/kir/analysis.h"
 
 namespace egg::expert {
 
@@ -9,7 +12,15 @@ LoweringProbe ProbeLowering(const Graph& graph, const KernelPlan& kernel,
                             const std::map<int, TensorMeta>& layouts) {
   LoweringProbe probe;
   try {
-    const KernelSource source = GenerateKernel(graph, kernel, memory, layouts);
+    RequireLegalDesign(kernel);
+    const KernelFamily& family = FamilyOf(kernel.kind);
+    // a family in the kernel IR is asked its analyses, nothing printed; the others' text is generated
+    if (const std::optional<kir::Kernel> program = family.LowerProgram(graph, kernel, memory, layouts)) {
+      probe.lowers = true;
+      probe.loaded = kir::Reads(*program);
+      return probe;
+    }
+    const KernelSource source = family.Lower(graph, kernel, memory, layouts);
     probe.lowers = true;
     probe.loaded = source.loaded;
     probe.a_tile_loads = source.a_tile_loads;

@@ -1,6 +1,7 @@
 // The question the planner and the design rules ask of a kernel's lowering: does it lower, and what does it
-// read from memory and stage per K step. It runs the kernel's family's Lower (the generated text dropped):
-// plan/ and design/ include nothing of codegen/.
+// read from memory and stage per K step. A family that lowers to the kernel IR answers from its analyses
+// (kir/, nothing printed); the others' text is generated and dropped. plan/ and design/ include nothing of
+// codegen/.
 #pragma once
 
 #include <map>

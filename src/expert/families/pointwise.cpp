@@ -19,9 +19,10 @@ class PointwiseFamily : public FlatFamily {
     return design;
   }
 
-  KernelSource Lower(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
-                     const std::map<int, TensorMeta>& layouts) const override {
-    return GeneratePointwiseKernel(graph, kernel, memory, layouts);
+  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                                          const std::map<int, TensorMeta>& memory,
+                                          const std::map<int, TensorMeta>& layouts) const override {
+    return PointwiseProgram(graph, kernel, memory, layouts);
   }
 };
 

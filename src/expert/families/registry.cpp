@@ -3,6 +3,7 @@
 #include <cassert>
 #include <stdexcept>
 
+#include "expert/codegen/kernel_codegen.h"
 #include "expert/design/legality.h"
 #include "expert/families/common.h"
 #include "expert/families/family.h"
@@ -46,6 +47,21 @@ KernelDesign KernelFamily::FallbackDesign(const KernelPlan& kernel, int seed, Pr
 
 bool KernelFamily::FitsResources(const KernelPlan& /*kernel*/, const KernelDesign& design) const {
   return TileFitsThreads(design.xblock, design);
+}
+
+std::optional<kir::Kernel> KernelFamily::LowerProgram(const Graph& /*graph*/, const KernelPlan& /*kernel*/,
+                                                      const std::map<int, TensorMeta>& /*memory*/,
+                                                      const std::map<int, TensorMeta>& /*layouts*/) const {
+  return std::nullopt;
+}
+
+KernelSource KernelFamily::Lower(const Graph& graph, const KernelPlan& kernel,
+                                 const std::map<int, TensorMeta>& memory,
+                                 const std::map<int, TensorMeta>& layouts) const {
+  if (std::optional<kir::Kernel> program = LowerProgram(graph, kernel, memory, layouts)) {
+    return SourceOf(*program);
+  }
+  throw std::logic_error(fmt::format("kernel family {} has no lowering", Name()));
 }
 
 std::string KernelFamily::Unwritable(const KernelPlan& /*kernel*/, const KernelDesign& /*design*/) const {

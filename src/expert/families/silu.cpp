@@ -7,7 +7,6 @@
 
 #include "expert/codegen/emitter.h"
 #include "expert/codegen/kernel_codegen.h"
-#include "expert/codegen/templates.h"
 #include "expert/design/defaults.h"
 #include "expert/families/common.h"
 
@@ -72,8 +71,9 @@ class SiluFamily : public FlatFamily {
 
   // One element per lane: x computed through the emitter (views and pointwise producers inlined), then
   // x * sigmoid(x) in float32, stored in the product's type.
-  KernelSource Lower(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
-                     const std::map<int, TensorMeta>& layouts) const override {
+  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                                          const std::map<int, TensorMeta>& memory,
+                                          const std::map<int, TensorMeta>& layouts) const override {
     const int out = kernel.roots.at(0);
     const Index flat = Index::Var("xindex", kernel.rows);
     KernelEmitter emitter(graph, memory, MaskSet::Flat());
@@ -82,32 +82,9 @@ class SiluFamily : public FlatFamily {
     emitter.Line(fmt::format("{} = {}.to(tl.float32) * tl.sigmoid({}.to(tl.float32))", silu, x.code, x.code));
     const auto index = Delinearize(flat, ValueAt(graph, out).meta->shape);
     emitter.Store(out, index, Operand{silu, DType::kFloat32, false}, layouts.at(out), "xmask");
-
-    templates::Values values;
-    values.text["name"] = kernel.name;
-    values.text["numel"] = std::to_string(kernel.rows);
-    values.text["summary"] = "x * sigmoid(x)";
-    values.text["body"] = Join(emitter.CloseScope());
-    std::string params;
-    for (size_t i = 0; i < emitter.PointerValues().size(); ++i) {
-      params += fmt::format("ptr{}, ", i);
-    }
-    values.text["params"] = params;
-    KernelSource source;
-    source.name = kernel.name;
-    source.int64_indexing = emitter.MaxAddress() > std::numeric_limits<int32_t>::max();
-    values.flags["int64"] = source.int64_indexing;
-    source.code = templates::Render("triton/pointwise.py.mustache", values);
-    source.launches.push_back({kernel.name,
-                               emitter.PointerValues(),
-                               fmt::format("(triton.cdiv({}, {}),)", kernel.rows, kernel.design.xblock),
-                               {{"XBLOCK", kernel.design.xblock}},
-                               {}});
-    source.helpers = emitter.Helpers();
-    source.loaded = emitter.Loaded();
-    source.computed = emitter.Computed();
-    source.computed.insert(kernel.claim->node);
-    return source;
+    kir::Kernel program = FlatProgram(kernel, kernel.rows, emitter, "x * sigmoid(x)");
+    program.computed.insert(kernel.claim->node);
+    return program;
   }
 };
 

@@ -1,0 +1,35 @@
+#include "expert/kir/analysis.h"
+
+namespace egg::expert::kir {
+namespace {
+
+std::set<int> Buffers(const Kernel& kernel, Statement::Kind kind) {
+  std::set<int> values;
+  for (const Function& function : kernel.functions) {
+    for (const Statement& statement : function.body) {
+      if (statement.kind == kind && !IsScratch(statement.buffer)) {
+        values.insert(statement.buffer);
+      }
+    }
+  }
+  return values;
+}
+
+}  // namespace
+
+std::set<int> Reads(const Kernel& kernel) { return Buffers(kernel, Statement::Kind::kLoad); }
+
+std::set<int> Writes(const Kernel& kernel) { return Buffers(kernel, Statement::Kind::kStore); }
+
+int64_t BytesMoved(const Kernel& kernel, const Graph& graph) {
+  int64_t bytes = 0;
+  for (const std::set<int>& values : {Reads(kernel), Writes(kernel)}) {
+    for (int value : values) {
+      const TensorMeta& meta = *ValueAt(graph, value).meta;
+      bytes += meta.Numel() * DTypeBytes(meta.dtype);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace egg::expert::kir

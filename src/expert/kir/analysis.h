@@ -1,0 +1,21 @@
+// Questions asked of a kernel in the kernel IR, answered from its statements (no text is read): what it reads
+// and writes in memory, and the bytes that moves.
+#pragma once
+
+#include <cstdint>
+#include <set>
+
+#include "expert/ir/graph.h"
+#include "expert/kir/kernel.h"
+
+namespace egg::expert::kir {
+
+// The graph values its loads read (scratch buffers left out).
+std::set<int> Reads(const Kernel& kernel);
+// The graph values its stores write.
+std::set<int> Writes(const Kernel& kernel);
+// Every value read or written, whole, in its type's bytes (a static estimate: a value read at several
+// addresses counts once).
+int64_t BytesMoved(const Kernel& kernel, const Graph& graph);
+
+}  // namespace egg::expert::kir

@@ -1,0 +1,64 @@
+// The analyses read the typed loads and stores of a lowered kernel: a planned pointwise kernel reads its
+// inputs and writes its outputs, scratch buffers are no graph values, and bytes count each value once.
+#include "expert/kir/analysis.h"
+
+#include <gtest/gtest.h>
+
+#include "expert/codegen/kernel_codegen.h"
+#include "expert/ir/test_graphs.h"
+
+namespace egg::expert::kir {
+namespace {
+
+using egg::expert::testing::GraphJson;
+using egg::expert::testing::Input;
+using egg::expert::testing::LoadGraph;
+using egg::expert::testing::Meta;
+using egg::expert::testing::NodeJson;
+using egg::expert::testing::Ref;
+
+// relu(x) + y over [4, 8] float32, and its sum as a second output of bf16 y.
+Graph TwoInputs() {
+  return LoadGraph(
+      GraphJson({Input("x", 0, Meta({4, 8})), Input("y", 1, Meta({8}, "bfloat16"))},
+                {NodeJson("relu", "aten.relu.default", Json::array({Ref("x")}), Meta({4, 8})),
+                 NodeJson("add", "aten.add.Tensor", Json::array({Ref("relu"), Ref("y")}), Meta({4, 8}))},
+                {"add"}));
+}
+
+Kernel Lowered(const Graph& graph) {
+  const Plan plan = MakePlan(graph, {});
+  EXPECT_EQ(plan.kernels.size(), 1U);
+  std::map<int, TensorMeta> layouts;
+  for (int value : plan.kernels.at(0).stores) {
+    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
+  }
+  return PointwiseProgram(graph, plan.kernels.at(0), plan.memory_before.at(0), layouts);
+}
+
+TEST(AnalysisTest, APointwiseKernelReadsItsInputsAndWritesItsOutput) {
+  const Graph graph = TwoInputs();
+  const Kernel kernel = Lowered(graph);
+  const int add = graph.nodes.back().value;
+  EXPECT_EQ(Reads(kernel), (std::set<int>{graph.Inputs()[0], graph.Inputs()[1]}));
+  EXPECT_EQ(Writes(kernel), std::set<int>{add});
+  // x and the output 32 floats each, y 8 bf16 values
+  EXPECT_EQ(BytesMoved(kernel, graph), 32 * 4 + 8 * 2 + 32 * 4);
+}
+
+TEST(AnalysisTest, ScratchBuffersAreNotGraphValues) {
+  Kernel kernel;
+  kernel.functions.resize(1);
+  Statement load;
+  load.kind = Statement::Kind::kLoad;
+  load.buffer = ScratchId(0);
+  Statement store = load;
+  store.kind = Statement::Kind::kStore;
+  store.buffer = 7;
+  kernel.functions[0].body = {load, store, Statement::Text(1, "tl.load(ptr9 + (0))")};
+  EXPECT_TRUE(Reads(kernel).empty()) << "a scratch load, and text the analyses do not read";
+  EXPECT_EQ(Writes(kernel), std::set<int>{7});
+}
+
+}  // namespace
+}  // namespace egg::expert::kir

@@ -1,0 +1,72 @@
+// The kernel IR: a planned kernel lowered to data before any text (issue 22). A kernel is its jitted
+// functions (each a domain its programs cover and a body of statements, kir/statement.h), the launches that
+// run them and the scratch buffers the launches share. Analyses ask it (kir/analysis.h); one printer turns it
+// into Triton (Print). Families lower to it where they have moved off text templates (families/).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "expert/ir/ops.h"
+#include "expert/kir/statement.h"
+
+namespace egg::expert {
+
+// One launch of a jitted function. Pointer arguments are values, or scratch buffers as ScratchId(i).
+struct KernelLaunch {
+  std::string function;
+  std::vector<int> pointers;
+  std::string grid;                           // Python expression of the launch grid
+  std::map<std::string, int64_t> constexprs;  // XBLOCK, RBLOCK...
+  // Runtime integer arguments after the pointers, in the function's parameter order: one compiled variant
+  // serves every value (a recurrent layer's direction and offsets).
+  std::vector<std::pair<std::string, int64_t>> scalars;
+};
+
+struct Scratch {
+  int64_t numel = 0;
+  DType dtype = DType::kFloat32;
+  bool zeroed = false;  // torch.zeros (counters), not torch.empty
+};
+
+}  // namespace egg::expert
+
+namespace egg::expert::kir {
+
+// A flat domain: XBLOCK lanes a program over `numel` elements (xindex, xmask), 64-bit offsets where the
+// addresses pass int32.
+struct FlatDomain {
+  int64_t numel = 0;
+  bool int64 = false;
+};
+
+struct Function {
+  std::string name;
+  size_t pointers = 0;                  // ptr0, ptr1, ... in launch order
+  std::vector<std::string> constexprs;  // XBLOCK, ...
+  std::string comment;                  // what its programs compute, in words
+  FlatDomain domain;
+  std::vector<Statement> body;
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<Function> functions;
+  std::vector<KernelLaunch> launches;
+  std::vector<Scratch> scratch;
+  std::vector<Helper> helpers;
+  std::set<int> computed;  // graph nodes computed here
+  bool int64_indexing = false;
+};
+
+// The function as Triton source: `@triton.jit`, its signature, the domain's lane variables, the body.
+std::string Print(const Function& function);
+// Every function of the kernel, in order, two blank lines apart.
+std::string Print(const Kernel& kernel);
+
+}  // namespace egg::expert::kir

@@ -1,0 +1,58 @@
+// The kernel IR's statements: one line of a kernel body at its depth. Loads and stores are typed (the buffer,
+// the address as an Index, the mask, the form of the load), so that analyses read them as data
+// (kir/analysis.h); every other line is Triton text the emitter formed (expressions, loops, accumulators) and
+// prints as it is.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "expert/ir/graph.h"
+#include "expert/ir/index_expr.h"
+
+namespace egg::expert {
+
+// A pointer a kernel's launches pass: a graph value in memory (its index), or scratch buffer i as
+// ScratchId(i).
+inline int ScratchId(size_t index) { return -1 - static_cast<int>(index); }
+inline bool IsScratch(int pointer) { return pointer < 0; }
+inline size_t ScratchIndex(int pointer) { return static_cast<size_t>(-1 - pointer); }
+
+}  // namespace egg::expert
+
+namespace egg::expert::kir {
+
+// How a load's value comes out of memory.
+enum class LoadForm {
+  kPlain,              // tl.load(p + (a)): no mask (every lane inside its tensor)
+  kMasked,             // tl.load(p + (a), mask, other=...)
+  kHalfKept,           // a half type read as it is (a tl.dot operand), masked lanes 0.0 where masked
+  kHalfWidened,        // a half type widened to float32, no mask
+  kHalfWidenedMasked,  // widened, masked lanes forced to 0.0 after the widening (no half constant exists)
+};
+
+struct Statement {
+  enum class Kind { kText, kLoad, kStore };
+  Kind kind = Kind::kText;
+  int depth = 0;     // levels of four spaces
+  std::string text;  // kText: the line (after its indentation)
+
+  // kLoad: `name = <load of buffer at address>`; kStore: `tl.store(<buffer at address>, data, mask)`.
+  int buffer = -1;
+  std::string pointer;  // the buffer's parameter in the function (ptr3)
+  Index address;        // element offset into the buffer
+  std::string mask;     // "" when none
+  std::string name;     // kLoad: the temporary it defines
+  LoadForm form = LoadForm::kPlain;
+  std::string other;      // kLoad kMasked: the masked lanes' value ("0.0", "0")
+  std::string data;       // kStore: the stored value's code (cast already applied)
+  std::string broadcast;  // kStore: a tile variable the address is widened to (a fixed or partial address)
+
+  static Statement Text(int depth, std::string text);
+};
+
+// The statement as Triton source, indented.
+std::string Print(const Statement& statement);
+std::vector<std::string> Print(const std::vector<Statement>& statements);
+
+}  // namespace egg::expert::kir
