@@ -51,7 +51,7 @@ KernelSource KernelWriter::WriteDirectConvolution() {
   const std::string term = fmt::format("({}).to(tl.float32) * ({}).to(tl.float32)", a.code, w.code);
   emitter_.Line(valid.empty() ? "acc += " + term : fmt::format("acc += tl.where(valid, {}, 0.0)", term));
   for (int level = depth; level > 1; --level) {
-    emitter_.Append(emitter_.CloseScope());
+    emitter_.Append(emitter_.CloseStatements());
   }
   std::string result = "acc";
   if (mm.bias >= 0) {
@@ -66,14 +66,10 @@ KernelSource KernelWriter::WriteDirectConvolution() {
   for (int64_t k : conv.kernel) {
     window += (window.empty() ? "" : "x") + std::to_string(k);
   }
-  templates::Values values;
-  values.text["numel"] = std::to_string(numel);
-  values.text["kind"] = "convolution (direct)";
-  values.text["window"] = fmt::format("{} input channel(s) x {}", in_per_group, window);
-  values.text["body"] = Join(emitter_.CloseScope());
-  const int64_t xblock = kernel_.design.xblock;
-  return Finish("triton/pool.py.mustache", values, fmt::format("(triton.cdiv({}, {}),)", numel, xblock),
-                {{"XBLOCK", xblock}});
+  return SourceOf(
+      FinishFlat(fmt::format("convolution (direct) over a {} input channel(s) x {} window, {} outputs: {}",
+                             in_per_group, window, numel, Summary(graph_, kernel_)),
+                 numel));
 }
 
 KernelSource KernelWriter::WriteConvolution() {
@@ -284,7 +280,8 @@ KernelSource KernelWriter::FinishConvolution(const ConvTiles& tiles, const Index
   for (const std::string& line : tiles.loop) {
     emitter_.Line(line);
   }
-  // A half operand read from memory stays in its half type (KeepHalfLoads; zero where masked, padding included)
+  // A half operand read from memory stays in its half type (KeepHalfLoads; zero where masked, padding
+  // included)
   emitter_.KeepHalfLoads(IsHalf(mm.dtype) && memory_.count(mm.a) != 0);
   const Operand a = EmitUnder(mm.a, tiles.input, tiles.input_valid, "valid");
   emitter_.KeepHalfLoads(IsHalf(mm.dtype) && memory_.count(mm.b) != 0);

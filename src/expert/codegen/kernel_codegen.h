@@ -22,7 +22,8 @@ struct KernelSource {
   std::set<int> loaded;    // values read from memory
   std::set<int> computed;  // nodes computed in this kernel
   bool int64_indexing = false;
-  // Matrix products: the tile-shaped loads in one K step, of the A side ([BLOCK_M, BLOCK_K]) and of the B side
+  // Matrix products: the tile-shaped loads in one K step, of the A side ([BLOCK_M, BLOCK_K]) and of the B
+  // side
   // ([BLOCK_K, BLOCK_N]): each is staged in shared memory once per pipeline stage.
   int a_tile_loads = 0;
   int b_tile_loads = 0;
@@ -31,7 +32,8 @@ struct KernelSource {
 // `memory`: values in memory before this kernel runs (with layouts); `layouts`: the layouts of the values
 // this kernel stores (plan.stores). Reductions and pooled or scanned results are computed in registers. The
 // kernel's family lowers it (families/family.h).
-KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
+KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel,
+                            const std::map<int, TensorMeta>& memory,
                             const std::map<int, TensorMeta>& layouts);
 
 // A kernel lowered to the kernel IR as its source: the printed functions, what it reads (kir::Reads).
@@ -42,18 +44,17 @@ KernelSource SourceOf(const kir::Kernel& kernel);
 kir::Kernel PointwiseProgram(const Graph& graph, const KernelPlan& kernel,
                              const std::map<int, TensorMeta>& memory,
                              const std::map<int, TensorMeta>& layouts);
-// A flat kernel's launch and its one function over `numel` elements (xindex, xmask), its body what `emitter`
-// wrote; `what`: the function's comment after "pointwise over N elements: ".
+// A flat kernel's launch and its one function over `numel` elements (xindex, xmask, XBLOCK lanes a program),
+// its body what `emitter` wrote, `comment` saying what it computes.
 kir::Kernel FlatProgram(const KernelPlan& kernel, int64_t numel, KernelEmitter& emitter,
-                        const std::string& what);
+                        const std::string& comment);
 
 // The lowerings of the families kernel_writer.h writes, one each (the families call them).
 KernelSource GenerateReductionKernel(const Graph& graph, const KernelPlan& kernel,
                                      const std::map<int, TensorMeta>& memory,
                                      const std::map<int, TensorMeta>& layouts);
-KernelSource GeneratePoolKernel(const Graph& graph, const KernelPlan& kernel,
-                                const std::map<int, TensorMeta>& memory,
-                                const std::map<int, TensorMeta>& layouts);
+kir::Kernel PoolProgram(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
+                        const std::map<int, TensorMeta>& layouts);
 KernelSource GenerateScanKernel(const Graph& graph, const KernelPlan& kernel,
                                 const std::map<int, TensorMeta>& memory,
                                 const std::map<int, TensorMeta>& layouts);
@@ -62,10 +63,11 @@ KernelSource GenerateMatmulKernel(const Graph& graph, const KernelPlan& kernel,
                                   const std::map<int, TensorMeta>& memory,
                                   const std::map<int, TensorMeta>& layouts);
 
-// A recurrent kernel (kind kRecurrent): per layer and direction, the input projection of every time step as one
-// GEMM, then a time loop computing h @ W_hh^T, the gates and the states (recurrent_codegen.cpp).
+// A recurrent kernel (kind kRecurrent): per layer and direction, the input projection of every time step as
+// one GEMM, then a time loop computing h @ W_hh^T, the gates and the states (recurrent_codegen.cpp).
 KernelSource GenerateRecurrentKernel(const Graph& graph, const KernelPlan& kernel,
-                                     const std::map<int, TensorMeta>& memory, const std::map<int, TensorMeta>& layouts);
+                                     const std::map<int, TensorMeta>& memory,
+                                     const std::map<int, TensorMeta>& layouts);
 
 // Lines joined by newlines (no trailing one): the code a template slot takes.
 std::string Join(const std::vector<std::string>& lines);

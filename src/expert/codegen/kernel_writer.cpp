@@ -135,20 +135,30 @@ KernelSource KernelWriter::Finish(const std::string& template_name, templates::V
                              {}});
   source.helpers = emitter_.Helpers();
   source.loaded = emitter_.Loaded();
-  source.computed = emitter_.Computed();
-  for (const ReductionSpec& spec : kernel_.reductions) {
-    source.computed.insert(spec.node);
-  }
-  if (kernel_.pool) {
-    source.computed.insert(kernel_.pool->node);
-  }
-  if (kernel_.scan) {
-    source.computed.insert(kernel_.scan->node);
-  }
-  if (kernel_.matmul) {
-    source.computed.insert(kernel_.matmul->node);
-  }
+  source.computed = ComputedNodes();
   return source;
+}
+
+std::set<int> KernelWriter::ComputedNodes() const {
+  std::set<int> computed = emitter_.Computed();
+  for (const ReductionSpec& spec : kernel_.reductions) {
+    computed.insert(spec.node);
+  }
+  for (const std::optional<int> node :
+       {kernel_.pool ? std::optional<int>(kernel_.pool->node) : std::nullopt,
+        kernel_.scan ? std::optional<int>(kernel_.scan->node) : std::nullopt,
+        kernel_.matmul ? std::optional<int>(kernel_.matmul->node) : std::nullopt}) {
+    if (node) {
+      computed.insert(*node);
+    }
+  }
+  return computed;
+}
+
+kir::Kernel KernelWriter::FinishFlat(const std::string& comment, int64_t numel) {
+  kir::Kernel program = FlatProgram(kernel_, numel, emitter_, comment);
+  program.computed = ComputedNodes();
+  return program;
 }
 
 void KernelWriter::WriteEpilogues(const Index& flat, int producer) {
@@ -233,7 +243,7 @@ KernelSource SourceOf(const kir::Kernel& kernel) {
 }
 
 kir::Kernel FlatProgram(const KernelPlan& kernel, int64_t numel, KernelEmitter& emitter,
-                        const std::string& what) {
+                        const std::string& comment) {
   kir::Kernel program;
   program.name = kernel.name;
   program.int64_indexing =
@@ -242,7 +252,7 @@ kir::Kernel FlatProgram(const KernelPlan& kernel, int64_t numel, KernelEmitter& 
   function.name = kernel.name;
   function.pointers = emitter.PointerValues().size();
   function.constexprs = {"XBLOCK"};
-  function.comment = fmt::format("pointwise over {} elements: {}", numel, what);
+  function.comment = comment;
   function.domain = {numel, program.int64_indexing};
   function.body = emitter.CloseStatements();
   program.functions.push_back(std::move(function));
@@ -269,7 +279,8 @@ kir::Kernel PointwiseProgram(const Graph& graph, const KernelPlan& kernel,
       emitter.Store(root, index, value, layouts.at(root), "xmask");
     }
   }
-  return FlatProgram(kernel, numel, emitter, writer::Summary(graph, kernel));
+  return FlatProgram(kernel, numel, emitter,
+                     fmt::format("pointwise over {} elements: {}", numel, writer::Summary(graph, kernel)));
 }
 
 KernelSource GenerateReductionKernel(const Graph& graph, const KernelPlan& kernel,
@@ -278,10 +289,9 @@ KernelSource GenerateReductionKernel(const Graph& graph, const KernelPlan& kerne
   return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Rows()).WriteReduction();
 }
 
-KernelSource GeneratePoolKernel(const Graph& graph, const KernelPlan& kernel,
-                                const std::map<int, TensorMeta>& memory,
-                                const std::map<int, TensorMeta>& layouts) {
-  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Flat()).WritePool();
+kir::Kernel PoolProgram(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
+                        const std::map<int, TensorMeta>& layouts) {
+  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Flat()).PoolProgram();
 }
 
 KernelSource GenerateScanKernel(const Graph& graph, const KernelPlan& kernel,

@@ -45,7 +45,8 @@ class KernelWriter {
   // One kernel of each kind this writer covers (the families' lowerings, kernel_codegen.h; pointwise kernels
   // lower to the kernel IR instead, PointwiseProgram).
   KernelSource WriteReduction();
-  KernelSource WritePool();
+  // A pooling kernel in the kernel IR.
+  kir::Kernel PoolProgram();
   KernelSource WriteScan();
   // One program per BLOCK_M x BLOCK_N output tile (and batch), a loop over K in BLOCK_K steps with tl.dot on
   // tiles loaded through the emitter (so views such as transposes are plain index arithmetic, and pointwise
@@ -64,6 +65,13 @@ class KernelWriter {
 
   // Lines at `depth` levels of four spaces, joined: a template slot's code.
   static std::string Indented(const std::vector<std::string>& lines, int depth);
+
+  // A kernel of one function over a flat domain of `numel` lanes (xindex, xmask) in the kernel IR: the
+  // emitter's statements as its body, one launch of XBLOCK lanes a program, `comment` saying what it
+  // computes.
+  kir::Kernel FinishFlat(const std::string& comment, int64_t numel);
+  // The graph nodes this kernel computes: the emitter's and the kernel's reductions, pool, scan or product.
+  std::set<int> ComputedNodes() const;
 
   // `function`: the jitted function's name when it is not the kernel's (the first of two launches).
   KernelSource Finish(const std::string& template_name, templates::Values values, const std::string& grid,

@@ -62,7 +62,7 @@ PoolWindow OpenWindowLoops(const PoolSpec& pool, const TensorMeta& in, const Ten
 
 }  // namespace
 
-KernelSource KernelWriter::WritePool() {
+kir::Kernel KernelWriter::PoolProgram() {
   const PoolSpec& pool = *kernel_.pool;
   const TensorMeta& in = MetaOf(graph_, pool.input);
   const TensorMeta& out = MetaOf(graph_, pool.output);
@@ -91,7 +91,7 @@ KernelSource KernelWriter::WritePool() {
   emitter_.Line(is_max ? fmt::format("acc = tl.maximum(acc, {})", element)
                        : fmt::format("acc = acc + {}", element));
   for (int s = pool.spatial; s-- > 0;) {
-    emitter_.Append(emitter_.CloseScope());
+    emitter_.Append(emitter_.CloseStatements());
   }
   std::string result = "acc";
   if (!is_max) {
@@ -102,14 +102,9 @@ KernelSource KernelWriter::WritePool() {
   emitter_.DefineRow(pool.output, pooled, x);
   StoreIfNeeded(pool.output, out_index, pooled, "xmask");
   WriteEpilogues(x, pool.output);
-  templates::Values values;
-  values.text["numel"] = std::to_string(numel);
-  values.text["kind"] = NameText(pool.kind) + " pooling";
-  values.text["window"] = window.text;
-  values.text["body"] = Join(emitter_.CloseScope());
-  const int64_t xblock = kernel_.design.xblock;
-  return Finish("triton/pool.py.mustache", values, fmt::format("(triton.cdiv({}, {}),)", numel, xblock),
-                {{"XBLOCK", xblock}});
+  return FinishFlat(fmt::format("{} pooling over a {} window, {} outputs: {}", NameOf(pool.kind), window.text,
+                                numel, Summary(graph_, kernel_)),
+                    numel);
 }
 
 std::string KernelWriter::AvgDivisor(const PoolSpec& pool, const TensorMeta& in, const TensorMeta& out,

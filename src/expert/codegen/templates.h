@@ -8,7 +8,7 @@
 
 namespace egg::expert::templates {
 
-// Every file under templates/, keyed by its path relative to templates/ ("triton/pool.py.mustache").
+// Every file under templates/, keyed by its path relative to templates/ ("triton/repack.py.mustache").
 const std::map<std::string, std::string_view>& EmbeddedFiles();
 
 struct Values {

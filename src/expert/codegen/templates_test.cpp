@@ -28,21 +28,25 @@ TEST(TemplatesTest, EveryFileUnderTemplatesIsEmbedded) {
 TEST(TemplatesTest, ValuesGoInVerbatimAndSectionsFollowTheirFlags) {
   Values values;
   values.text = {
-      {"name", "egg_k0_relu"},
+      {"name", "egg_k0_conv_nhwc"},
       {"params", "ptr0, ptr1, "},
-      {"numel", "4096"},
+      {"what", "channels-last repack"},
+      {"rows", "4096"},
+      {"columns", "64"},
       {"summary", "relu(x) < 1 & y > 0"},
-      {"body", "    tmp0 = tl.load(ptr0 + xindex, xmask)\n    tl.store(ptr1 + xindex, tmp0, xmask)"}};
+      {"body", "    tmp0 = tl.load(ptr0 + pindex, mask)\n    tl.store(ptr1 + pindex, tmp0, mask)"}};
   values.flags = {{"int64", false}};
-  const std::string narrow = Render("triton/pool.py.mustache", values);
-  EXPECT_NE(narrow.find("def egg_k0_relu(ptr0, ptr1, XBLOCK: tl.constexpr):"), std::string::npos) << narrow;
+  const std::string narrow = Render("triton/repack.py.mustache", values);
+  EXPECT_NE(narrow.find("def egg_k0_conv_nhwc(ptr0, ptr1, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):"),
+            std::string::npos)
+      << narrow;
   EXPECT_NE(narrow.find("relu(x) < 1 & y > 0"), std::string::npos) << "no HTML escaping";
-  EXPECT_NE(narrow.find("xmask = xindex < 4096"), std::string::npos);
-  EXPECT_NE(narrow.find("    tl.store(ptr1 + xindex, tmp0, xmask)"), std::string::npos);
+  EXPECT_NE(narrow.find("pmask = pindex < 4096"), std::string::npos);
+  EXPECT_NE(narrow.find("    tl.store(ptr1 + pindex, tmp0, mask)"), std::string::npos);
   EXPECT_EQ(narrow.find(".to(tl.int64)"), std::string::npos);
   values.flags["int64"] = true;
-  const std::string wide = Render("triton/pool.py.mustache", values);
-  EXPECT_NE(wide.find("tl.program_id(0).to(tl.int64) * XBLOCK"), std::string::npos) << wide;
+  const std::string wide = Render("triton/repack.py.mustache", values);
+  EXPECT_NE(wide.find("tl.program_id(0).to(tl.int64) * BLOCK_P"), std::string::npos) << wide;
 }
 
 TEST(TemplatesTest, AMissingTemplateIsAConfigError) {

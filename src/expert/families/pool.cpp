@@ -20,9 +20,10 @@ class PoolFamily : public FlatFamily {
     return design;
   }
 
-  KernelSource Lower(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
-                     const std::map<int, TensorMeta>& layouts) const override {
-    return GeneratePoolKernel(graph, kernel, memory, layouts);
+  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                                          const std::map<int, TensorMeta>& memory,
+                                          const std::map<int, TensorMeta>& layouts) const override {
+    return PoolProgram(graph, kernel, memory, layouts);
   }
 };
 

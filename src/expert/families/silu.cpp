@@ -82,7 +82,8 @@ class SiluFamily : public FlatFamily {
     emitter.Line(fmt::format("{} = {}.to(tl.float32) * tl.sigmoid({}.to(tl.float32))", silu, x.code, x.code));
     const auto index = Delinearize(flat, ValueAt(graph, out).meta->shape);
     emitter.Store(out, index, Operand{silu, DType::kFloat32, false}, layouts.at(out), "xmask");
-    kir::Kernel program = FlatProgram(kernel, kernel.rows, emitter, "x * sigmoid(x)");
+    kir::Kernel program = FlatProgram(kernel, kernel.rows, emitter,
+                                      fmt::format("pointwise over {} elements: x * sigmoid(x)", kernel.rows));
     program.computed.insert(kernel.claim->node);
     return program;
   }
