@@ -50,14 +50,18 @@ kir::Kernel FlatProgram(const KernelPlan& kernel, int64_t numel, KernelEmitter& 
                         const std::string& comment);
 
 // The lowerings of the families kernel_writer.h writes, one each (the families call them).
-KernelSource GenerateReductionKernel(const Graph& graph, const KernelPlan& kernel,
-                                     const std::map<int, TensorMeta>& memory,
-                                     const std::map<int, TensorMeta>& layouts);
+// A reduction kernel (not split) in the kernel IR; a split one (partials over scratch, then a combine launch)
+// is still text.
+kir::Kernel ReductionProgram(const Graph& graph, const KernelPlan& kernel,
+                             const std::map<int, TensorMeta>& memory,
+                             const std::map<int, TensorMeta>& layouts);
+KernelSource GenerateSplitReductionKernel(const Graph& graph, const KernelPlan& kernel,
+                                          const std::map<int, TensorMeta>& memory,
+                                          const std::map<int, TensorMeta>& layouts);
 kir::Kernel PoolProgram(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                         const std::map<int, TensorMeta>& layouts);
-KernelSource GenerateScanKernel(const Graph& graph, const KernelPlan& kernel,
-                                const std::map<int, TensorMeta>& memory,
-                                const std::map<int, TensorMeta>& layouts);
+kir::Kernel ScanProgram(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
+                        const std::map<int, TensorMeta>& layouts);
 // A matrix product or convolution: tl.dot tiles, or one output element per lane for a direct convolution.
 KernelSource GenerateMatmulKernel(const Graph& graph, const KernelPlan& kernel,
                                   const std::map<int, TensorMeta>& memory,

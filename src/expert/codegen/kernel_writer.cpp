@@ -155,6 +155,15 @@ std::set<int> KernelWriter::ComputedNodes() const {
   return computed;
 }
 
+kir::Kernel KernelWriter::FinishRows(const std::string& comment) {
+  kir::Kernel program = FinishFlat(comment, kernel_.rows);
+  kir::Function& function = program.functions.front();
+  function.constexprs.push_back("RBLOCK");
+  function.domain.kind = kir::Domain::Kind::kRows;
+  program.launches.front().constexprs["RBLOCK"] = kernel_.design.rblock;
+  return program;
+}
+
 kir::Kernel KernelWriter::FinishFlat(const std::string& comment, int64_t numel) {
   kir::Kernel program = FlatProgram(kernel_, numel, emitter_, comment);
   program.computed = ComputedNodes();
@@ -253,7 +262,7 @@ kir::Kernel FlatProgram(const KernelPlan& kernel, int64_t numel, KernelEmitter& 
   function.pointers = emitter.PointerValues().size();
   function.constexprs = {"XBLOCK"};
   function.comment = comment;
-  function.domain = {numel, program.int64_indexing};
+  function.domain = {kir::Domain::Kind::kFlat, numel, program.int64_indexing};
   function.body = emitter.CloseStatements();
   program.functions.push_back(std::move(function));
   program.launches.push_back({kernel.name,
@@ -283,10 +292,16 @@ kir::Kernel PointwiseProgram(const Graph& graph, const KernelPlan& kernel,
                      fmt::format("pointwise over {} elements: {}", numel, writer::Summary(graph, kernel)));
 }
 
-KernelSource GenerateReductionKernel(const Graph& graph, const KernelPlan& kernel,
-                                     const std::map<int, TensorMeta>& memory,
-                                     const std::map<int, TensorMeta>& layouts) {
-  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Rows()).WriteReduction();
+KernelSource GenerateSplitReductionKernel(const Graph& graph, const KernelPlan& kernel,
+                                          const std::map<int, TensorMeta>& memory,
+                                          const std::map<int, TensorMeta>& layouts) {
+  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Rows()).WriteSplitReduction();
+}
+
+kir::Kernel ReductionProgram(const Graph& graph, const KernelPlan& kernel,
+                             const std::map<int, TensorMeta>& memory,
+                             const std::map<int, TensorMeta>& layouts) {
+  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Rows()).ReductionProgram();
 }
 
 kir::Kernel PoolProgram(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
@@ -294,10 +309,9 @@ kir::Kernel PoolProgram(const Graph& graph, const KernelPlan& kernel, const std:
   return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Flat()).PoolProgram();
 }
 
-KernelSource GenerateScanKernel(const Graph& graph, const KernelPlan& kernel,
-                                const std::map<int, TensorMeta>& memory,
-                                const std::map<int, TensorMeta>& layouts) {
-  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Rows()).WriteScan();
+kir::Kernel ScanProgram(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
+                        const std::map<int, TensorMeta>& layouts) {
+  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Rows()).ScanProgram();
 }
 
 KernelSource GenerateMatmulKernel(const Graph& graph, const KernelPlan& kernel,

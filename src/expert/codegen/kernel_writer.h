@@ -44,10 +44,13 @@ class KernelWriter {
 
   // One kernel of each kind this writer covers (the families' lowerings, kernel_codegen.h; pointwise kernels
   // lower to the kernel IR instead, PointwiseProgram).
-  KernelSource WriteReduction();
+  kir::Kernel ReductionProgram();  // not split: WriteSplitReduction
+  // Few long rows: kernel 1 reduces chunks of every row in parallel into partials, kernel 2 combines them and
+  // computes what the rows feed.
+  KernelSource WriteSplitReduction();
   // A pooling kernel in the kernel IR.
   kir::Kernel PoolProgram();
-  KernelSource WriteScan();
+  kir::Kernel ScanProgram();
   // One program per BLOCK_M x BLOCK_N output tile (and batch), a loop over K in BLOCK_K steps with tl.dot on
   // tiles loaded through the emitter (so views such as transposes are plain index arithmetic, and pointwise
   // producers of the operands are computed on the fly), fp32 accumulation, then addmm's bias and the fused
@@ -70,6 +73,8 @@ class KernelWriter {
   // emitter's statements as its body, one launch of XBLOCK lanes a program, `comment` saying what it
   // computes.
   kir::Kernel FinishFlat(const std::string& comment, int64_t numel);
+  // The same over the kernel's rows (xindex a column, RBLOCK tiles along each row).
+  kir::Kernel FinishRows(const std::string& comment);
   // The graph nodes this kernel computes: the emitter's and the kernel's reductions, pool, scan or product.
   std::set<int> ComputedNodes() const;
 
@@ -107,10 +112,6 @@ class KernelWriter {
 
   // var/std/var_mean in two passes: mean, then the centred sum of squares.
   void EmitVariance(const ReductionSpec& spec, size_t number, bool looped);
-
-  // Few long rows: kernel 1 reduces chunks of every row in parallel into partials, kernel 2 combines them and
-  // computes what the rows feed.
-  KernelSource WriteSplitReduction();
 
   // A partial result of a split reduction: the partial kernel stores `code` to scratch buffer `scratch`, one
   // value per row and split; the combine kernel loads them back (`identity` for splits past the last).
@@ -293,7 +294,7 @@ class KernelWriter {
                             const Index& flat, const std::string& prologue = "",
                             templates::Values values = {});
 
-  KernelSource WriteSort();
+  kir::Kernel SortProgram();
 
   // Closes the scope of a row's code and places it after the tile lines: inside the loop over row tiles where
   // `looped`, else after the one tile's lines.
@@ -301,7 +302,7 @@ class KernelWriter {
 
   // The scan template's kernel (scans and sorts) with the emitter's code as its body; `what`: the rows'
   // result in words ("cumulative sum", "top 5 (largest)").
-  KernelSource FinishScanKernel(const std::string& what);
+  kir::Kernel FinishScanKernel(const std::string& what);
 
   const Graph& graph_;
   const KernelPlan& kernel_;

@@ -106,7 +106,8 @@ void KernelWriter::AccumulateIndexed(const ReductionSpec& spec, const std::strin
   if (looped) {
     acc->init.push_back(fmt::format("{}v = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
     acc->init.push_back(fmt::format("{}i = tl.zeros([XBLOCK, RBLOCK], tl.int64)", a));
-    // The value in the accumulator's shape: a scalar one (read at no lane) would meet block-shaped booleans in
+    // The value in the accumulator's shape: a scalar one (read at no lane) would meet block-shaped booleans
+    // in
     // `&`, which Triton's interpreter refuses.
     acc->update.push_back(fmt::format("val{0} = tl.where(mask, {1}, {2})", tag, value, identity));
     acc->update.push_back(fmt::format(
@@ -149,13 +150,13 @@ void KernelWriter::EmitReductionPass(const ReductionSpec& spec, size_t number, b
     for (const std::string& line : out->update) {
       emitter_.Line(line);
     }
-    const std::vector<std::string> body = emitter_.CloseScope();
+    std::vector<kir::Statement> body = emitter_.CloseStatements();
     for (const std::string& line : out->init) {
       emitter_.Line(line);
     }
     emitter_.Line(LoopHeader());
     emitter_.Line(TileLines(true));
-    emitter_.Append(body);
+    emitter_.Append(std::move(body));
     for (const std::string& line : out->finish) {
       emitter_.Line(line);
     }
@@ -422,7 +423,7 @@ void KernelWriter::EmitLoopGroup(const std::vector<Unit>& group) {
       emitter_.Line(line);
     }
   }
-  const std::vector<std::string> body = emitter_.CloseScope();
+  std::vector<kir::Statement> body = emitter_.CloseStatements();
   for (const Accumulator& acc : accumulators) {
     for (const std::string& line : acc.init) {
       emitter_.Line(line);
@@ -430,7 +431,7 @@ void KernelWriter::EmitLoopGroup(const std::vector<Unit>& group) {
   }
   emitter_.Line(LoopHeader());
   emitter_.Line(TileLines(true));
-  emitter_.Append(body);
+  emitter_.Append(std::move(body));
   for (size_t i = 0; i < group.size(); ++i) {
     for (const std::string& line : accumulators[i].finish) {
       emitter_.Line(line);
@@ -450,10 +451,7 @@ void KernelWriter::EmitPersistentUnit(const Unit& unit, size_t number) {
   DefineResults(spec, acc);
 }
 
-KernelSource KernelWriter::WriteReduction() {
-  if (kernel_.design.algorithm == Algorithm::kSplit) {
-    return WriteSplitReduction();
-  }
+kir::Kernel KernelWriter::ReductionProgram() {
   const bool looped = kernel_.design.algorithm != Algorithm::kPersistent;
   const Index x = Index::Var("xindex", kernel_.rows);
   const Index r = Index::Var("rindex", kernel_.length);
@@ -491,10 +489,10 @@ KernelSource KernelWriter::WriteReduction() {
       StoreIfNeeded(root, index, value, "mask");
     }
     if (looped) {
-      const std::vector<std::string> body = emitter_.CloseScope();
+      std::vector<kir::Statement> body = emitter_.CloseStatements();
       emitter_.Line(LoopHeader());
       emitter_.Line(TileLines(true));
-      emitter_.Append(body);
+      emitter_.Append(std::move(body));
     }
   }
   for (int root : row_roots) {
@@ -502,15 +500,8 @@ KernelSource KernelWriter::WriteReduction() {
     const Operand value = emitter_.Emit(root, index);
     StoreIfNeeded(root, index, value, "xmask");
   }
-  templates::Values values;
-  values.text["rows"] = std::to_string(kernel_.rows);
-  values.text["length"] = std::to_string(kernel_.length);
-  values.text["algorithm"] = NameText(kernel_.design.algorithm);
-  values.text["body"] = Join(emitter_.CloseScope());
-  const int64_t xblock = kernel_.design.xblock;
-  return Finish("triton/reduction.py.mustache", values,
-                fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
-                {{"XBLOCK", xblock}, {"RBLOCK", kernel_.design.rblock}});
+  return FinishRows(fmt::format("{} reduction, {} rows x {}: {}", NameOf(kernel_.design.algorithm),
+                                kernel_.rows, kernel_.length, Summary(graph_, kernel_)));
 }
 
 }  // namespace egg::expert::writer

@@ -7,10 +7,10 @@
 
 namespace egg::expert::writer {
 
-KernelSource KernelWriter::WriteScan() {
+kir::Kernel KernelWriter::ScanProgram() {
   const ScanSpec& scan = *kernel_.scan;
   if (scan.kind == ScanKind::kSort) {
-    return WriteSort();
+    return SortProgram();
   }
   const TensorMeta& meta = MetaOf(graph_, scan.input);
   const int output = graph_.nodes.at(static_cast<size_t>(scan.node)).value;
@@ -46,7 +46,7 @@ KernelSource KernelWriter::WriteScan() {
 // Each row sorted in one tile: a float32 becomes an int32 key in the floats' order (NaN largest, -0.0 as
 // 0.0), packed above its position (reversed when largest first, so that equal keys keep the lower position
 // first); one tl.sort of the int64s, then values and positions unpacked. topk stores the first k of each row.
-KernelSource KernelWriter::WriteSort() {
+kir::Kernel KernelWriter::SortProgram() {
   const ScanSpec& sort = *kernel_.scan;
   const TensorMeta& meta = MetaOf(graph_, sort.input);
   const Index x = Index::Var("xindex", kernel_.rows);
@@ -94,25 +94,17 @@ KernelSource KernelWriter::WriteSort() {
 }
 
 void KernelWriter::PlaceRowBody(bool looped) {
-  const std::vector<std::string> body = emitter_.CloseScope();
+  std::vector<kir::Statement> body = emitter_.CloseStatements();
   if (looped) {
     emitter_.Line(LoopHeader());
   }
   emitter_.Line(TileLines(looped));
-  emitter_.Append(body);
+  emitter_.Append(std::move(body));
 }
 
-KernelSource KernelWriter::FinishScanKernel(const std::string& what) {
-  templates::Values values;
-  values.text["rows"] = std::to_string(kernel_.rows);
-  values.text["length"] = std::to_string(kernel_.length);
-  values.text["what"] = what;
-  values.text["algorithm"] = NameText(kernel_.design.algorithm);
-  values.text["body"] = Join(emitter_.CloseScope());
-  const int64_t xblock = kernel_.design.xblock;
-  return Finish("triton/scan.py.mustache", values,
-                fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
-                {{"XBLOCK", xblock}, {"RBLOCK", kernel_.design.rblock}});
+kir::Kernel KernelWriter::FinishScanKernel(const std::string& what) {
+  return FinishRows(fmt::format("{}, {} rows x {}, {}: {}", what, kernel_.rows, kernel_.length,
+                                NameOf(kernel_.design.algorithm), Summary(graph_, kernel_)));
 }
 
 }  // namespace egg::expert::writer

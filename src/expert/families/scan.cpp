@@ -21,9 +21,10 @@ class ScanFamily : public RowFamily {
                      single && length <= kLargeTileElements ? Algorithm::kSingle : Algorithm::kBlocked);
   }
 
-  KernelSource Lower(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
-                     const std::map<int, TensorMeta>& layouts) const override {
-    return GenerateScanKernel(graph, kernel, memory, layouts);
+  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                                          const std::map<int, TensorMeta>& memory,
+                                          const std::map<int, TensorMeta>& layouts) const override {
+    return ScanProgram(graph, kernel, memory, layouts);
   }
 
  protected:

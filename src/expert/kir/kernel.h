@@ -38,10 +38,13 @@ struct Scratch {
 
 namespace egg::expert::kir {
 
-// A flat domain: XBLOCK lanes a program over `numel` elements (xindex, xmask), 64-bit offsets where the
-// addresses pass int32.
-struct FlatDomain {
-  int64_t numel = 0;
+// The lanes a function's programs cover. kFlat: XBLOCK lanes a program over `size` elements (xindex, xmask).
+// kRows: XBLOCK rows a program of `size` rows (xindex as a column, xmask) and an RBLOCK tile along them
+// (rbase, a row); the body walks the row. 64-bit program offsets where the addresses pass int32.
+struct Domain {
+  enum class Kind { kFlat, kRows };
+  Kind kind = Kind::kFlat;
+  int64_t size = 0;
   bool int64 = false;
 };
 
@@ -50,7 +53,7 @@ struct Function {
   size_t pointers = 0;                  // ptr0, ptr1, ... in launch order
   std::vector<std::string> constexprs;  // XBLOCK, ...
   std::string comment;                  // what its programs compute, in words
-  FlatDomain domain;
+  Domain domain;
   std::vector<Statement> body;
 };
 

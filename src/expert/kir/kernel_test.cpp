@@ -13,7 +13,7 @@ Function Relu(bool int64) {
   function.pointers = 2;
   function.constexprs = {"XBLOCK"};
   function.comment = "pointwise over 4096 elements: relu";
-  function.domain = {4096, int64};
+  function.domain = {Domain::Kind::kFlat, 4096, int64};
   function.body = {Statement::Text(1, "tmp0 = tl.load(ptr0 + (xindex), xmask, other=0.0)"),
                    Statement::Text(1, "tl.store(ptr1 + (xindex), tl.maximum(tmp0, 0.0), xmask)")};
   return function;
@@ -30,6 +30,21 @@ TEST(KernelTest, AFlatFunctionPrintsItsSignatureLanesAndBody) {
             "    tmp0 = tl.load(ptr0 + (xindex), xmask, other=0.0)\n"
             "    tl.store(ptr1 + (xindex), tl.maximum(tmp0, 0.0), xmask)\n");
   EXPECT_NE(Print(Relu(true)).find("xoffset = tl.program_id(0).to(tl.int64) * XBLOCK\n"), std::string::npos);
+}
+
+TEST(KernelTest, ARowsFunctionPrintsItsRowsAndItsRowTile) {
+  Function function = Relu(false);
+  function.constexprs = {"XBLOCK", "RBLOCK"};
+  function.domain = {Domain::Kind::kRows, 64, false};
+  function.body.clear();
+  EXPECT_EQ(Print(function),
+            "@triton.jit\n"
+            "def egg_k0_relu(ptr0, ptr1, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):\n"
+            "    # pointwise over 4096 elements: relu\n"
+            "    xoffset = tl.program_id(0) * XBLOCK\n"
+            "    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]\n"
+            "    xmask = xindex < 64\n"
+            "    rbase = tl.arange(0, RBLOCK)[None, :]\n");
 }
 
 TEST(KernelTest, AKernelPrintsItsFunctionsApart) {
