@@ -129,6 +129,8 @@ class KernelEmitter {
     std::string lo_weight, hi_weight;
   };
   LinearTap Tap(const Index& at, float scale, bool align_corners, int64_t in);
+  // `at` as float32 code (a constant one widened to the kernel's tile: a Python literal has no .to()).
+  std::string FloatPosition(const Index& at) const;
   Operand Blend(int source, std::vector<Index> at, const std::vector<LinearTap>& taps, size_t dim,
                 DType dtype);
   Index Positions(int index_value, const std::vector<Index>& position_index, int64_t size, bool wrap);

@@ -83,11 +83,18 @@ Index KernelEmitter::NearestSource(const Index& at, float scale, int64_t in, int
   if (power_of_two && at.Hi() / static_cast<int64_t>(inverse) <= in - 1) {
     return at.FloorDiv(static_cast<int64_t>(inverse));
   }
-  const Operand source = Bind(fmt::format("tl.minimum(tl.floor(({}).to(tl.float32) * {}).to(tl.int32), {})",
-                                          at.Code(), Float32Literal(scale), in - 1),
+  const Operand source = Bind(fmt::format("tl.minimum(tl.floor({} * {}).to(tl.int32), {})", FloatPosition(at),
+                                          Float32Literal(scale), in - 1),
                               DType::kInt32);
   BindRuntime(source.code, LanesOf(at));
   return Index::Runtime(source.code, 0, in - 1);
+}
+
+std::string KernelEmitter::FloatPosition(const Index& at) const {
+  if (at.IsConstant() && !masks_.tile_var.empty()) {  // a size-1 dim: a literal has no .to(), give it a tile
+    return fmt::format("(({}) + tl.zeros_like({})).to(tl.float32)", at.Code(), masks_.tile_var);
+  }
+  return fmt::format("({}).to(tl.float32)", at.Code());
 }
 
 Operand KernelEmitter::Interpolate(const Node& node, const Value& out, const std::vector<Index>& index) {
@@ -126,7 +133,7 @@ Operand KernelEmitter::Interpolate(const Node& node, const Value& out, const std
 // ATen's linear source position along one dim: scale * index (align_corners) or scale * (index + 0.5) - 0.5
 // clamped at 0, in float32; its two neighbours (the upper one clamped to the last element) and their weights.
 KernelEmitter::LinearTap KernelEmitter::Tap(const Index& at, float scale, bool align_corners, int64_t in) {
-  const std::string position = fmt::format("({}).to(tl.float32)", at.Code());
+  const std::string position = FloatPosition(at);
   const std::string literal = Float32Literal(scale);
   const Operand real =
       Bind(align_corners ? fmt::format("{} * {}", position, literal)
