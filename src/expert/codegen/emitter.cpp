@@ -109,6 +109,7 @@ MaskSet MaskSet::Tiles() {
                 {{"mmask & nmask", "omask"}},
                 "omask"};
   tiles.max_concat_pieces = kMaxConcatPiecesInTiles;
+  tiles.scalar_constants = true;
   return tiles;
 }
 
@@ -363,8 +364,12 @@ Operand KernelEmitter::Arange(const Node& node, const Value& out, const std::vec
   // An index of no lane variable is a scalar: it takes the kernel's tile shape. One of lane variables has their
   // shape already (in a matrix product's operand tile, the tile variable's would not broadcast with it).
   const bool scalar = LanesOf(index.at(0)).empty();
-  const std::string tile = masks_.tile_var.empty() || !scalar ? code : "(" + code + " + tl.zeros_like(" + masks_.tile_var + "))";
   const DType type = ComputeDType(out.meta->dtype);
+  if (scalar && masks_.scalar_constants) {  // a 0-d tensor: it broadcasts with an operand tile of any shape
+    return Bind(fmt::format("tl.full([], {}, {})", code, TritonDType(type)), type);
+  }
+  const std::string tile =
+      masks_.tile_var.empty() || !scalar ? code : "(" + code + " + tl.zeros_like(" + masks_.tile_var + "))";
   return Bind(tile + ".to(" + TritonDType(type) + ")", type);
 }
 

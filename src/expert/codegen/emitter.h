@@ -30,6 +30,9 @@ struct MaskSet {
   // Most pieces a concatenation read in this kernel may select between (one masked load each); more throw
   // NotFusable, so the concatenation is stored by a kernel of its own.
   size_t max_concat_pieces = std::numeric_limits<size_t>::max();
+  // An index-only constant (an arange of one element) as a 0-d tensor, not in the tile variable's shape: a
+  // matrix product's operand tiles ([BLOCK_M, BLOCK_K], [BLOCK_K, BLOCK_N]) differ from its output tile's.
+  bool scalar_constants = false;
 
   static MaskSet Flat();  // pointwise and pooling kernels: xindex / xmask
   static MaskSet Rows();  // reductions and scans: xindex, rindex, and their conjunction "mask"
