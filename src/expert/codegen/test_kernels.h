@@ -12,14 +12,19 @@
 
 namespace egg::expert::testing {
 
-// `kernel` generated over `memory` (the values in memory before it runs), every value it stores dense.
-inline KernelSource GenerateWithDenseStores(const Graph& graph, const KernelPlan& kernel,
-                                            const std::map<int, TensorMeta>& memory) {
+// Every value `kernel` stores laid out dense, as GenerateCandidate lays them out.
+inline std::map<int, TensorMeta> DenseStores(const Graph& graph, const KernelPlan& kernel) {
   std::map<int, TensorMeta> layouts;
   for (int value : kernel.stores) {
     layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
   }
-  return GenerateKernel(graph, kernel, memory, layouts);
+  return layouts;
+}
+
+// `kernel` generated over `memory` (the values in memory before it runs), every value it stores dense.
+inline KernelSource GenerateWithDenseStores(const Graph& graph, const KernelPlan& kernel,
+                                            const std::map<int, TensorMeta>& memory) {
+  return GenerateKernel(graph, kernel, memory, DenseStores(graph, kernel));
 }
 
 // The plan's only kernel (of `kind`, nothing left to PyTorch), changed by `edit` (its design, say) and

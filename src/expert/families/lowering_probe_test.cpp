@@ -2,18 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
 namespace {
 
-std::map<int, TensorMeta> DenseStores(const Graph& graph, const KernelPlan& kernel) {
-  std::map<int, TensorMeta> layouts;
-  for (int value : kernel.stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
-  return layouts;
-}
+using testing::DenseStores;
 
 TEST(LoweringProbeTest, APlannedSoftmaxLowersAndReadsOnlyItsInput) {
   const Graph graph = testing::Fixture("level1_23_Softmax");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/design/legality.h"
 #include "expert/families/family.h"
 #include "expert/families/test_moves.h"
@@ -211,10 +212,7 @@ TEST(MatmulFamilyTest, LowersThePlannedProduct) {
   ASSERT_EQ(plan.kernels.size(), 1U);
   const KernelPlan& kernel = plan.kernels[0];
   ASSERT_EQ(kernel.kind, KernelKind::kMatmul);
-  std::map<int, TensorMeta> layouts;
-  for (int value : kernel.stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
+  const std::map<int, TensorMeta> layouts = testing::DenseStores(graph, kernel);
   const KernelSource source = Matmul().Lower(graph, kernel, plan.memory_before[0], layouts);
   EXPECT_EQ(source.name, kernel.name);
   EXPECT_NE(source.code.find("tl.dot("), std::string::npos) << source.code;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/design/legality.h"
 #include "expert/families/family.h"
 #include "expert/families/test_moves.h"
@@ -81,10 +82,7 @@ TEST(PoolFamilyTest, LowersThePlannedPool) {
   ASSERT_EQ(kernel.kind, KernelKind::kPool);
   EXPECT_EQ(kernel.design.algorithm, Algorithm::kDirect);
   EXPECT_LE(kernel.design.xblock, 256);
-  std::map<int, TensorMeta> layouts;
-  for (int value : kernel.stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
+  const std::map<int, TensorMeta> layouts = testing::DenseStores(graph, kernel);
   const KernelSource source = Pool().Lower(graph, kernel, plan.memory_before[0], layouts);
   EXPECT_EQ(source.name, kernel.name);
   EXPECT_NE(source.code.find("def " + kernel.name + "("), std::string::npos) << source.code;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/design/legality.h"
 #include "expert/families/family.h"
 #include "expert/families/test_moves.h"
@@ -111,10 +112,7 @@ TEST(RecurrentFamilyTest, LowersThePlannedLayerStack) {
   const KernelPlan& kernel = plan.kernels[0];
   ASSERT_EQ(kernel.kind, KernelKind::kRecurrent);
   EXPECT_TRUE(Recurrent().Fits(kernel, kernel.design));
-  std::map<int, TensorMeta> layouts;
-  for (int value : kernel.stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
+  const std::map<int, TensorMeta> layouts = testing::DenseStores(graph, kernel);
   const KernelSource source = Recurrent().Lower(graph, kernel, plan.memory_before[0], layouts);
   EXPECT_EQ(source.name, kernel.name);
   EXPECT_NE(source.code.find("def " + kernel.name + "_step("), std::string::npos) << source.code;

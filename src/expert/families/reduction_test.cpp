@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/design/legality.h"
 #include "expert/families/family.h"
 #include "expert/ir/test_graphs.h"
@@ -99,10 +100,7 @@ TEST(ReductionFamilyTest, LowersThePlannedReduction) {
   ASSERT_EQ(kernel.kind, KernelKind::kReduction);
   EXPECT_EQ(kernel.design.algorithm, Algorithm::kPersistent);
   EXPECT_EQ(kernel.design.rblock, 128);
-  std::map<int, TensorMeta> layouts;
-  for (int value : kernel.stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
+  const std::map<int, TensorMeta> layouts = testing::DenseStores(graph, kernel);
   const KernelSource source = Reduction().Lower(graph, kernel, plan.memory_before[0], layouts);
   EXPECT_EQ(source.name, kernel.name);
   EXPECT_NE(source.code.find("def " + kernel.name + "("), std::string::npos) << source.code;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert::kir {
@@ -29,11 +30,8 @@ Graph TwoInputs() {
 Kernel Lowered(const Graph& graph) {
   const Plan plan = MakePlan(graph, {});
   EXPECT_EQ(plan.kernels.size(), 1U);
-  std::map<int, TensorMeta> layouts;
-  for (int value : plan.kernels.at(0).stores) {
-    layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
-  }
-  return PointwiseProgram(graph, plan.kernels.at(0), plan.memory_before.at(0), layouts);
+  return PointwiseProgram(graph, plan.kernels.at(0), plan.memory_before.at(0),
+                          egg::expert::testing::DenseStores(graph, plan.kernels.at(0)));
 }
 
 TEST(AnalysisTest, APointwiseKernelReadsItsInputsAndWritesItsOutput) {
