@@ -4,6 +4,7 @@
     tests/golden/golden.py capture  [--levels 1 2 3]        # graphs into $EGG_GOLDEN/graphs (once; minutes)
     tests/golden/golden.py generate NAME [--egg ./egg]      # candidates into $EGG_GOLDEN/NAME (seconds)
     tests/golden/golden.py compare OLD NEW                  # the tasks whose candidates differ, with a diff stat
+    tests/golden/golden.py compare OLD NEW --blank-lines    # ...blank lines aside (a layout-only change)
 
 Capturing needs torch (the project's .venv) and ../shared/kernelbench; generating needs only the egg binary
 (`egg compile --graph`), so a compiler change is checked in seconds against every task at seeds 0, 1 and 2 and
@@ -117,6 +118,7 @@ def cmd_compare(args) -> int:
     old, new = golden_dir() / args.old, golden_dir() / args.new
     names = sorted({path.name for path in old.iterdir()} | {path.name for path in new.iterdir()})
     differing = 0
+    blank_only = 0
     for name in names:
         a, b = old / name, new / name
         if not a.exists() or not b.exists():
@@ -125,13 +127,20 @@ def cmd_compare(args) -> int:
             continue
         if a.read_bytes() == b.read_bytes():
             continue
+        old_lines, new_lines = a.read_text().splitlines(), b.read_text().splitlines()
+        if args.blank_lines:
+            old_lines = [line for line in old_lines if line.strip()]
+            new_lines = [line for line in new_lines if line.strip()]
+            if old_lines == new_lines:
+                blank_only += 1
+                continue
         differing += 1
-        diff = list(difflib.unified_diff(a.read_text().splitlines(), b.read_text().splitlines(), lineterm="", n=0))
+        diff = list(difflib.unified_diff(old_lines, new_lines, lineterm="", n=0))
         changed = sum(1 for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---"))
         print(f"{name}: {changed} line(s) differ")
         if args.show:
             print("\n".join(diff[: args.show]))
-    print(f"{len(names)} file(s), {differing} differ")
+    print(f"{len(names)} file(s), {differing} differ" + (f", {blank_only} in blank lines only" if args.blank_lines else ""))
     return 1 if differing else 0
 
 
@@ -152,6 +161,7 @@ def main() -> int:
     compare_parser.add_argument("old")
     compare_parser.add_argument("new")
     compare_parser.add_argument("--show", type=int, default=0, help="print up to N diff lines per file")
+    compare_parser.add_argument("--blank-lines", action="store_true", help="ignore blank lines (count them apart)")
     compare_parser.set_defaults(run=cmd_compare)
     args = parser.parse_args()
     return args.run(args)

@@ -7,7 +7,7 @@
 
 namespace egg::expert::writer {
 
-KernelSource KernelWriter::WriteDirectConvolution() {
+kir::Kernel KernelWriter::DirectConvolutionProgram() {
   const MatmulSpec& mm = *kernel_.matmul;
   const ConvShape& conv = *mm.conv;
   const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
@@ -66,23 +66,22 @@ KernelSource KernelWriter::WriteDirectConvolution() {
   for (int64_t k : conv.kernel) {
     window += (window.empty() ? "" : "x") + std::to_string(k);
   }
-  return SourceOf(
-      FinishFlat(fmt::format("convolution (direct) over a {} input channel(s) x {} window, {} outputs: {}",
-                             in_per_group, window, numel, Summary(graph_, kernel_)),
-                 numel));
+  return FinishFlat(fmt::format("convolution (direct) over a {} input channel(s) x {} window, {} outputs: {}",
+                                in_per_group, window, numel, Summary(graph_, kernel_)),
+                    numel);
 }
 
-KernelSource KernelWriter::WriteConvolution() {
+kir::Kernel KernelWriter::ConvolutionProgram() {
   const MatmulSpec& mm = *kernel_.matmul;
   const ConvShape& conv = *mm.conv;
   if (conv.transposed) {
-    return WriteTransposedConvolution();
+    return TransposedConvolutionProgram();
   }
   if (kernel_.design.algorithm == Algorithm::kDirect) {
-    return WriteDirectConvolution();
+    return DirectConvolutionProgram();
   }
   if (kernel_.design.algorithm == Algorithm::kNhwc) {
-    return WriteChannelsLastConvolution();
+    return ChannelsLastConvolutionProgram();
   }
   const Index g = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
   const Index m = Index::Var("mindex", mm.m);
@@ -113,7 +112,7 @@ KernelSource KernelWriter::WriteConvolution() {
   return FinishConvolution(tiles, g * mm.n + n);
 }
 
-KernelSource KernelWriter::WriteChannelsLastConvolution() {
+kir::Kernel KernelWriter::ChannelsLastConvolutionProgram() {
   const MatmulSpec& mm = *kernel_.matmul;
   const ConvShape& conv = *mm.conv;
   const int64_t in_per_group = conv.in_channels / conv.groups;
@@ -143,14 +142,16 @@ KernelSource KernelWriter::WriteChannelsLastConvolution() {
   tap_lines.push_back("tvalid = mmask" + (valid.empty() ? "" : " & " + valid));
   tap_lines.push_back("tbase = " + (base * conv.in_channels + g * in_per_group).Code());
   emitter_.OpenScope(3);
-  emitter_.Line(fmt::format("a = tl.load({} + (tbase + kaindex), tvalid & kamask, other=0.0)",
-                            emitter_.PointerName(scratch)));
+  // the NHWC tile: its rows' mask is the tap's validity (from mmask), its lanes run along K from each base
+  const Index tbase = Index::Runtime("tbase", 0, positions * conv.in_channels - 1);
   const int64_t weight_row = taps * in_per_group;
   const Index weight_at = (g * mm.n + n) * weight_row + Index::Var("tap", taps) * in_per_group +
                           Index::Var("kbindex", in_per_group);
-  emitter_.Line(fmt::format("b = tl.load({} + ({}), kbmask & nmask, other=0.0)",
-                            emitter_.PointerName(ScratchId(1)), weight_at.Code()));
-  const std::string loop = Join(emitter_.CloseScope());
+  emitter_.Append({ScratchTileLoad("a", scratch, tbase + Index::Var("kaindex", in_per_group),
+                                   "tvalid & kamask", kir::TileSide::kA),
+                   ScratchTileLoad("b", ScratchId(1), weight_at, "kbmask & nmask", kir::TileSide::kB)});
+  DotLoop loop;
+  loop.step = emitter_.CloseStatements();
   std::string result = "acc";
   if (mm.bias >= 0) {
     result += " + (" + emitter_.Emit(mm.bias, {g * mm.n + n}).code + ").to(tl.float32)";
@@ -162,37 +163,35 @@ KernelSource KernelWriter::WriteChannelsLastConvolution() {
   // large as the tile, nine copies of a 128x64x64 one took ptxas over five minutes for sm_90.
   constexpr int64_t kUnrolledTaps = 9;
   const bool unrolled = taps <= kUnrolledTaps && DotPrecision(kernel_.design.precision) != Precision::kIeee;
-  templates::Values values;
-  values.flags["channels_last"] = true;
-  values.text["tap_range"] = fmt::format("{}({})", unrolled ? "tl.static_range" : "range", taps);
-  values.text["tap_lines"] = Indented(tap_lines, 2);
-  values.text["channels"] = std::to_string(in_per_group);
+  loop.tap_range = fmt::format("{}({})", unrolled ? "tl.static_range" : "range", taps);
+  loop.tap_lines = TextLines(tap_lines, 2);
+  loop.prologue = TextLines(prologue, 1);
+  loop.channels = in_per_group;
   wide_scratch_ = positions * conv.in_channels > kInt32Max;
   const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
-  KernelSource source = FinishMatmul(loop, out, out_index, Linearize(out_index, MetaOf(graph_, out).shape),
-                                     Indented(prologue, 1), std::move(values));
-  source.a_tile_loads = 1;  // the NHWC tile (its mask is the tap's row validity, not mmask by name)
+  kir::Kernel program =
+      FinishMatmul(std::move(loop), out, out_index, Linearize(out_index, MetaOf(graph_, out).shape));
   std::vector<int64_t> image_shape = {conv.images};
   image_shape.insert(image_shape.end(), conv.in_size.begin(), conv.in_size.end());
   const auto at = Delinearize(Index::Var("pindex", positions), image_shape);
   std::vector<Index> input = {at[0], Index::Var("cindex", conv.in_channels)};
   input.insert(input.end(), at.begin() + 1, at.end());
-  source.scratch.push_back({positions * conv.in_channels, DType::kFloat32});
+  program.scratch.push_back({positions * conv.in_channels, DType::kFloat32});
   // (image, position) x channel tiles: the NCHW read runs along positions, the NHWC write along channels
-  PrependRepack(source, mm.a, input, positions, conv.in_channels, conv.in_channels, scratch, "_nhwc",
+  PrependRepack(program, mm.a, input, positions, conv.in_channels, conv.in_channels, scratch, "_nhwc",
                 "channels-last repack of a convolution input, read along positions, written along channels");
   // the weight [out, in / groups, kernel...] as rows [out, (tap, channel)]
   const Index column = Index::Var("cindex", weight_row);
   std::vector<Index> weight_index = {Index::Var("pindex", conv.out_channels), column.Mod(in_per_group)};
   const auto tap_offsets = Delinearize(column.FloorDiv(in_per_group), conv.kernel);
   weight_index.insert(weight_index.end(), tap_offsets.begin(), tap_offsets.end());
-  source.scratch.push_back({conv.out_channels * weight_row, DType::kFloat32});
-  PrependRepack(source, mm.b, weight_index, conv.out_channels, weight_row, weight_row, ScratchId(1),
+  program.scratch.push_back({conv.out_channels * weight_row, DType::kFloat32});
+  PrependRepack(program, mm.b, weight_index, conv.out_channels, weight_row, weight_row, ScratchId(1),
                 "_weight", "convolution weight as rows of (kernel tap, input channel)");
-  return source;
+  return program;
 }
 
-void KernelWriter::PrependRepack(KernelSource& source, int value, const std::vector<Index>& index,
+void KernelWriter::PrependRepack(kir::Kernel& program, int value, const std::vector<Index>& index,
                                  int64_t rows, int64_t columns, int64_t stride, int scratch,
                                  const std::string& suffix, const std::string& what) {
   KernelEmitter repack(
@@ -209,26 +208,29 @@ void KernelWriter::PrependRepack(KernelSource& source, int value, const std::vec
   constexpr int64_t kRepackTile = 2048;
   const int64_t block_c = std::min(kRepackColumns, NextPowerOfTwo(columns));
   const int64_t block_p = std::min(kRepackTile / block_c, NextPowerOfTwo(rows));
-  templates::Values values;
-  const std::string function = kernel_.name + suffix;
-  values.text["name"] = function;
-  values.text["what"] = what;
-  values.text["rows"] = std::to_string(rows);
-  values.text["columns"] = std::to_string(columns);
-  values.text["summary"] = Summary(graph_, kernel_);
-  values.text["params"] = PointerParams(repack);
-  values.text["body"] = Join(repack.CloseScope());
-  values.flags["int64"] = repack.MaxAddress() > kInt32Max || wide_scratch_;
-  source.code = templates::Render("triton/repack.py.mustache", values) + "\n\n" + source.code;
-  source.launches.insert(source.launches.begin(), {function,
-                                                   repack.PointerValues(),
-                                                   fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))",
-                                                               rows, block_p, columns, block_c),
-                                                   {{"BLOCK_P", block_p}, {"BLOCK_C", block_c}},
-                                                   {}});
-  source.loaded.insert(repack.Loaded().begin(), repack.Loaded().end());
-  source.computed.insert(repack.Computed().begin(), repack.Computed().end());
-  source.int64_indexing = source.int64_indexing || values.flags["int64"];
+  kir::Function function;
+  function.name = kernel_.name + suffix;
+  function.pointers = repack.PointerValues().size();
+  function.constexprs = {"BLOCK_P", "BLOCK_C"};
+  function.comment = fmt::format("{}: [{} x {}]: {}", what, rows, columns, Summary(graph_, kernel_));
+  function.domain.kind = kir::Domain::Kind::kPanels;
+  function.domain.size = rows;
+  function.domain.columns = columns;
+  function.domain.int64 = repack.MaxAddress() > kInt32Max || wide_scratch_;
+  function.body = repack.CloseStatements();
+  program.launches.insert(program.launches.begin(), {function.name,
+                                                     repack.PointerValues(),
+                                                     fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))",
+                                                                 rows, block_p, columns, block_c),
+                                                     {{"BLOCK_P", block_p}, {"BLOCK_C", block_c}},
+                                                     {}});
+  program.int64_indexing = program.int64_indexing || function.domain.int64;
+  program.functions.insert(program.functions.begin(), std::move(function));
+  for (const Helper& helper : repack.Helpers()) {
+    program.helpers.push_back(helper);
+  }
+  const std::set<int> computed = repack.Computed();
+  program.computed.insert(computed.begin(), computed.end());
 }
 
 Index KernelWriter::Named(const std::string& name, const Index& value, std::vector<std::string>& lines) {
@@ -273,7 +275,7 @@ void KernelWriter::RequireInside(const Index& position, int64_t size, std::strin
   }
 }
 
-KernelSource KernelWriter::FinishConvolution(const ConvTiles& tiles, const Index& channel) {
+kir::Kernel KernelWriter::FinishConvolution(const ConvTiles& tiles, const Index& channel) {
   const MatmulSpec& mm = *kernel_.matmul;
   const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
   emitter_.OpenScope(2);
@@ -317,15 +319,17 @@ KernelSource KernelWriter::FinishConvolution(const ConvTiles& tiles, const Index
     emitter_.Line(fmt::format("b = tl.where(kbmask & nmask{}, ({}).to(tl.float32), 0.0)",
                               extra(tiles.weight_valid, "wvalid"), bt.code));
   }
-  const std::string loop = Join(emitter_.CloseScope());
+  DotLoop loop;
+  loop.step = emitter_.CloseStatements();
+  MarkStagedTiles(loop.step);
+  loop.prologue = TextLines(tiles.prologue, 1);
   std::string result = "acc";
   if (mm.bias >= 0) {
     const Operand bias = emitter_.Emit(mm.bias, {channel});
     result += " + (" + bias.code + ").to(tl.float32)";
   }
   emitter_.Line("product = " + result);
-  return FinishMatmul(loop, out, tiles.out, Linearize(tiles.out, MetaOf(graph_, out).shape),
-                      Indented(tiles.prologue, 1));
+  return FinishMatmul(std::move(loop), out, tiles.out, Linearize(tiles.out, MetaOf(graph_, out).shape));
 }
 
 }  // namespace egg::expert::writer

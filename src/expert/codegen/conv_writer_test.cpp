@@ -197,7 +197,8 @@ TEST(ConvWriterTest, ChannelsLastRepacksInputAndWeightIntoScratch) {
       << "ieee products are never unrolled: " << source.code;
   EXPECT_TRUE(Has(source.code, "for k0 in range(0, 12, BLOCK_K):")) << "K per tap: the group's channels";
   EXPECT_TRUE(Has(source.code, "tvalid = mmask\n")) << "no padding: " << source.code;
-  EXPECT_EQ(source.a_tile_loads, 1);
+  EXPECT_EQ(source.a_tile_loads, 1) << "the NHWC tile: its rows' mask is the tap's validity, from mmask";
+  EXPECT_EQ(source.b_tile_loads, 1);
 }
 
 TEST(ConvWriterTest, ChannelsLastUnrollsASmallWindowAndMasksPaddedTaps) {

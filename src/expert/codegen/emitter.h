@@ -73,6 +73,8 @@ class KernelEmitter {
   void Append(const std::vector<std::string>& lines);
   void Append(std::vector<kir::Statement> statements);
   void OpenScope(int indent);
+  // The current scope's indent (levels of four spaces).
+  int Depth() const { return scopes_.back().indent; }
   // The scope's statements (kernel IR: typed loads and stores, other lines as text), closing it.
   std::vector<kir::Statement> CloseStatements();
   // The same, printed.

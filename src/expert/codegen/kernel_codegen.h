@@ -63,9 +63,8 @@ kir::Kernel PoolProgram(const Graph& graph, const KernelPlan& kernel, const std:
 kir::Kernel ScanProgram(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                         const std::map<int, TensorMeta>& layouts);
 // A matrix product or convolution: tl.dot tiles, or one output element per lane for a direct convolution.
-KernelSource GenerateMatmulKernel(const Graph& graph, const KernelPlan& kernel,
-                                  const std::map<int, TensorMeta>& memory,
-                                  const std::map<int, TensorMeta>& layouts);
+kir::Kernel MatmulProgram(const Graph& graph, const KernelPlan& kernel,
+                          const std::map<int, TensorMeta>& memory, const std::map<int, TensorMeta>& layouts);
 
 // A recurrent kernel (kind kRecurrent): per layer and direction, the input projection of every time step as
 // one GEMM, then a time loop computing h @ W_hh^T, the gates and the states (recurrent_codegen.cpp).

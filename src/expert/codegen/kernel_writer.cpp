@@ -116,6 +116,15 @@ std::string KernelWriter::Indented(const std::vector<std::string>& lines, int de
   return code;
 }
 
+std::vector<kir::Statement> KernelWriter::TextLines(const std::vector<std::string>& lines, int depth) {
+  std::vector<kir::Statement> statements;
+  statements.reserve(lines.size());
+  for (const std::string& line : lines) {
+    statements.push_back(kir::Statement::Text(depth, line));
+  }
+  return statements;
+}
+
 KernelSource KernelWriter::Finish(const std::string& template_name, templates::Values values,
                                   const std::string& grid, std::map<std::string, int64_t> constexprs,
                                   const std::string& function) {
@@ -248,6 +257,9 @@ KernelSource SourceOf(const kir::Kernel& kernel) {
   source.loaded = kir::Reads(kernel);
   source.computed = kernel.computed;
   source.int64_indexing = kernel.int64_indexing;
+  const kir::StagedTiles tiles = kir::StagedTileLoads(kernel);
+  source.a_tile_loads = tiles.a;
+  source.b_tile_loads = tiles.b;
   return source;
 }
 
@@ -262,7 +274,7 @@ kir::Kernel FlatProgram(const KernelPlan& kernel, int64_t numel, KernelEmitter& 
   function.pointers = emitter.PointerValues().size();
   function.constexprs = {"XBLOCK"};
   function.comment = comment;
-  function.domain = {kir::Domain::Kind::kFlat, numel, program.int64_indexing};
+  function.domain = {kir::Domain::Kind::kFlat, numel, program.int64_indexing, 0, {}};
   function.body = emitter.CloseStatements();
   program.functions.push_back(std::move(function));
   program.launches.push_back({kernel.name,
@@ -314,10 +326,9 @@ kir::Kernel ScanProgram(const Graph& graph, const KernelPlan& kernel, const std:
   return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Rows()).ScanProgram();
 }
 
-KernelSource GenerateMatmulKernel(const Graph& graph, const KernelPlan& kernel,
-                                  const std::map<int, TensorMeta>& memory,
-                                  const std::map<int, TensorMeta>& layouts) {
+kir::Kernel MatmulProgram(const Graph& graph, const KernelPlan& kernel,
+                          const std::map<int, TensorMeta>& memory, const std::map<int, TensorMeta>& layouts) {
   const MaskSet masks = DotTiles(kernel) ? MaskSet::Tiles() : MaskSet::Flat();
-  return writer::KernelWriter(graph, kernel, memory, layouts, masks).WriteMatmul();
+  return writer::KernelWriter(graph, kernel, memory, layouts, masks).MatmulProgram();
 }
 }  // namespace egg::expert

@@ -55,7 +55,7 @@ class KernelWriter {
   // tiles loaded through the emitter (so views such as transposes are plain index arithmetic, and pointwise
   // producers of the operands are computed on the fly), fp32 accumulation, then addmm's bias and the fused
   // elementwise consumers on the accumulator tile before a single store.
-  KernelSource WriteMatmul();
+  kir::Kernel MatmulProgram();
 
  private:
   bool Stored(int value) const { return Contains(kernel_.stores, value); }
@@ -68,6 +68,8 @@ class KernelWriter {
 
   // Lines at `depth` levels of four spaces, joined: a template slot's code.
   static std::string Indented(const std::vector<std::string>& lines, int depth);
+  // Lines as text statements at `depth`.
+  static std::vector<kir::Statement> TextLines(const std::vector<std::string>& lines, int depth);
 
   // A kernel of one function over a flat domain of `numel` lanes (xindex, xmask) in the kernel IR: the
   // emitter's statements as its body, one launch of XBLOCK lanes a program, `comment` saying what it
@@ -189,11 +191,11 @@ class KernelWriter {
   // A tl.dot operand of the product: Emit, with a half tensor read in place kept in its half type.
   Operand EmitDotOperand(int value, const std::vector<Index>& index);
   // The lines that skip the K loop of a tile whose every lane a where(index-only cond, product, ...) drops
-  // (sets k_end), or "" when the product has no such reader.
-  std::string DroppedTilePrologue(int out, const std::vector<Index>& out_index);
+  // (sets k_end); none when the product has no such reader.
+  std::vector<kir::Statement> DroppedTilePrologue(int out, const std::vector<Index>& out_index);
   // The aligned algorithm's loads of A and B from their copies (scratch 0 and 1), and those copies' kernels.
   void LoadAlignedOperands(const Index& b, const Index& m, const Index& n, const Index& ka, const Index& kb);
-  void AddAlignedCopies(KernelSource& source);
+  void AddAlignedCopies(kir::Kernel& program);
 
   // The row stride of an operand's aligned copy: `columns` rounded up to 32 floats, so that every row starts
   // on a 128-byte line and the tile loads vectorize.
@@ -218,9 +220,9 @@ class KernelWriter {
   // store. A convolution with few channels per group (depthwise: one) computed directly: one output element
   // per lane, its (input channel of the group, kernel offset) products unrolled and summed in fp32 FMAs. The
   // implicit GEMM would pad a one-column N tile to tl.dot's 16 and run a K of a few taps.
-  KernelSource WriteDirectConvolution();
+  kir::Kernel DirectConvolutionProgram();
 
-  KernelSource WriteConvolution();
+  kir::Kernel ConvolutionProgram();
 
   // A convolution as a channels-last implicit GEMM. A first launch copies the input, computed through the
   // emitter at its NCHW index (so a fused producer still runs there, once per element), into a scratch buffer
@@ -231,13 +233,13 @@ class KernelWriter {
   // [output channel, channel, tap] its K step strides by the tap count, and the H200 measured that
   // gather 1.3-6x slower than the NCHW form (bench/results/h200-nhwc-aligned); the copy is a small launch per
   // forward.
-  KernelSource WriteChannelsLastConvolution();
+  kir::Kernel ChannelsLastConvolutionProgram();
 
   // A first launch `<kernel>SUFFIX` that copies `value`, computed through an emitter of its own at `index`
   // (over the lane variables pindex < rows and cindex < columns), into scratch buffer `scratch` as rows of
   // `stride` elements: [BLOCK_P, BLOCK_C] tiles, so that a read running along either variable and the write
   // (along columns) both stay contiguous. A fused producer of `value` runs here, once per element.
-  void PrependRepack(KernelSource& source, int value, const std::vector<Index>& index, int64_t rows,
+  void PrependRepack(kir::Kernel& program, int value, const std::vector<Index>& index, int64_t rows,
                      int64_t columns, int64_t stride, int scratch, const std::string& suffix,
                      const std::string& what);
 
@@ -268,7 +270,7 @@ class KernelWriter {
   // (group, phase), rows are (image, q) for output positions q * stride + phase, k = (input channel, the
   // phase's taps). Per-phase offsets, tap counts and input bases are computed once per program (the
   // prologue); taps past a phase's count, and rows past its output extent, are masked where phases differ.
-  KernelSource WriteTransposedConvolution();
+  kir::Kernel TransposedConvolutionProgram();
 
   // One spatial dim of a transposed convolution's phase: the first kernel offset, the input position of q and
   // tap 0 (constants where every phase agrees, else values the prologue computes), the count of taps where it
@@ -283,16 +285,44 @@ class KernelWriter {
 
   // The loop body (input and weight tiles, zero where masked), the bias, and the accumulator's store with its
   // fused consumers at `tiles.out`.
-  KernelSource FinishConvolution(const ConvTiles& tiles, const Index& channel);
+  kir::Kernel FinishConvolution(const ConvTiles& tiles, const Index& channel);
 
   // `value` at `index`, its loads masked by `valid` (named `name` in the code) where that is not empty.
   Operand EmitUnder(int value, const std::vector<Index>& index, const std::string& valid,
                     const std::string& name);
 
-  // `values`: what a variant's template sections take besides the common ones (the channels-last loop's).
-  KernelSource FinishMatmul(const std::string& loop, int out, const std::vector<Index>& out_index,
-                            const Index& flat, const std::string& prologue = "",
-                            templates::Values values = {});
+  // A product's K loop before its function is assembled (FinishMatmul).
+  struct DotLoop {
+    std::vector<kir::Statement>
+        prologue;                      // after the tile's lanes: rows' coordinates, a dropped tile's k_end
+    std::vector<kir::Statement> step;  // one K step: the operand tiles a and b (their loads' sides marked)
+    // channels-last convolutions: an outer loop over the kernel taps, K then the channels of one tap
+    std::string tap_range;  // "" for every other product
+    std::vector<kir::Statement> tap_lines;
+    int64_t channels = 0;
+  };
+  // Which function of the product FinishMatmul writes: the whole of it, or split-K's partial products over
+  // one slice of K and the function that sums them.
+  enum class DotPart { kWhole, kPartial, kCombine };
+  struct DotSplit {
+    int64_t chunk = 0;             // K columns a split covers
+    int64_t splits = 0;            // slices of K
+    std::string partials, offset;  // the partials' pointer and a tile's offset in them
+  };
+
+  // The product's function(s), with its epilogue (bias, fused consumers, stores) at `out_index` (`flat`).
+  kir::Kernel FinishMatmul(DotLoop loop, int out, const std::vector<Index>& out_index, const Index& flat);
+  // One function's body: the prologue, the K loop (or the split-K combine loop), the epilogue unless partial.
+  std::vector<kir::Statement> DotBody(const DotLoop& loop, DotPart part, const DotSplit& split,
+                                      const std::vector<kir::Statement>& epilogue) const;
+  // The K loop's header lines and those of a K step's lanes (kaindex, kbindex and their masks) at `depth`.
+  void KLoopLines(const DotLoop& loop, DotPart part, const DotSplit& split,
+                  std::vector<kir::Statement>& body) const;
+  // Marks the loads of a K step with the operand tile they span, from their masks.
+  static void MarkStagedTiles(std::vector<kir::Statement>& step);
+  // A load of `scratch` at `address` in a K step.
+  kir::Statement ScratchTileLoad(const std::string& name, int scratch, const Index& address,
+                                 const std::string& mask, kir::TileSide side);
 
   kir::Kernel SortProgram();
 

@@ -7,10 +7,10 @@
 
 namespace egg::expert::writer {
 
-KernelSource KernelWriter::WriteMatmul() {
+kir::Kernel KernelWriter::MatmulProgram() {
   const MatmulSpec& mm = *kernel_.matmul;
   if (mm.conv) {
-    return WriteConvolution();
+    return ConvolutionProgram();
   }
   const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
   const Index b = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
@@ -22,9 +22,10 @@ KernelSource KernelWriter::WriteMatmul() {
     return mm.batched ? std::vector<Index>{b, row, column} : std::vector<Index>{row, column};
   };
   const bool aligned = kernel_.design.algorithm == Algorithm::kAligned;
-  const std::string prologue = kernel_.design.algorithm == Algorithm::kTiled || aligned
-                                   ? DroppedTilePrologue(out, operand_index(m, n))
-                                   : "";
+  DotLoop loop;
+  if (kernel_.design.algorithm == Algorithm::kTiled || aligned) {
+    loop.prologue = DroppedTilePrologue(out, operand_index(m, n));
+  }
   emitter_.OpenScope(2);
   if (aligned) {
     LoadAlignedOperands(b, m, n, ka, kb);
@@ -49,7 +50,8 @@ KernelSource KernelWriter::WriteMatmul() {
     emitter_.Line(loaded ? "b = " + bt.code
                          : fmt::format("b = tl.where(kbmask & nmask, ({}).to(tl.float32), 0.0)", bt.code));
   }
-  const std::string loop = Join(emitter_.CloseScope());
+  loop.step = emitter_.CloseStatements();
+  MarkStagedTiles(loop.step);
   const Index flat = (b * mm.m + m) * mm.n + n;
   std::string result = "acc";
   if (mm.alpha != 1.0) {
@@ -66,19 +68,19 @@ KernelSource KernelWriter::WriteMatmul() {
   }
   emitter_.Line("product = " + result);
   const auto out_index = mm.batched ? std::vector<Index>{b, m, n} : std::vector<Index>{m, n};
-  KernelSource source = FinishMatmul(loop, out, out_index, flat, prologue);
+  kir::Kernel program = FinishMatmul(std::move(loop), out, out_index, flat);
   if (aligned) {
-    AddAlignedCopies(source);
+    AddAlignedCopies(program);
   }
-  return source;
+  return program;
 }
 
-std::string KernelWriter::DroppedTilePrologue(int out, const std::vector<Index>& out_index) {
+std::vector<kir::Statement> KernelWriter::DroppedTilePrologue(int out, const std::vector<Index>& out_index) {
   // A product whose only reader is where(cond, product, other) with cond computed from indices alone
   // (torch.triu / tril of a product: 1_14, 1_15) needs no K loop in a tile where cond holds nowhere.
   const auto masked = IndexMaskedReader(out);
   if (!masked) {
-    return "";
+    return {};
   }
   emitter_.OpenScope(1);
   const Operand cond = emitter_.Emit(
@@ -88,7 +90,7 @@ std::string KernelWriter::DroppedTilePrologue(int out, const std::vector<Index>&
   emitter_.Line(fmt::format("k_end = tl.where(tl.max(tl.where(omask & ({}), 1, 0)) > 0, {}, 0)", taken,
                             kernel_.matmul->k));
   skip_dropped_tiles_ = true;
-  return Join(emitter_.CloseScope());
+  return emitter_.CloseStatements();
 }
 
 void KernelWriter::LoadAlignedOperands(const Index& b, const Index& m, const Index& n, const Index& ka,
@@ -103,13 +105,41 @@ void KernelWriter::LoadAlignedOperands(const Index& b, const Index& m, const Ind
     emitter_.Line("kbwide = kbindex.to(tl.int64)");
   }
   const Index k_rows = wide_scratch_ ? Index::Var("kbwide", mm.k) : kb;
-  emitter_.Line(fmt::format("a = tl.load({} + ({}), mmask & kamask, other=0.0)",
-                            emitter_.PointerName(ScratchId(0)), ((b * mm.m + m) * a_stride + ka).Code()));
-  emitter_.Line(fmt::format("b = tl.load({} + ({}), kbmask & nmask, other=0.0)",
-                            emitter_.PointerName(ScratchId(1)), ((b * mm.k + k_rows) * b_stride + n).Code()));
+  emitter_.Append({ScratchTileLoad("a", ScratchId(0), (b * mm.m + m) * a_stride + ka, "mmask & kamask",
+                                   kir::TileSide::kA),
+                   ScratchTileLoad("b", ScratchId(1), (b * mm.k + k_rows) * b_stride + n, "kbmask & nmask",
+                                   kir::TileSide::kB)});
 }
 
-void KernelWriter::AddAlignedCopies(KernelSource& source) {
+kir::Statement KernelWriter::ScratchTileLoad(const std::string& name, int scratch, const Index& address,
+                                             const std::string& mask, kir::TileSide side) {
+  kir::Statement load;
+  load.kind = kir::Statement::Kind::kLoad;
+  load.depth = emitter_.Depth();
+  load.buffer = scratch;
+  load.pointer = emitter_.PointerName(scratch);
+  load.address = address;
+  load.mask = mask;
+  load.name = name;
+  load.form = kir::LoadForm::kMasked;
+  load.other = "0.0";
+  load.side = side;
+  return load;
+}
+
+void KernelWriter::MarkStagedTiles(std::vector<kir::Statement>& step) {
+  for (kir::Statement& statement : step) {
+    if (statement.kind != kir::Statement::Kind::kLoad || statement.side != kir::TileSide::kNone) {
+      continue;
+    }
+    // the masks are the lanes' (MaskSet::Tiles): a load over the M rows is an A tile, over N columns a B one
+    const bool rows = statement.mask.find("mmask") != std::string::npos;
+    const bool columns = statement.mask.find("nmask") != std::string::npos;
+    statement.side = static_cast<kir::TileSide>((rows ? 1 : 0) | (columns ? 2 : 0));
+  }
+}
+
+void KernelWriter::AddAlignedCopies(kir::Kernel& program) {
   // The copies, A as [batch * m, k] and B as [batch * k, n] rows at the aligned strides: read through the
   // emitter, so a transposed view or a computed operand is copied in the product's own orientation.
   const MatmulSpec& mm = *kernel_.matmul;
@@ -123,11 +153,11 @@ void KernelWriter::AddAlignedCopies(KernelSource& source) {
   a_index.push_back(Index::Var("cindex", mm.k));
   std::vector<Index> b_index = rows_of(mm.k);
   b_index.push_back(Index::Var("cindex", mm.n));
-  source.scratch.push_back({mm.batch * mm.m * a_stride, DType::kFloat32});
-  source.scratch.push_back({mm.batch * mm.k * b_stride, DType::kFloat32});
-  PrependRepack(source, mm.b, b_index, mm.batch * mm.k, mm.n, b_stride, ScratchId(1), "_aligned_b",
+  program.scratch.push_back({mm.batch * mm.m * a_stride, DType::kFloat32});
+  program.scratch.push_back({mm.batch * mm.k * b_stride, DType::kFloat32});
+  PrependRepack(program, mm.b, b_index, mm.batch * mm.k, mm.n, b_stride, ScratchId(1), "_aligned_b",
                 "B copied into rows of a 32-float stride");
-  PrependRepack(source, mm.a, a_index, mm.batch * mm.m, mm.k, a_stride, ScratchId(0), "_aligned_a",
+  PrependRepack(program, mm.a, a_index, mm.batch * mm.m, mm.k, a_stride, ScratchId(0), "_aligned_a",
                 "A copied into rows of a 32-float stride");
 }
 
@@ -190,78 +220,153 @@ bool KernelWriter::IndexOnly(int value) const {
                      [&](const Arg& arg) { return arg.kind != Arg::Kind::kValue || IndexOnly(arg.value); });
 }
 
-KernelSource KernelWriter::FinishMatmul(const std::string& loop, int out, const std::vector<Index>& out_index,
-                                        const Index& flat, const std::string& prologue,
-                                        templates::Values values) {
+kir::Kernel KernelWriter::FinishMatmul(DotLoop loop, int out, const std::vector<Index>& out_index,
+                                       const Index& flat) {
   const MatmulSpec& mm = *kernel_.matmul;
   const KernelDesign& design = kernel_.design;
   const Operand product{"product", DType::kFloat32, false};
   emitter_.DefineRow(out, product, flat);
   StoreIfNeeded(out, out_index, product, "omask");
   WriteEpilogues(flat, out);
+  const std::vector<kir::Statement> epilogue = emitter_.CloseStatements();
   const int64_t grid_n = (mm.n + design.yblock - 1) / design.yblock;
   const int64_t grid_m = (mm.m + design.xblock - 1) / design.xblock;
-  values.text["m"] = std::to_string(mm.m);
-  values.text["n"] = std::to_string(mm.n);
-  values.text["k"] = std::to_string(mm.k);
-  values.text["k_end"] = skip_dropped_tiles_ ? "k_end" : std::to_string(mm.k);
-  values.text["batch"] = std::to_string(mm.batch);
-  values.text["grid_n"] = std::to_string(grid_n);
   // With a dynamic batch M may be a runtime size: its tile count is computed where M is known (a count
   // computed here would be a floor of the batch, which dynamic_batch.h refuses), and groups are always
   // kMatmulGroupRows high (the last group's rows are clipped either way).
   const bool dynamic = graph_.dynamic.has_value();
-  values.text["grid_m"] = dynamic ? fmt::format("tl.cdiv({}, BLOCK_M)", mm.m) : std::to_string(grid_m);
   const int64_t group_m = dynamic ? kMatmulGroupRows : std::min<int64_t>(kMatmulGroupRows, grid_m);
-  values.text["group_m"] = std::to_string(group_m);
-  values.text["group_size"] = std::to_string(group_m * grid_n);
-  values.text["precision"] = NameText(DotPrecision(design.precision));
-  values.text["dot_cast"] = DotOperandCast(MetaOf(graph_, mm.a).dtype);
-  values.flags["batched"] = mm.batched;
-  values.flags["gemv"] = design.algorithm == Algorithm::kGemv;
-  values.text["loop"] = loop;
-  values.flags["has_prologue"] = !prologue.empty();
-  values.text["prologue"] = prologue;
-  values.text["body"] = Join(emitter_.CloseScope());
+  DotSplit split;
+  const bool split_k =
+      design.algorithm == Algorithm::kSplitK || (design.algorithm == Algorithm::kGemv && design.split >= 2);
+  if (split_k) {
+    // Split-K: programs (tile, batch, split) write partial products into a scratch buffer; a second function
+    // per (tile, batch) sums them in order and runs the epilogue. For few output tiles over a deep K.
+    split.chunk = (mm.k + design.split - 1) / design.split;
+    split.chunk = (split.chunk + design.rblock - 1) / design.rblock * design.rblock;
+    split.splits = (mm.k + split.chunk - 1) / split.chunk;
+    split.partials = emitter_.PointerName(ScratchId(0));
+    const std::string slice = mm.batched ? fmt::format("(split * {} + bindex)", mm.batch) : "split";
+    // the offset as written, not as an Index: mindex is int64 where the partials pass int32 offsets, and the
+    // product must be taken after that widening
+    split.offset = fmt::format("(mindex + {} * {}) * {} + nindex", slice, mm.m, mm.n);
+    wide_scratch_ = split.splits * mm.batch * mm.m * mm.n > kInt32Max;
+  }
+  kir::Kernel program;
+  program.name = kernel_.name;
+  program.int64_indexing =
+      emitter_.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max || wide_scratch_;
+  program.helpers = emitter_.Helpers();
+  program.computed = ComputedNodes();
+  kir::Function function;
+  function.pointers = emitter_.PointerValues().size();
+  function.constexprs = {"BLOCK_M", "BLOCK_N", "BLOCK_K"};
+  function.comment =
+      fmt::format("{} x [{} x {}] @ [{} x {}], {}: {}", mm.batch, mm.m, mm.k, mm.k, mm.n,
+                  design.algorithm == Algorithm::kGemv
+                      ? "fp32 FMA products"
+                      : "tl.dot input_precision " + std::string(NameText(DotPrecision(design.precision))),
+                  Summary(graph_, kernel_));
+  if (!loop.tap_range.empty()) {
+    function.comment +=
+        "\nchannels-last implicit GEMM: the input read from its NHWC copy, K ordered (kernel tap, channel of "
+        "the "
+        "group)";
+  }
+  function.domain.kind = kir::Domain::Kind::kTiles;
+  function.domain.size = mm.m;
+  function.domain.columns = mm.n;
+  function.domain.int64 = program.int64_indexing;
+  function.domain.tiles = {mm.batched, grid_m, dynamic, group_m, group_m * grid_n};
   const std::map<std::string, int64_t> blocks = {
       {"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}, {"BLOCK_K", design.rblock}};
   const std::string grid =
       dynamic ? fmt::format("(triton.cdiv({}, {}) * {}, {}", mm.m, design.xblock, grid_n, mm.batch)
               : fmt::format("({}, {}", grid_m * grid_n, mm.batch);
-  KernelSource source;
-  if (design.algorithm == Algorithm::kSplitK || (design.algorithm == Algorithm::kGemv && design.split >= 2)) {
-    // Split-K: programs (tile, batch, split) write partial products into a scratch buffer; a second kernel
-    // per (tile, batch) sums them in order and runs the epilogue. For few output tiles over a deep K.
-    int64_t chunk = (mm.k + design.split - 1) / design.split;
-    chunk = (chunk + design.rblock - 1) / design.rblock * design.rblock;
-    const int64_t splits = (mm.k + chunk - 1) / chunk;
-    const int64_t partials = splits * mm.batch * mm.m * mm.n;
-    values.text["chunk"] = std::to_string(chunk);
-    values.text["splits"] = std::to_string(splits);
-    values.text["partials"] = emitter_.PointerName(ScratchId(0));
-    const std::string slice = mm.batched ? fmt::format("(split * {} + bindex)", mm.batch) : "split";
-    values.text["partial_offset"] = fmt::format("(mindex + {} * {}) * {} + nindex", slice, mm.m, mm.n);
-    wide_scratch_ = partials > kInt32Max;
-    values.flags["partial"] = true;
-    KernelSource partial = Finish("triton/matmul.py.mustache", values, fmt::format("{}, {})", grid, splits),
-                                  blocks, kernel_.name + "_partial");
-    values.flags["partial"] = false;
-    values.flags["combine"] = true;
-    source = Finish("triton/matmul.py.mustache", values, grid + ")", blocks);
-    source.code = partial.code + "\n\n" + source.code;
-    source.launches.insert(source.launches.begin(), partial.launches.front());
-    source.scratch.push_back({partials, DType::kFloat32});
-  } else {
-    source = Finish("triton/matmul.py.mustache", values, grid + ")", blocks);
+  const std::vector<int> pointers = emitter_.PointerValues();
+  if (split_k) {
+    function.name = kernel_.name + "_partial";
+    function.body = DotBody(loop, DotPart::kPartial, split, epilogue);
+    program.functions.push_back(function);
+    program.launches.push_back(
+        {function.name, pointers, fmt::format("{}, {})", grid, split.splits), blocks, {}});
+    program.scratch.push_back({split.splits * mm.batch * mm.m * mm.n, DType::kFloat32});
   }
-  std::istringstream lines(loop);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.find("tl.load(") != std::string::npos) {
-      source.a_tile_loads += line.find("mmask") != std::string::npos ? 1 : 0;
-      source.b_tile_loads += line.find("nmask") != std::string::npos ? 1 : 0;
+  function.name = kernel_.name;
+  function.body = DotBody(loop, split_k ? DotPart::kCombine : DotPart::kWhole, split, epilogue);
+  program.functions.push_back(std::move(function));
+  program.launches.push_back({kernel_.name, pointers, grid + ")", blocks, {}});
+  return program;
+}
+
+std::vector<kir::Statement> KernelWriter::DotBody(const DotLoop& loop, DotPart part, const DotSplit& split,
+                                                  const std::vector<kir::Statement>& epilogue) const {
+  const bool gemv = kernel_.design.algorithm == Algorithm::kGemv;
+  std::vector<kir::Statement> body = loop.prologue;
+  auto line = [&body](int depth, std::string text) {
+    body.push_back(kir::Statement::Text(depth, std::move(text)));
+  };
+  if (gemv && part != DotPart::kCombine) {
+    line(1,
+         "# mat-vec: a row of BLOCK_K products per output row, summed once after the K loop (fp32 FMAs, no "
+         "tl.dot)");
+  }
+  line(1, fmt::format("acc = tl.zeros([BLOCK_M, {}], dtype=tl.float32)",
+                      gemv && part != DotPart::kCombine ? "BLOCK_K" : "BLOCK_N"));
+  if (part == DotPart::kCombine) {
+    line(1, fmt::format("# split-K: the {} partial products of this tile, summed in a fixed order",
+                        split.splits));
+    line(1, fmt::format("for split in range({}):", split.splits));
+    line(2, fmt::format("acc += tl.load({} + ({}), omask, other=0.0)", split.partials, split.offset));
+  } else {
+    KLoopLines(loop, part, split, body);
+    const int depth = loop.tap_range.empty() ? 2 : 3;
+    body.insert(body.end(), loop.step.begin(), loop.step.end());
+    if (gemv) {
+      line(depth, "acc += a * tl.trans(b)");
+      line(1, "acc = tl.sum(acc, axis=1)[:, None]");
+    } else {
+      const std::string cast = DotOperandCast(MetaOf(graph_, kernel_.matmul->a).dtype);
+      line(depth, fmt::format("acc += tl.dot(a{0}, b{0}, input_precision=\"{1}\")", cast,
+                              NameText(DotPrecision(kernel_.design.precision))));
     }
   }
-  return source;
+  if (part == DotPart::kPartial) {
+    line(1, fmt::format("tl.store({} + ({}), acc, omask)", split.partials, split.offset));
+  } else {
+    body.insert(body.end(), epilogue.begin(), epilogue.end());
+  }
+  return body;
+}
+
+void KernelWriter::KLoopLines(const DotLoop& loop, DotPart part, const DotSplit& split,
+                              std::vector<kir::Statement>& body) const {
+  const MatmulSpec& mm = *kernel_.matmul;
+  auto line = [&body](int depth, std::string text) {
+    body.push_back(kir::Statement::Text(depth, std::move(text)));
+  };
+  int depth = 2;
+  int64_t k = mm.k;
+  if (!loop.tap_range.empty()) {
+    line(1, "for tap in " + loop.tap_range + ":");
+    body.insert(body.end(), loop.tap_lines.begin(), loop.tap_lines.end());
+    line(2, fmt::format("for k0 in range(0, {}, BLOCK_K):", loop.channels));
+    depth = 3;
+    k = loop.channels;
+  } else if (part == DotPart::kPartial) {
+    line(1,
+         fmt::format("# split-K: this program's slice of K, [{0} * split, {0} * (split + 1))", split.chunk));
+    line(1, "split = tl.program_id(2)");
+    line(1, fmt::format("for k0 in range(split * {0}, tl.minimum(split * {0} + {0}, {1}), BLOCK_K):",
+                        split.chunk, mm.k));
+  } else {
+    line(1, fmt::format("for k0 in range(0, {}, BLOCK_K):",
+                        skip_dropped_tiles_ ? "k_end" : std::to_string(mm.k)));
+  }
+  line(depth, "kaindex = k0 + tl.arange(0, BLOCK_K)[None, :]");
+  line(depth, "kbindex = k0 + tl.arange(0, BLOCK_K)[:, None]");
+  line(depth, fmt::format("kamask = kaindex < {}", k));
+  line(depth, fmt::format("kbmask = kbindex < {}", k));
 }
 
 }  // namespace egg::expert::writer

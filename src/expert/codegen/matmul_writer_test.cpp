@@ -7,6 +7,7 @@
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
+#include "expert/kir/analysis.h"
 
 namespace egg::expert {
 namespace {
@@ -141,6 +142,42 @@ TEST(MatmulWriterTest, SplitKWritesPartialsAndSumsThemInOrder) {
       << source.code;
   EXPECT_TRUE(Has(source.code, "for split in range(2):")) << source.code;
   EXPECT_EQ(Count(source.code, "tl.dot("), 1U) << "the combine only adds: " << source.code;
+}
+
+// The product in the kernel IR, its design changed by `edit`.
+kir::Kernel LowerProduct(const Graph& graph, void (*edit)(KernelDesign&)) {
+  return testing::LowerOnlyKernel(graph, KernelKind::kMatmul,
+                                  [&](KernelPlan& kernel) { edit(kernel.design); });
+}
+
+TEST(MatmulWriterTest, TheProgramAnswersWhatItReadsWritesAndStagesPerKStep) {
+  const Graph graph = testing::Fixture("level1_16_Matmul_with_transposed_A");
+  const kir::Kernel tiled = LowerProduct(graph, Tiles);
+  ASSERT_EQ(tiled.functions.size(), 1U);
+  EXPECT_EQ(tiled.functions[0].domain.kind, kir::Domain::Kind::kTiles);
+  EXPECT_EQ(tiled.functions[0].domain.size, 32) << "M";
+  EXPECT_EQ(tiled.functions[0].domain.columns, 48) << "N";
+  EXPECT_EQ(kir::Reads(tiled), (std::set<int>{0, 1}));
+  EXPECT_EQ(kir::Writes(tiled).size(), 1U);
+  const kir::StagedTiles staged = kir::StagedTileLoads(tiled);
+  EXPECT_EQ(staged.a, 1) << "A's tile, read through its transpose";
+  EXPECT_EQ(staged.b, 1);
+  // split-K: the partial and combine functions share the tile order; only the partial one has a K loop
+  const kir::Kernel split = LowerProduct(graph, SplitK);
+  ASSERT_EQ(split.functions.size(), 2U);
+  EXPECT_EQ(split.functions[0].name, split.name + "_partial");
+  EXPECT_EQ(split.functions[1].domain.tiles.group_size, split.functions[0].domain.tiles.group_size);
+  EXPECT_EQ(kir::StagedTileLoads(split).a, 1);
+  ASSERT_EQ(split.scratch.size(), 1U);
+  EXPECT_EQ(kir::Reads(split), (std::set<int>{0, 1})) << "scratch is no graph value";
+  // aligned: two copies over panels, the product's K step loads from them (A and B sides, typed)
+  const kir::Kernel aligned = LowerProduct(graph, Aligned);
+  ASSERT_EQ(aligned.functions.size(), 3U);
+  EXPECT_EQ(aligned.functions[0].domain.kind, kir::Domain::Kind::kPanels);
+  EXPECT_EQ(aligned.functions[1].domain.kind, kir::Domain::Kind::kPanels);
+  EXPECT_EQ(kir::Reads(aligned), (std::set<int>{0, 1})) << "the copies read the operands";
+  EXPECT_EQ(kir::StagedTileLoads(aligned).a, 1);
+  EXPECT_EQ(kir::StagedTileLoads(aligned).b, 1);
 }
 
 TEST(MatmulWriterTest, AlignedCopiesPadRowsTo32Floats) {

@@ -27,26 +27,21 @@ TEST(TemplatesTest, EveryFileUnderTemplatesIsEmbedded) {
 
 TEST(TemplatesTest, ValuesGoInVerbatimAndSectionsFollowTheirFlags) {
   Values values;
-  values.text = {
-      {"name", "egg_k0_conv_nhwc"},
-      {"params", "ptr0, ptr1, "},
-      {"what", "channels-last repack"},
-      {"rows", "4096"},
-      {"columns", "64"},
-      {"summary", "relu(x) < 1 & y > 0"},
-      {"body", "    tmp0 = tl.load(ptr0 + pindex, mask)\n    tl.store(ptr1 + pindex, tmp0, mask)"}};
-  values.flags = {{"int64", false}};
-  const std::string narrow = Render("triton/repack.py.mustache", values);
-  EXPECT_NE(narrow.find("def egg_k0_conv_nhwc(ptr0, ptr1, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):"),
-            std::string::npos)
-      << narrow;
-  EXPECT_NE(narrow.find("relu(x) < 1 & y > 0"), std::string::npos) << "no HTML escaping";
-  EXPECT_NE(narrow.find("pmask = pindex < 4096"), std::string::npos);
-  EXPECT_NE(narrow.find("    tl.store(ptr1 + pindex, tmp0, mask)"), std::string::npos);
-  EXPECT_EQ(narrow.find(".to(tl.int64)"), std::string::npos);
-  values.flags["int64"] = true;
-  const std::string wide = Render("triton/repack.py.mustache", values);
-  EXPECT_NE(wide.find("tl.program_id(0).to(tl.int64) * BLOCK_P"), std::string::npos) << wide;
+  values.text = {{"task", "level1/t.py"},
+                 {"summary", "relu(x) < 1 & y > 0"},
+                 {"kernels", "@triton.jit\ndef egg_k0_relu(ptr0, ptr1, XBLOCK: tl.constexpr):\n    pass"},
+                 {"guard_args", "x"}};
+  values.flags = {{"settings", false}, {"cuda_graph", false}};
+  const std::string plain = Render("triton/model.py.mustache", values);
+  EXPECT_NE(plain.find("from level1/t.py."), std::string::npos) << plain;
+  EXPECT_NE(plain.find("# relu(x) < 1 & y > 0\n"), std::string::npos) << "no HTML escaping";
+  EXPECT_NE(plain.find("def egg_k0_relu(ptr0, ptr1, XBLOCK: tl.constexpr):\n    pass"), std::string::npos);
+  EXPECT_EQ(plain.find("def _egg_settings_hold(self):"), std::string::npos);
+  EXPECT_EQ(plain.find("_egg_graphed(self, self._egg_forward, (x,))"), std::string::npos);
+  values.flags = {{"settings", true}, {"cuda_graph", true}};
+  const std::string both = Render("triton/model.py.mustache", values);
+  EXPECT_NE(both.find("def _egg_settings_hold(self):"), std::string::npos) << both;
+  EXPECT_NE(both.find("return _egg_graphed(self, self._egg_forward, (x,))"), std::string::npos) << both;
 }
 
 TEST(TemplatesTest, AMissingTemplateIsAConfigError) {

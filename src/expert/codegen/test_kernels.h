@@ -6,9 +6,11 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "expert/codegen/kernel_codegen.h"
+#include "expert/families/family.h"
 
 namespace egg::expert::testing {
 
@@ -43,6 +45,26 @@ inline KernelSource WriteOnlyKernel(const Graph& graph, KernelKind kind,
     edit(kernel);
   }
   return GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
+}
+
+// The plan's only kernel (of `kind`), changed by `edit`, lowered to the kernel IR by its family (a family
+// that has no IR lowering fails the test).
+inline kir::Kernel LowerOnlyKernel(const Graph& graph, KernelKind kind,
+                                   const std::function<void(KernelPlan&)>& edit = {}) {
+  const Plan plan = MakePlan(graph, {});
+  EXPECT_EQ(plan.kernels.size(), 1U);
+  if (plan.kernels.size() != 1) {
+    return {};
+  }
+  KernelPlan kernel = plan.kernels[0];
+  EXPECT_EQ(kernel.kind, kind);
+  if (edit) {
+    edit(kernel);
+  }
+  std::optional<kir::Kernel> program =
+      FamilyOf(kind).LowerProgram(graph, kernel, plan.memory_before[0], DenseStores(graph, kernel));
+  EXPECT_TRUE(program.has_value());
+  return program ? *program : kir::Kernel{};
 }
 
 inline bool Has(const std::string& code, const std::string& text) {

@@ -7,7 +7,7 @@
 
 namespace egg::expert::writer {
 
-KernelSource KernelWriter::WriteTransposedConvolution() {
+kir::Kernel KernelWriter::TransposedConvolutionProgram() {
   const MatmulSpec& mm = *kernel_.matmul;
   const ConvShape& conv = *mm.conv;
   const int64_t in_per_group = conv.in_channels / conv.groups;

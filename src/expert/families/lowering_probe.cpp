@@ -18,6 +18,9 @@ LoweringProbe ProbeLowering(const Graph& graph, const KernelPlan& kernel,
     if (const std::optional<kir::Kernel> program = family.LowerProgram(graph, kernel, memory, layouts)) {
       probe.lowers = true;
       probe.loaded = kir::Reads(*program);
+      const kir::StagedTiles tiles = kir::StagedTileLoads(*program);
+      probe.a_tile_loads = tiles.a;
+      probe.b_tile_loads = tiles.b;
       return probe;
     }
     const KernelSource source = family.Lower(graph, kernel, memory, layouts);

@@ -32,4 +32,19 @@ int64_t BytesMoved(const Kernel& kernel, const Graph& graph) {
   return bytes;
 }
 
+StagedTiles StagedTileLoads(const Kernel& kernel) {
+  StagedTiles tiles;
+  for (const Function& function : kernel.functions) {
+    for (const Statement& statement : function.body) {
+      if (statement.kind != Statement::Kind::kLoad) {
+        continue;
+      }
+      const int side = static_cast<int>(statement.side);
+      tiles.a += (side & static_cast<int>(TileSide::kA)) != 0 ? 1 : 0;
+      tiles.b += (side & static_cast<int>(TileSide::kB)) != 0 ? 1 : 0;
+    }
+  }
+  return tiles;
+}
+
 }  // namespace egg::expert::kir

@@ -18,4 +18,12 @@ std::set<int> Writes(const Kernel& kernel);
 // addresses counts once).
 int64_t BytesMoved(const Kernel& kernel, const Graph& graph);
 
+// A matrix product's loads in one K step, by the operand tile they span (Statement::side): what one software
+// pipeline stage holds in shared memory (legality.h, FittingStages).
+struct StagedTiles {
+  int a = 0;  // [BLOCK_M, BLOCK_K] tiles
+  int b = 0;  // [BLOCK_K, BLOCK_N] tiles
+};
+StagedTiles StagedTileLoads(const Kernel& kernel);
+
 }  // namespace egg::expert::kir

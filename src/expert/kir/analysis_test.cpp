@@ -58,5 +58,27 @@ TEST(AnalysisTest, ScratchBuffersAreNotGraphValues) {
   EXPECT_EQ(Writes(kernel), std::set<int>{7});
 }
 
+TEST(AnalysisTest, StagedTilesCountTheKStepLoadsOfEachSide) {
+  Kernel kernel;
+  kernel.functions.resize(2);
+  Statement load;
+  load.kind = Statement::Kind::kLoad;
+  load.buffer = 0;
+  Statement a = load;
+  a.side = TileSide::kA;
+  Statement b = load;
+  b.side = TileSide::kB;
+  Statement both = load;
+  both.side = TileSide::kBoth;
+  Statement side_text = Statement::Text(2, "a = tl.load(ptr0 + (kaindex), mmask & kamask, other=0.0)");
+  side_text.side = TileSide::kA;  // a side on text is no load: not counted
+  kernel.functions[0].body = {load, a, a, side_text};
+  kernel.functions[1].body = {b, both};
+  const StagedTiles tiles = StagedTileLoads(kernel);
+  EXPECT_EQ(tiles.a, 3) << "two A loads and one spanning both";
+  EXPECT_EQ(tiles.b, 2);
+  EXPECT_EQ(StagedTileLoads(Kernel{}).a, 0);
+}
+
 }  // namespace
 }  // namespace egg::expert::kir

@@ -2,7 +2,74 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace egg::expert::kir {
+
+namespace {
+
+std::string Wide(bool int64) { return int64 ? ".to(tl.int64)" : ""; }
+
+std::string FlatLanes(const Domain& domain) {
+  const bool rows = domain.kind == Domain::Kind::kRows;
+  std::string code = fmt::format("    xoffset = tl.program_id(0){} * XBLOCK\n", Wide(domain.int64));
+  code += fmt::format("    xindex = xoffset + tl.arange(0, XBLOCK){}\n", rows ? "[:, None]" : "");
+  code += fmt::format("    xmask = xindex < {}\n", domain.size);
+  if (rows) {
+    code += "    rbase = tl.arange(0, RBLOCK)[None, :]\n";
+  }
+  return code;
+}
+
+std::string TileLanes(const Domain& domain) {
+  const TileOrder& order = domain.tiles;
+  const std::string grid_m =
+      order.runtime_rows ? fmt::format("tl.cdiv({}, BLOCK_M)", domain.size) : std::to_string(order.grid_m);
+  std::string code = fmt::format(
+      "    # grouped tile order: {0} tile rows advance together along N, so their A rows and B columns stay "
+      "in "
+      "L2\n"
+      "    tile = tl.program_id(0)\n"
+      "    group = tile // {1}\n"
+      "    group_rows = tl.minimum({2} - group * {0}, {0})\n"
+      "    tile_m = group * {0} + (tile % {1}) % group_rows\n"
+      "    tile_n = (tile % {1}) // group_rows\n",
+      order.group_m, order.group_size, grid_m);
+  if (order.batched) {
+    code += fmt::format("    bindex = tl.program_id(1){}\n", Wide(domain.int64));
+  }
+  code +=
+      fmt::format("    mindex = tile_m{} * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]\n", Wide(domain.int64));
+  code += "    nindex = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]\n";
+  code += fmt::format("    mmask = mindex < {}\n    nmask = nindex < {}\n    omask = mmask & nmask\n",
+                      domain.size, domain.columns);
+  return code;
+}
+
+std::string PanelLanes(const Domain& domain) {
+  return fmt::format(
+      "    pindex = tl.program_id(0){0} * BLOCK_P + tl.arange(0, BLOCK_P)[:, None]\n"
+      "    cindex = tl.program_id(1){0} * BLOCK_C + tl.arange(0, BLOCK_C)[None, :]\n"
+      "    pmask = pindex < {1}\n"
+      "    cmask = cindex < {2}\n"
+      "    mask = pmask & cmask\n",
+      Wide(domain.int64), domain.size, domain.columns);
+}
+
+std::string Lanes(const Domain& domain) {
+  switch (domain.kind) {
+    case Domain::Kind::kFlat:
+    case Domain::Kind::kRows:
+      return FlatLanes(domain);
+    case Domain::Kind::kTiles:
+      return TileLanes(domain);
+    case Domain::Kind::kPanels:
+      return PanelLanes(domain);
+  }
+  return "";
+}
+
+}  // namespace
 
 std::string Print(const Function& function) {
   std::string params;
@@ -13,15 +80,13 @@ std::string Print(const Function& function) {
     params += fmt::format("{}{}: tl.constexpr", i == 0 ? "" : ", ", function.constexprs[i]);
   }
   std::string code = fmt::format("@triton.jit\ndef {}({}):\n", function.name, params);
-  code += fmt::format("    # {}\n", function.comment);
-  const bool rows = function.domain.kind == Domain::Kind::kRows;
-  code += fmt::format("    xoffset = tl.program_id(0){} * XBLOCK\n",
-                      function.domain.int64 ? ".to(tl.int64)" : "");
-  code += fmt::format("    xindex = xoffset + tl.arange(0, XBLOCK){}\n", rows ? "[:, None]" : "");
-  code += fmt::format("    xmask = xindex < {}\n", function.domain.size);
-  if (rows) {
-    code += "    rbase = tl.arange(0, RBLOCK)[None, :]\n";
+  size_t start = 0;
+  while (start <= function.comment.size()) {
+    const size_t end = std::min(function.comment.find('\n', start), function.comment.size());
+    code += fmt::format("    # {}\n", function.comment.substr(start, end - start));
+    start = end + 1;
   }
+  code += Lanes(function.domain);
   for (const std::string& line : Print(function.body)) {
     code += line + "\n";
   }

@@ -40,19 +40,33 @@ namespace egg::expert::kir {
 
 // The lanes a function's programs cover. kFlat: XBLOCK lanes a program over `size` elements (xindex, xmask).
 // kRows: XBLOCK rows a program of `size` rows (xindex as a column, xmask) and an RBLOCK tile along them
-// (rbase, a row); the body walks the row. 64-bit program offsets where the addresses pass int32.
+// (rbase, a row); the body walks the row. kTiles: a matrix product's BLOCK_M x BLOCK_N output tile a program
+// (mindex a column of `size` rows M, nindex a row of `columns` N, their masks and omask), in the grouped
+// order of `tiles`, the batch along the grid's second axis. kPanels: a BLOCK_P x BLOCK_C tile of a
+// `size` x `columns` matrix a program (pindex, cindex, mask): a copy into another layout. 64-bit program
+// offsets where the addresses pass int32.
+struct TileOrder {
+  bool batched = false;       // bindex, the batch (or group) of the program
+  int64_t grid_m = 0;         // tiles along M
+  bool runtime_rows = false;  // M is a runtime size (dynamic batch): tl.cdiv(M, BLOCK_M) tiles instead
+  int64_t group_m = 0;        // tile rows that sweep N together (L2 reuse)
+  int64_t group_size = 0;     // programs of one group: group_m x the tiles along N
+};
+
 struct Domain {
-  enum class Kind { kFlat, kRows };
+  enum class Kind { kFlat, kRows, kTiles, kPanels };
   Kind kind = Kind::kFlat;
   int64_t size = 0;
   bool int64 = false;
+  int64_t columns = 0;  // kTiles, kPanels
+  TileOrder tiles;      // kTiles
 };
 
 struct Function {
   std::string name;
   size_t pointers = 0;                  // ptr0, ptr1, ... in launch order
   std::vector<std::string> constexprs;  // XBLOCK, ...
-  std::string comment;                  // what its programs compute, in words
+  std::string comment;                  // what its programs compute, in words (a line each)
   Domain domain;
   std::vector<Statement> body;
 };

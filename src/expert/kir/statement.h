@@ -31,6 +31,10 @@ enum class LoadForm {
   kHalfWidenedMasked,  // widened, masked lanes forced to 0.0 after the widening (no half constant exists)
 };
 
+// The operand tile of a matrix product's K step a load spans: the A side's BLOCK_M rows, the B side's BLOCK_N
+// columns (or both). Each such load is staged in shared memory once per software-pipeline stage.
+enum class TileSide { kNone = 0, kA = 1, kB = 2, kBoth = 3 };
+
 struct Statement {
   enum class Kind { kText, kLoad, kStore };
   Kind kind = Kind::kText;
@@ -47,6 +51,7 @@ struct Statement {
   std::string other;      // kLoad kMasked: the masked lanes' value ("0.0", "0")
   std::string data;       // kStore: the stored value's code (cast already applied)
   std::string broadcast;  // kStore: a tile variable the address is widened to (a fixed or partial address)
+  TileSide side = TileSide::kNone;  // kLoad in a K step: the operand tile it spans
 
   static Statement Text(int depth, std::string text);
 };

@@ -231,7 +231,7 @@ TEST(ConvolutionPlanTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTap
   EXPECT_NE(source.find("tl.store(ptr1 + (pindex * 12 + cindex)"), std::string::npos);
   EXPECT_NE(source.find("for tap in range(9):"), std::string::npos);  // ieee FMA products: not unrolled
   EXPECT_NE(source.find("for k0 in range(0, 12, BLOCK_K):"), std::string::npos);
-  EXPECT_NE(source.find("tl.load(ptr0 + (tbase + kaindex), tvalid & kamask, other=0.0)"), std::string::npos);
+  EXPECT_NE(source.find("tl.load(ptr0 + (kaindex + tbase), tvalid & kamask, other=0.0)"), std::string::npos);
   EXPECT_EQ(Count(source, "tl.dot("), 1U);
   EXPECT_EQ(Count(source, "tl.store("), 3U);  // the two copies and the output with its fused epilogue
   // and back: the NCHW gather in the same tiles
