@@ -14,12 +14,12 @@ std::string Print(const Function& function) {
   }
   std::string code = fmt::format("@triton.jit\ndef {}({}):\n", function.name, params);
   code += fmt::format("    # {}\n", function.comment);
-  const bool rows = function.domain.kind == Domain::Kind::kRows;
+  const bool rows = function.domain.kind != Domain::Kind::kFlat;
   code += fmt::format("    xoffset = tl.program_id(0){} * XBLOCK\n",
                       function.domain.int64 ? ".to(tl.int64)" : "");
   code += fmt::format("    xindex = xoffset + tl.arange(0, XBLOCK){}\n", rows ? "[:, None]" : "");
   code += fmt::format("    xmask = xindex < {}\n", function.domain.size);
-  if (rows) {
+  if (function.domain.kind == Domain::Kind::kRows) {
     code += "    rbase = tl.arange(0, RBLOCK)[None, :]\n";
   }
   for (const std::string& line : Print(function.body)) {

@@ -40,9 +40,11 @@ namespace egg::expert::kir {
 
 // The lanes a function's programs cover. kFlat: XBLOCK lanes a program over `size` elements (xindex, xmask).
 // kRows: XBLOCK rows a program of `size` rows (xindex as a column, xmask) and an RBLOCK tile along them
-// (rbase, a row); the body walks the row. 64-bit program offsets where the addresses pass int32.
+// (rbase, a row); the body walks the row. kRowBlock: the same rows with no RBLOCK tile, for a body that lays
+// out its own tile along them (a split reduction's combine: the SBLOCK partials of each row). 64-bit program
+// offsets where the addresses pass int32.
 struct Domain {
-  enum class Kind { kFlat, kRows };
+  enum class Kind { kFlat, kRows, kRowBlock };
   Kind kind = Kind::kFlat;
   int64_t size = 0;
   bool int64 = false;
