@@ -50,14 +50,11 @@ kir::Kernel FlatProgram(const KernelPlan& kernel, int64_t numel, KernelEmitter& 
                         const std::string& comment);
 
 // The lowerings of the families kernel_writer.h writes, one each (the families call them).
-// A reduction kernel (not split) in the kernel IR; a split one (partials over scratch, then a combine launch)
-// is still text.
+// A reduction kernel in the kernel IR: one function, or for a split design two (partials over scratch, then
+// their combine), a launch each.
 kir::Kernel ReductionProgram(const Graph& graph, const KernelPlan& kernel,
                              const std::map<int, TensorMeta>& memory,
                              const std::map<int, TensorMeta>& layouts);
-KernelSource GenerateSplitReductionKernel(const Graph& graph, const KernelPlan& kernel,
-                                          const std::map<int, TensorMeta>& memory,
-                                          const std::map<int, TensorMeta>& layouts);
 kir::Kernel PoolProgram(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
                         const std::map<int, TensorMeta>& layouts);
 kir::Kernel ScanProgram(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,

@@ -304,16 +304,12 @@ kir::Kernel PointwiseProgram(const Graph& graph, const KernelPlan& kernel,
                      fmt::format("pointwise over {} elements: {}", numel, writer::Summary(graph, kernel)));
 }
 
-KernelSource GenerateSplitReductionKernel(const Graph& graph, const KernelPlan& kernel,
-                                          const std::map<int, TensorMeta>& memory,
-                                          const std::map<int, TensorMeta>& layouts) {
-  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Rows()).WriteSplitReduction();
-}
-
 kir::Kernel ReductionProgram(const Graph& graph, const KernelPlan& kernel,
                              const std::map<int, TensorMeta>& memory,
                              const std::map<int, TensorMeta>& layouts) {
-  return writer::KernelWriter(graph, kernel, memory, layouts, MaskSet::Rows()).ReductionProgram();
+  writer::KernelWriter writer(graph, kernel, memory, layouts, MaskSet::Rows());
+  return kernel.design.algorithm == Algorithm::kSplit ? writer.SplitReductionProgram()
+                                                      : writer.ReductionProgram();
 }
 
 kir::Kernel PoolProgram(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,

@@ -44,10 +44,10 @@ class KernelWriter {
 
   // One kernel of each kind this writer covers (the families' lowerings, kernel_codegen.h; pointwise kernels
   // lower to the kernel IR instead, PointwiseProgram).
-  kir::Kernel ReductionProgram();  // not split: WriteSplitReduction
-  // Few long rows: kernel 1 reduces chunks of every row in parallel into partials, kernel 2 combines them and
-  // computes what the rows feed.
-  KernelSource WriteSplitReduction();
+  kir::Kernel ReductionProgram();  // not split: SplitReductionProgram
+  // Few long rows: function 1 reduces chunks of every row in parallel into partials in scratch, function 2
+  // combines them and computes what the rows feed; a launch each.
+  kir::Kernel SplitReductionProgram();
   // A pooling kernel in the kernel IR.
   kir::Kernel PoolProgram();
   kir::Kernel ScanProgram();
@@ -108,7 +108,11 @@ class KernelWriter {
 
   std::string LoopHeader() const;
 
-  std::string TileLines(bool looped) const;
+  // The lane variables of a row tile (rindex, rmask, and mask: theirs and the rows'): at the function's top
+  // level for a tile at 0, else inside the loop over row tiles.
+  std::vector<kir::Statement> TileLines(bool looped) const;
+  // The same at `depth`, the tile starting at `start` (code ending in " + ", "" for 0).
+  std::vector<kir::Statement> TileLines(int depth, const std::string& start) const;
 
   void DefineResults(const ReductionSpec& spec, const Accumulator& acc);
 
@@ -124,19 +128,20 @@ class KernelWriter {
     std::string identity;
   };
 
-  // The partial kernel (the emitter's): one loop over a chunk of `chunk` elements of each row accumulating
-  // every reduction, the partials stored to scratch buffers added to `source`. Returns them per reduction.
-  std::vector<std::vector<SplitPart>> WriteSplitPartials(const Index& x, const Index& r, int64_t chunk,
-                                                         int64_t splits, KernelSource& source);
+  // The partial function (the emitter's) and its launch: one loop over a chunk of `chunk` elements of each
+  // row accumulating every reduction, the partials stored to scratch buffers added to `program`. Returns them
+  // per reduction.
+  std::vector<std::vector<SplitPart>> SplitPartials(const Index& x, const Index& r, int64_t chunk,
+                                                    int64_t splits, kir::Kernel& program);
 
-  // The partials of reduction `spec` (the kernel's `number`th), their scratch buffers added to `source`.
+  // The partials of reduction `spec` (the kernel's `number`th), their scratch buffers added to `scratch`.
   std::vector<SplitPart> AddSplitParts(const ReductionSpec& spec, size_t number, DType acc_type,
-                                       int64_t splits, KernelSource& source) const;
+                                       int64_t splits, std::vector<Scratch>& scratch) const;
 
-  // The combine kernel: per row block, each reduction's partials combined into its results, then the
-  // kernel's other roots computed from them.
-  void WriteSplitCombine(const Index& x, int64_t splits, const std::vector<std::vector<SplitPart>>& parts,
-                         KernelSource& source);
+  // The combine function and its launch: per row block, each reduction's partials combined into its results,
+  // then the kernel's other roots computed from them.
+  void SplitCombine(const Index& x, int64_t splits, const std::vector<std::vector<SplitPart>>& parts,
+                    kir::Kernel& program);
 
   // The partials of reduction `spec` loaded and combined in `combine`: its row results.
   Accumulator CombineSplitParts(const ReductionSpec& spec, size_t number, const std::vector<SplitPart>& parts,

@@ -155,7 +155,7 @@ void KernelWriter::EmitReductionPass(const ReductionSpec& spec, size_t number, b
       emitter_.Line(line);
     }
     emitter_.Line(LoopHeader());
-    emitter_.Line(TileLines(true));
+    emitter_.Append(TileLines(true));
     emitter_.Append(std::move(body));
     for (const std::string& line : out->finish) {
       emitter_.Line(line);
@@ -171,30 +171,14 @@ std::string KernelWriter::LoopHeader() const {
   return fmt::format("for roffset in range(0, {}, RBLOCK):", kernel_.length);
 }
 
-std::string KernelWriter::TileLines(bool looped) const {
-  templates::Values values;
-  values.text["indent"] = looped ? "    " : "";
-  values.text["length"] = std::to_string(kernel_.length);
-  values.flags["looped"] = looped;
-  std::string text = templates::Render("triton/reduction_tile.py.mustache", values);
-  while (!text.empty() && text.back() == '\n') {
-    text.pop_back();
-  }
-  // The emitter indents the first line; the others carry their own indent relative to it.
-  std::string out;
-  size_t start = 0;
-  bool first = true;
-  while (start <= text.size()) {
-    const size_t end = text.find('\n', start);
-    const std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    out += first ? line : "\n    " + line;
-    first = false;
-    if (end == std::string::npos) {
-      break;
-    }
-    start = end + 1;
-  }
-  return out;
+std::vector<kir::Statement> KernelWriter::TileLines(bool looped) const {
+  return looped ? TileLines(2, "roffset + ") : TileLines(1, "");
+}
+
+std::vector<kir::Statement> KernelWriter::TileLines(int depth, const std::string& start) const {
+  return {kir::Statement::Text(depth, "rindex = " + start + "rbase"),
+          kir::Statement::Text(depth, fmt::format("rmask = rindex < {}", kernel_.length)),
+          kir::Statement::Text(depth, "mask = xmask & rmask")};
 }
 
 void KernelWriter::DefineResults(const ReductionSpec& spec, const Accumulator& acc) {
@@ -430,7 +414,7 @@ void KernelWriter::EmitLoopGroup(const std::vector<Unit>& group) {
     }
   }
   emitter_.Line(LoopHeader());
-  emitter_.Line(TileLines(true));
+  emitter_.Append(TileLines(true));
   emitter_.Append(std::move(body));
   for (size_t i = 0; i < group.size(); ++i) {
     for (const std::string& line : accumulators[i].finish) {
@@ -456,7 +440,7 @@ kir::Kernel KernelWriter::ReductionProgram() {
   const Index x = Index::Var("xindex", kernel_.rows);
   const Index r = Index::Var("rindex", kernel_.length);
   if (!looped) {
-    emitter_.Line(TileLines(false));
+    emitter_.Append(TileLines(false));
   }
   std::vector<int> full_roots;
   std::vector<int> row_roots;
@@ -491,7 +475,7 @@ kir::Kernel KernelWriter::ReductionProgram() {
     if (looped) {
       std::vector<kir::Statement> body = emitter_.CloseStatements();
       emitter_.Line(LoopHeader());
-      emitter_.Line(TileLines(true));
+      emitter_.Append(TileLines(true));
       emitter_.Append(std::move(body));
     }
   }

@@ -27,6 +27,26 @@ KernelSource WriteReduction(const Graph& graph, Algorithm algorithm = Algorithm:
   });
 }
 
+// The same in the kernel IR.
+kir::Kernel LowerReduction(const Graph& graph, Algorithm algorithm, int64_t rblock) {
+  const Plan plan = MakePlan(graph, {});
+  KernelPlan kernel = plan.kernels.at(0);
+  kernel.design.algorithm = algorithm;
+  kernel.design.rblock = rblock;
+  return ReductionProgram(graph, kernel, plan.memory_before.at(0), testing::DenseStores(graph, kernel));
+}
+
+// The depths of the statements of `function` that are the text `text`.
+std::vector<int> DepthsOf(const kir::Function& function, const std::string& text) {
+  std::vector<int> depths;
+  for (const kir::Statement& statement : function.body) {
+    if (statement.kind == kir::Statement::Kind::kText && statement.text == text) {
+      depths.push_back(statement.depth);
+    }
+  }
+  return depths;
+}
+
 // `op`(x [8, 64] of `dtype`, args...) of type `out_dtype` [8].
 Graph RowReduction(const std::string& op, const Json& args, const std::string& dtype = "float32",
                    const std::string& out_dtype = "float32") {
@@ -149,6 +169,24 @@ TEST(ReductionWriterTest, HalfRowsAreReducedInFloat32AndStoredInTheirType) {
   const KernelSource source = WriteReduction(graph, Algorithm::kPersistent);
   EXPECT_TRUE(Has(source.code, ".to(tl.float32)")) << source.code;
   EXPECT_EQ(Count(source.code, ".to(tl.bfloat16)"), 1U) << "the one store: " << source.code;
+}
+
+TEST(ReductionWriterTest, TheRowTileIsThreeStatementsAtTheTopOrInsideEachLoop) {
+  const Graph graph = testing::BigSoftmax();
+  const kir::Kernel persistent = LowerReduction(graph, Algorithm::kPersistent, 65536);
+  ASSERT_EQ(persistent.functions.size(), 1U);
+  EXPECT_EQ(DepthsOf(persistent.functions[0], "rindex = rbase"), std::vector<int>{1});
+  EXPECT_EQ(DepthsOf(persistent.functions[0], "rmask = rindex < 65536"), std::vector<int>{1});
+  EXPECT_EQ(DepthsOf(persistent.functions[0], "mask = xmask & rmask"), std::vector<int>{1});
+  // looped: the max, the sum, the outputs, each loop with its own tile
+  const kir::Kernel looped = LowerReduction(graph, Algorithm::kLooped, 2048);
+  ASSERT_EQ(looped.functions.size(), 1U);
+  const kir::Function& function = looped.functions[0];
+  EXPECT_EQ(DepthsOf(function, "for roffset in range(0, 65536, RBLOCK):"), (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(DepthsOf(function, "rindex = roffset + rbase"), (std::vector<int>{2, 2, 2}));
+  EXPECT_EQ(DepthsOf(function, "rmask = rindex < 65536"), (std::vector<int>{2, 2, 2}));
+  EXPECT_EQ(DepthsOf(function, "mask = xmask & rmask"), (std::vector<int>{2, 2, 2}));
+  EXPECT_TRUE(DepthsOf(function, "rindex = rbase").empty());
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ void KernelWriter::PlaceRowBody(bool looped) {
   if (looped) {
     emitter_.Line(LoopHeader());
   }
-  emitter_.Line(TileLines(looped));
+  emitter_.Append(TileLines(looped));
   emitter_.Append(std::move(body));
 }
 

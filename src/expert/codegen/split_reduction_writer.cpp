@@ -1,4 +1,5 @@
-// Split reductions: few long rows, partials per row slice, then a kernel combining them.
+// Split reductions: few long rows, partials per row slice, then a kernel combining them. One kernel in the
+// kernel IR: a function and a launch for each, the partials in its scratch buffers.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,7 +8,31 @@
 
 namespace egg::expert::writer {
 
-KernelSource KernelWriter::WriteSplitReduction() {
+namespace {
+
+// The slot of row xindex and split `split` (a lane variable) in a [rows, splits] scratch buffer, row-major,
+// as one atom: an Index orders its terms by name and would print it `split + S*xindex`, another text.
+Index ScratchSlot(int64_t rows, int64_t splits, const std::string& split) {
+  return Index::Runtime(fmt::format("xindex * {} + {}", splits, split), 0, rows * splits - 1);
+}
+
+// A load or store of scratch buffer `scratch` at `slot`, under `mask`, at the function's top level: typed, so
+// that the kernel IR knows which launch writes a partial and which reads it.
+kir::Statement ScratchAccess(kir::Statement::Kind kind, size_t scratch, KernelEmitter& emitter,
+                             const Index& slot, const std::string& mask) {
+  kir::Statement access;
+  access.kind = kind;
+  access.depth = 1;
+  access.buffer = ScratchId(scratch);
+  access.pointer = emitter.PointerName(access.buffer);
+  access.address = slot;
+  access.mask = mask;
+  return access;
+}
+
+}  // namespace
+
+kir::Kernel KernelWriter::SplitReductionProgram() {
   const KernelDesign& design = kernel_.design;
   const int64_t rblock = design.rblock;
   int64_t chunk = (kernel_.length + design.split - 1) / design.split;
@@ -15,21 +40,19 @@ KernelSource KernelWriter::WriteSplitReduction() {
   const int64_t splits = (kernel_.length + chunk - 1) / chunk;
   const Index x = Index::Var("xindex", kernel_.rows);
   const Index r = Index::Var("rindex", kernel_.length);
-  KernelSource source;
-  source.name = kernel_.name;
-  const std::vector<std::vector<SplitPart>> parts = WriteSplitPartials(x, r, chunk, splits, source);
-  WriteSplitCombine(x, splits, parts, source);
-  source.loaded.insert(emitter_.Loaded().begin(), emitter_.Loaded().end());
-  source.computed.insert(emitter_.Computed().begin(), emitter_.Computed().end());
-  for (const ReductionSpec& spec : kernel_.reductions) {
-    source.computed.insert(spec.node);
-  }
-  return source;
+  kir::Kernel program;
+  program.name = kernel_.name;
+  const std::vector<std::vector<SplitPart>> parts = SplitPartials(x, r, chunk, splits, program);
+  SplitCombine(x, splits, parts, program);
+  const std::set<int> computed = ComputedNodes();
+  program.computed.insert(computed.begin(), computed.end());
+  return program;
 }
 
-std::vector<std::vector<KernelWriter::SplitPart>> KernelWriter::WriteSplitPartials(
-    const Index& x, const Index& r, int64_t chunk, int64_t splits, KernelSource& source) {
-  // Partial kernel: one loop, every reduction of the kernel accumulated together.
+std::vector<std::vector<KernelWriter::SplitPart>> KernelWriter::SplitPartials(const Index& x, const Index& r,
+                                                                              int64_t chunk, int64_t splits,
+                                                                              kir::Kernel& program) {
+  // Partial function: one loop, every reduction of the kernel accumulated together.
   KernelEmitter& partial = emitter_;
   std::vector<std::string> init;
   std::vector<std::string> finish;
@@ -45,76 +68,76 @@ std::vector<std::vector<KernelWriter::SplitPart>> KernelWriter::WriteSplitPartia
     }
     init.insert(init.end(), acc.init.begin(), acc.init.end());
     finish.insert(finish.end(), acc.finish.begin(), acc.finish.end());
-    parts[i] = AddSplitParts(spec, i, AccumulatorType(spec.kind, input.dtype), splits, source);
+    parts[i] = AddSplitParts(spec, i, AccumulatorType(spec.kind, input.dtype), splits, program.scratch);
   }
-  const std::vector<std::string> body = partial.CloseScope();
+  std::vector<kir::Statement> body = partial.CloseStatements();
   partial.Line("split = tl.program_id(1)");
   for (const std::string& line : init) {
     partial.Line(line);
   }
   partial.Line(fmt::format("for roffset in range(0, {}, RBLOCK):", chunk));
-  partial.Line(fmt::format("    rindex = split * {} + roffset + rbase", chunk));
-  partial.Line(fmt::format("    rmask = rindex < {}", kernel_.length));
-  partial.Line("    mask = xmask & rmask");
-  partial.Append(body);
+  partial.Append(TileLines(2, fmt::format("split * {} + roffset + ", chunk)));
+  partial.Append(std::move(body));
   for (const std::string& line : finish) {
     partial.Line(line);
   }
+  const Index slot = ScratchSlot(kernel_.rows, splits, "split");
   for (const auto& list : parts) {
     for (const SplitPart& part : list) {
-      const std::string pointer = partial.PointerName(ScratchId(part.scratch));
-      partial.Line(
-          fmt::format("tl.store({} + (xindex * {} + split), {}, xmask)", pointer, splits, part.code));
+      kir::Statement store =
+          ScratchAccess(kir::Statement::Kind::kStore, part.scratch, partial, slot, "xmask");
+      store.data = part.code;
+      partial.Append({std::move(store)});
     }
   }
-  templates::Values values;
-  values.text["name"] = kernel_.name + "_partial";
-  values.text["rows"] = std::to_string(kernel_.rows);
-  values.text["length"] = std::to_string(kernel_.length);
-  values.text["algorithm"] = fmt::format("split ({} programs per row, partials)", splits);
-  values.text["summary"] = Summary(graph_, kernel_);
-  values.text["body"] = Join(partial.CloseScope());
-  values.flags["int64"] = partial.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max;
-  values.text["params"] = PointerParams(partial);
-  source.code = templates::Render("triton/reduction.py.mustache", values);
+  kir::Function function;
+  function.name = kernel_.name + "_partial";
+  function.pointers = partial.PointerValues().size();
+  function.constexprs = {"XBLOCK", "RBLOCK"};
+  function.comment = fmt::format("split ({} programs per row, partials) reduction, {} rows x {}: {}", splits,
+                                 kernel_.rows, kernel_.length, Summary(graph_, kernel_));
+  program.int64_indexing = partial.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max;
+  function.domain = {kir::Domain::Kind::kRows, kernel_.rows, program.int64_indexing, 0, {}};
+  function.body = partial.CloseStatements();
+  program.functions.push_back(std::move(function));
   const KernelDesign& design = kernel_.design;
-  source.launches.push_back({kernel_.name + "_partial",
-                             partial.PointerValues(),
-                             fmt::format("(triton.cdiv({}, {}), {})", kernel_.rows, design.xblock, splits),
-                             {{"XBLOCK", design.xblock}, {"RBLOCK", design.rblock}},
-                             {}});
-  source.int64_indexing = values.flags["int64"];
+  program.launches.push_back({kernel_.name + "_partial",
+                              partial.PointerValues(),
+                              fmt::format("(triton.cdiv({}, {}), {})", kernel_.rows, design.xblock, splits),
+                              {{"XBLOCK", design.xblock}, {"RBLOCK", design.rblock}},
+                              {}});
+  program.helpers = partial.Helpers();
   return parts;
 }
 
 std::vector<KernelWriter::SplitPart> KernelWriter::AddSplitParts(const ReductionSpec& spec, size_t number,
                                                                  DType acc_type, int64_t splits,
-                                                                 KernelSource& source) const {
+                                                                 std::vector<Scratch>& scratch) const {
   const std::string tag = std::to_string(number);
   std::vector<SplitPart> parts;
   if (IsIndexed(spec.kind)) {
     const bool is_max = IsMaxLike(spec.kind);
-    parts.push_back({source.scratch.size(), "redv" + tag + "[:, None]", acc_type,
+    parts.push_back({scratch.size(), "redv" + tag + "[:, None]", acc_type,
                      Identity(is_max ? ReductionKind::kMax : ReductionKind::kMin, acc_type)});
-    source.scratch.push_back({kernel_.rows * splits, acc_type});
-    parts.push_back({source.scratch.size(), "redi" + tag + "[:, None]", DType::kInt64, "0"});
-    source.scratch.push_back({kernel_.rows * splits, DType::kInt64});
+    scratch.push_back({kernel_.rows * splits, acc_type});
+    parts.push_back({scratch.size(), "redi" + tag + "[:, None]", DType::kInt64, "0"});
+    scratch.push_back({kernel_.rows * splits, DType::kInt64});
   } else if (IsVariance(spec)) {
     for (const char* name : {"redm", "reds", "redn"}) {
-      parts.push_back({source.scratch.size(), name + tag + "[:, None]", DType::kFloat32, "0.0"});
-      source.scratch.push_back({kernel_.rows * splits, DType::kFloat32});
+      parts.push_back({scratch.size(), name + tag + "[:, None]", DType::kFloat32, "0.0"});
+      scratch.push_back({kernel_.rows * splits, DType::kFloat32});
     }
   } else {
     const std::string identity = Identity(spec.kind, acc_type);
-    parts.push_back({source.scratch.size(), "red" + tag, acc_type, identity});
-    source.scratch.push_back({kernel_.rows * splits, acc_type});
+    parts.push_back({scratch.size(), "red" + tag, acc_type, identity});
+    scratch.push_back({kernel_.rows * splits, acc_type});
   }
   return parts;
 }
 
-void KernelWriter::WriteSplitCombine(const Index& x, int64_t splits,
-                                     const std::vector<std::vector<SplitPart>>& parts, KernelSource& source) {
-  // Combine kernel: a row block per program, the partials of its rows in one tile.
+void KernelWriter::SplitCombine(const Index& x, int64_t splits,
+                                const std::vector<std::vector<SplitPart>>& parts, kir::Kernel& program) {
+  // Combine function: a row block per program, the partials of its rows in one tile.
   MaskSet masks{{{"xindex", "xmask"}}, {}, "xindex"};
   KernelEmitter combine(graph_, memory_, masks);
   const int64_t sblock = NextPowerOfTwo(splits);
@@ -134,22 +157,22 @@ void KernelWriter::WriteSplitCombine(const Index& x, int64_t splits,
     }
   }
   EmitSplitEpilogues(x, combine);
-  templates::Values final_values;
-  final_values.text["name"] = kernel_.name;
-  final_values.text["rows"] = std::to_string(kernel_.rows);
-  final_values.text["splits"] = std::to_string(splits);
-  final_values.text["summary"] = Summary(graph_, kernel_);
-  final_values.text["body"] = Join(combine.CloseScope());
-  final_values.text["params"] = PointerParams(combine);
-  final_values.flags["int64"] = false;
-  source.code += "\n\n" + templates::Render("triton/combine.py.mustache", final_values);
-  source.launches.push_back({kernel_.name,
-                             combine.PointerValues(),
-                             fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
-                             {{"XBLOCK", xblock}, {"SBLOCK", sblock}},
-                             {}});
-  source.loaded.insert(combine.Loaded().begin(), combine.Loaded().end());
-  source.computed.insert(combine.Computed().begin(), combine.Computed().end());
+  kir::Function function;
+  function.name = kernel_.name;
+  function.pointers = combine.PointerValues().size();
+  function.constexprs = {"XBLOCK", "SBLOCK"};
+  function.comment = fmt::format("combines {} partial results for each of {} rows: {}", splits, kernel_.rows,
+                                 Summary(graph_, kernel_));
+  function.domain = {kir::Domain::Kind::kRowBlock, kernel_.rows, false, 0, {}};
+  function.body = combine.CloseStatements();
+  program.functions.push_back(std::move(function));
+  program.launches.push_back({kernel_.name,
+                              combine.PointerValues(),
+                              fmt::format("(triton.cdiv({}, {}),)", kernel_.rows, xblock),
+                              {{"XBLOCK", xblock}, {"SBLOCK", sblock}},
+                              {}});
+  program.helpers.insert(program.helpers.end(), combine.Helpers().begin(), combine.Helpers().end());
+  program.computed.insert(combine.Computed().begin(), combine.Computed().end());
 }
 
 KernelWriter::Accumulator KernelWriter::CombineSplitParts(const ReductionSpec& spec, size_t number,
@@ -157,11 +180,14 @@ KernelWriter::Accumulator KernelWriter::CombineSplitParts(const ReductionSpec& s
                                                           KernelEmitter& combine) {
   const std::string tag = std::to_string(number);
   std::vector<std::string> loaded;
+  const Index slot = ScratchSlot(kernel_.rows, splits, "sindex");
   for (const SplitPart& part : parts) {
-    const std::string pointer = combine.PointerName(ScratchId(part.scratch));
-    loaded.push_back("p" + tag + "_" + std::to_string(loaded.size()));
-    combine.Line(fmt::format("{} = tl.load({} + (xindex * {} + sindex), mask, other={})", loaded.back(),
-                             pointer, splits, part.identity));
+    kir::Statement load = ScratchAccess(kir::Statement::Kind::kLoad, part.scratch, combine, slot, "mask");
+    load.name = "p" + tag + "_" + std::to_string(loaded.size());
+    load.form = kir::LoadForm::kMasked;
+    load.other = part.identity;
+    loaded.push_back(load.name);
+    combine.Append({std::move(load)});
   }
   const DType out_type =
       ComputeDType(MetaOf(graph_, spec.outputs.at(0) >= 0 ? spec.outputs[0] : spec.outputs.at(1)).dtype);

@@ -7,6 +7,7 @@
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
+#include "expert/kir/analysis.h"
 
 namespace egg::expert {
 namespace {
@@ -30,6 +31,26 @@ KernelSource WriteSplit(const Graph& graph, int64_t split, int64_t rblock) {
     kernel.design.rblock = rblock;
     kernel.design.xblock = 1;
   });
+}
+
+// The same lowered to the kernel IR (nothing printed).
+kir::Kernel LowerSplit(const Graph& graph, int64_t split, int64_t rblock) {
+  const Plan plan = MakePlan(graph, {});
+  KernelPlan kernel = plan.kernels.at(0);
+  kernel.design.algorithm = Algorithm::kSplit;
+  kernel.design.split = split;
+  kernel.design.rblock = rblock;
+  kernel.design.xblock = 1;
+  return ReductionProgram(graph, kernel, plan.memory_before.at(0), testing::DenseStores(graph, kernel));
+}
+
+// The typed loads or stores of `function` that access scratch buffer `scratch`.
+size_t ScratchAccesses(const kir::Function& function, kir::Statement::Kind kind, size_t scratch) {
+  size_t count = 0;
+  for (const kir::Statement& statement : function.body) {
+    count += statement.kind == kind && statement.buffer == ScratchId(scratch) ? 1U : 0U;
+  }
+  return count;
 }
 
 // `op`(x [4, 8192] of `dtype`, args...) of type `out_dtype` [4].
@@ -139,6 +160,58 @@ TEST(SplitReductionWriterTest, APerRowEpilogueRunsInTheCombineKernel) {
   EXPECT_GT(source.code.find("tl.sqrt("), combine) << "after the partials are combined: " << source.code;
   EXPECT_EQ(source.launches[1].pointers.back(), graph.nodes[1].value) << "the combine stores the root";
   EXPECT_EQ(source.computed.count(1), 1U);
+}
+
+TEST(SplitReductionWriterTest, TheKernelIrHoldsAPartialAndACombineFunctionOverScratch) {
+  const Graph graph = testing::Fixture("level1_94_MSELoss");
+  const kir::Kernel kernel = LowerSplit(graph, 4, 256);
+  ASSERT_EQ(kernel.functions.size(), 2U) << "a function per launch";
+  ASSERT_EQ(kernel.launches.size(), 2U);
+  const kir::Function& partial = kernel.functions[0];
+  const kir::Function& combine = kernel.functions[1];
+  EXPECT_EQ(partial.name, kernel.launches[0].function);
+  EXPECT_EQ(combine.name, kernel.launches[1].function);
+  EXPECT_EQ(partial.domain.kind, kir::Domain::Kind::kRows) << "rows walked in RBLOCK tiles";
+  EXPECT_EQ(combine.domain.kind, kir::Domain::Kind::kRowBlock) << "rows, their partials an SBLOCK tile";
+  EXPECT_EQ(partial.domain.size, 1);
+  EXPECT_EQ(combine.constexprs, (std::vector<std::string>{"XBLOCK", "SBLOCK"}));
+  EXPECT_EQ(partial.pointers, kernel.launches[0].pointers.size());
+  EXPECT_EQ(combine.pointers, kernel.launches[1].pointers.size());
+  ASSERT_EQ(kernel.scratch.size(), 1U);
+  EXPECT_EQ(ScratchAccesses(partial, kir::Statement::Kind::kStore, 0), 1U) << "the partial writes it";
+  EXPECT_EQ(ScratchAccesses(combine, kir::Statement::Kind::kLoad, 0), 1U) << "the combine reads it";
+  EXPECT_EQ(ScratchAccesses(partial, kir::Statement::Kind::kLoad, 0), 0U);
+  // the analyses see both functions' loads and stores, scratch left out
+  EXPECT_EQ(kir::Reads(kernel), (std::set<int>{0, 1}));
+  EXPECT_EQ(kir::Writes(kernel), std::set<int>{graph.nodes.back().value});
+  EXPECT_EQ(kernel.computed, (std::set<int>{0, 1, 2}));
+  EXPECT_FALSE(kernel.int64_indexing);
+}
+
+TEST(SplitReductionWriterTest, EachPartialOfAWelfordTripleIsATypedScratchAccess) {
+  const kir::Kernel kernel = LowerSplit(RowReduction("aten.var.correction", {Json::array({1})}), 4, 2048);
+  ASSERT_EQ(kernel.functions.size(), 2U);
+  ASSERT_EQ(kernel.scratch.size(), 3U);
+  for (size_t i = 0; i < kernel.scratch.size(); ++i) {
+    EXPECT_EQ(ScratchAccesses(kernel.functions[0], kir::Statement::Kind::kStore, i), 1U) << i;
+    EXPECT_EQ(ScratchAccesses(kernel.functions[1], kir::Statement::Kind::kLoad, i), 1U) << i;
+  }
+  EXPECT_EQ(kir::Reads(kernel).size(), 1U) << "x";
+  EXPECT_EQ(kir::Writes(kernel).size(), 1U) << "the variance";
+}
+
+TEST(SplitReductionWriterTest, ThePrintedKernelIsTheIrsPrint) {
+  const Graph graph = RowReduction("aten.argmax.default", {1}, "float32", "int64");
+  const KernelSource source = WriteSplit(graph, 8, 1024);
+  EXPECT_EQ(source.code, kir::Print(LowerSplit(graph, 8, 1024)));
+  // the combine's header: rows, no RBLOCK tile
+  const size_t combine = source.code.find("def " + source.name + "(");
+  ASSERT_NE(combine, std::string::npos) << source.code;
+  EXPECT_EQ(source.code.find("rbase = tl.arange(0, RBLOCK)", combine), std::string::npos) << source.code;
+  EXPECT_TRUE(Has(source.code,
+                  "    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]\n    xmask = xindex < 4\n"
+                  "    sindex = tl.arange(0, SBLOCK)[None, :]\n"))
+      << source.code;
 }
 
 }  // namespace

@@ -20,6 +20,19 @@ TEST(LoweringProbeTest, APlannedSoftmaxLowersAndReadsOnlyItsInput) {
   EXPECT_EQ(probe.loaded, std::set<int>{graph.Inputs()[0]});
 }
 
+TEST(LoweringProbeTest, ASplitReductionReadsItsInputsAndNotItsScratch) {
+  const Graph graph = testing::Fixture("level1_94_MSELoss");
+  const Plan plan = MakePlan(graph, {});
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  KernelPlan kernel = plan.kernels[0];
+  kernel.design.algorithm = Algorithm::kSplit;
+  kernel.design.split = 4;
+  kernel.design.rblock = 256;
+  const LoweringProbe probe = ProbeLowering(graph, kernel, plan.memory_before[0], DenseStores(graph, kernel));
+  EXPECT_TRUE(probe.lowers) << probe.problem;
+  EXPECT_EQ(probe.loaded, (std::set<int>{graph.Inputs()[0], graph.Inputs()[1]}));
+}
+
 TEST(LoweringProbeTest, AKernelReadingWhatIsNotInMemoryDoesNotLowerAndSaysWhy) {
   const Graph graph = testing::Fixture("level1_3_Batched_matrix_multiplication");
   const Plan plan = MakePlan(graph, {});

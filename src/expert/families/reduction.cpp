@@ -46,22 +46,11 @@ class ReductionFamily : public RowFamily {
     return design;
   }
 
-  // The kernel IR, but for a split reduction (two launches over scratch), which is still written as text.
+  // The kernel IR: one function, or a split design's partial and combine functions over scratch.
   std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
                                           const std::map<int, TensorMeta>& memory,
                                           const std::map<int, TensorMeta>& layouts) const override {
-    if (kernel.design.algorithm == Algorithm::kSplit) {
-      return std::nullopt;
-    }
     return ReductionProgram(graph, kernel, memory, layouts);
-  }
-
-  KernelSource Lower(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
-                     const std::map<int, TensorMeta>& layouts) const override {
-    if (kernel.design.algorithm == Algorithm::kSplit) {
-      return GenerateSplitReductionKernel(graph, kernel, memory, layouts);
-    }
-    return KernelFamily::Lower(graph, kernel, memory, layouts);
   }
 
  protected:

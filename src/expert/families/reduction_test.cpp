@@ -11,6 +11,7 @@
 #include "expert/design/legality.h"
 #include "expert/families/family.h"
 #include "expert/ir/test_graphs.h"
+#include "expert/kir/analysis.h"
 
 namespace egg::expert {
 namespace {
@@ -105,6 +106,28 @@ TEST(ReductionFamilyTest, LowersThePlannedReduction) {
   EXPECT_EQ(source.name, kernel.name);
   EXPECT_NE(source.code.find("def " + kernel.name + "("), std::string::npos) << source.code;
   EXPECT_NE(source.code.find("tl.sum("), std::string::npos) << source.code;
+}
+
+TEST(ReductionFamilyTest, LowersASplitReductionToTheKernelIr) {
+  const Graph graph = testing::RowReduction("aten.sum.dim_IntList", {Json::array({1})}, 4, 65536);
+  const Plan plan = MakePlan(graph, {});
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  KernelPlan kernel = plan.kernels[0];
+  ASSERT_TRUE(kernel.splittable);
+  kernel.design = Seed(kernel, 2);
+  ASSERT_EQ(kernel.design.algorithm, Algorithm::kSplit);
+  const std::map<int, TensorMeta> layouts = testing::DenseStores(graph, kernel);
+  const std::optional<kir::Kernel> program =
+      Reduction().LowerProgram(graph, kernel, plan.memory_before[0], layouts);
+  ASSERT_TRUE(program.has_value()) << "split designs lower to the IR too";
+  ASSERT_EQ(program->functions.size(), 2U) << "partials, then their combine";
+  EXPECT_EQ(program->launches.size(), 2U);
+  EXPECT_EQ(program->scratch.size(), 1U) << "one partial sum per row and split";
+  EXPECT_EQ(kir::Reads(*program), std::set<int>{graph.Inputs()[0]});
+  EXPECT_EQ(kir::Writes(*program), std::set<int>{graph.nodes.back().value});
+  const KernelSource source = Reduction().Lower(graph, kernel, plan.memory_before[0], layouts);
+  EXPECT_EQ(source.code, kir::Print(*program)) << "the text is the IR printed";
+  EXPECT_EQ(source.scratch.size(), 1U);
 }
 
 }  // namespace

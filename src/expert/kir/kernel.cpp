@@ -11,11 +11,11 @@ namespace {
 std::string Wide(bool int64) { return int64 ? ".to(tl.int64)" : ""; }
 
 std::string FlatLanes(const Domain& domain) {
-  const bool rows = domain.kind == Domain::Kind::kRows;
+  const bool rows = domain.kind != Domain::Kind::kFlat;
   std::string code = fmt::format("    xoffset = tl.program_id(0){} * XBLOCK\n", Wide(domain.int64));
   code += fmt::format("    xindex = xoffset + tl.arange(0, XBLOCK){}\n", rows ? "[:, None]" : "");
   code += fmt::format("    xmask = xindex < {}\n", domain.size);
-  if (rows) {
+  if (domain.kind == Domain::Kind::kRows) {
     code += "    rbase = tl.arange(0, RBLOCK)[None, :]\n";
   }
   return code;
@@ -60,6 +60,7 @@ std::string Lanes(const Domain& domain) {
   switch (domain.kind) {
     case Domain::Kind::kFlat:
     case Domain::Kind::kRows:
+    case Domain::Kind::kRowBlock:
       return FlatLanes(domain);
     case Domain::Kind::kTiles:
       return TileLanes(domain);

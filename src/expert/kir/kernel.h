@@ -40,11 +40,12 @@ namespace egg::expert::kir {
 
 // The lanes a function's programs cover. kFlat: XBLOCK lanes a program over `size` elements (xindex, xmask).
 // kRows: XBLOCK rows a program of `size` rows (xindex as a column, xmask) and an RBLOCK tile along them
-// (rbase, a row); the body walks the row. kTiles: a matrix product's BLOCK_M x BLOCK_N output tile a program
-// (mindex a column of `size` rows M, nindex a row of `columns` N, their masks and omask), in the grouped
-// order of `tiles`, the batch along the grid's second axis. kPanels: a BLOCK_P x BLOCK_C tile of a
-// `size` x `columns` matrix a program (pindex, cindex, mask): a copy into another layout. 64-bit program
-// offsets where the addresses pass int32.
+// (rbase, a row); the body walks the row. kRowBlock: the same rows with no RBLOCK tile, for a body that lays
+// out its own tile along them (a split reduction's combine: the SBLOCK partials of each row). kTiles: a matrix
+// product's BLOCK_M x BLOCK_N output tile a program (mindex a column of `size` rows M, nindex a row of
+// `columns` N, their masks and omask), in the grouped order of `tiles`, the batch along the grid's second
+// axis. kPanels: a BLOCK_P x BLOCK_C tile of a `size` x `columns` matrix a program (pindex, cindex, mask): a
+// copy into another layout. 64-bit program offsets where the addresses pass int32.
 struct TileOrder {
   bool batched = false;       // bindex, the batch (or group) of the program
   int64_t grid_m = 0;         // tiles along M
@@ -54,7 +55,7 @@ struct TileOrder {
 };
 
 struct Domain {
-  enum class Kind { kFlat, kRows, kTiles, kPanels };
+  enum class Kind { kFlat, kRows, kRowBlock, kTiles, kPanels };
   Kind kind = Kind::kFlat;
   int64_t size = 0;
   bool int64 = false;

@@ -1,5 +1,5 @@
-// The printer of whole functions and kernels: the signature, the flat domain's lane variables (64-bit where
-// asked), the body, functions two blank lines apart.
+// The printer of whole functions and kernels: the signature, the domain's lane variables (64-bit where asked;
+// rows with or without their RBLOCK tile), the body, functions two blank lines apart.
 #include "expert/kir/kernel.h"
 
 #include <gtest/gtest.h>
@@ -102,6 +102,21 @@ TEST(KernelTest, APanelsFunctionPrintsItsTwoAxes) {
                 "    mask = pmask & cmask\n"),
       std::string::npos)
       << code;
+}
+
+TEST(KernelTest, ARowBlockFunctionPrintsItsRowsWithoutARowTile) {
+  Function function = Relu(false);
+  function.constexprs = {"XBLOCK", "SBLOCK"};
+  function.domain = {Domain::Kind::kRowBlock, 64, false, 0, {}};
+  function.body = {Statement::Text(1, "sindex = tl.arange(0, SBLOCK)[None, :]")};
+  EXPECT_EQ(Print(function),
+            "@triton.jit\n"
+            "def egg_k0_relu(ptr0, ptr1, XBLOCK: tl.constexpr, SBLOCK: tl.constexpr):\n"
+            "    # pointwise over 4096 elements: relu\n"
+            "    xoffset = tl.program_id(0) * XBLOCK\n"
+            "    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]\n"
+            "    xmask = xindex < 64\n"
+            "    sindex = tl.arange(0, SBLOCK)[None, :]\n");
 }
 
 TEST(KernelTest, AKernelPrintsItsFunctionsApart) {
