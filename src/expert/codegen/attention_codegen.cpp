@@ -1,7 +1,7 @@
-// Attention as one flash-style Triton kernel (templates/triton/attention.py.mustache): the pattern
-// out = bmm(softmax(X(bmm(Q, K^T))), V) found in the captured graph (ParseAttention), then per (query block,
-// batch) program the Q tile loaded once and a loop over key blocks: scores by tl.dot, X computed from them by
-// the emitter (scales, masks: whatever the graph does), online softmax, acc += tl.dot(p, v).
+// Attention as one flash-style Triton kernel in the kernel IR: the pattern out = bmm(softmax(X(bmm(Q, K^T))),
+// V) found in the captured graph (ParseAttention), then per (query block, batch) program (the kQueryBlocks
+// domain) the Q tile loaded once and a loop over key blocks: scores by tl.dot, X computed from them by the
+// emitter (scales, masks: whatever the graph does), online softmax, acc += tl.dot(p, v).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,7 +10,6 @@
 
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/codegen/kernel_writer.h"
-#include "expert/codegen/templates.h"
 #include "expert/plan/plan.h"
 
 namespace egg::expert {
@@ -47,8 +46,9 @@ MaskSet AttentionMasks() {
 // The body of the loop over key blocks: the scores s = q kt, X computed from them, the online softmax's
 // update and acc += p v; a key block masked for every query row of the program is skipped. `q_scalar`: the
 // prologue's Q tile is a constant (no attention to write: NotFusable, once the loop is written).
-std::string EmitKeyBlockLoop(const Graph& graph, const AttentionSpec& at, const AttentionIndex& ix,
-                             std::string_view precision, bool q_scalar, KernelEmitter& emitter) {
+std::vector<kir::Statement> EmitKeyBlockLoop(const Graph& graph, const AttentionSpec& at,
+                                             const AttentionIndex& ix, std::string_view precision,
+                                             bool q_scalar, KernelEmitter& emitter) {
   emitter.OpenScope(2);
   const Index scores_flat = (ix.b * at.lq + ix.m) * at.lk + ix.n;
   const auto x_index = Delinearize(scores_flat, ValueAt(graph, at.x).meta->shape);
@@ -80,10 +80,9 @@ std::string EmitKeyBlockLoop(const Graph& graph, const AttentionSpec& at, const 
                            precision));
   emitter.Line("m_i = m_new");
   if (at.mask >= 0) {
-    const std::vector<std::string> live = emitter.CloseScope();
-    emitter.Append(live);
+    emitter.Append(emitter.CloseStatements());
   }
-  std::string loop = Join(emitter.CloseScope());
+  std::vector<kir::Statement> loop = emitter.CloseStatements();
   if (q_scalar || kt.scalar || v.scalar) {
     throw NotFusable("a constant attention operand");
   }
@@ -115,39 +114,68 @@ void EmitOutputs(const Graph& graph, const KernelPlan& kernel, const std::map<in
   }
 }
 
-// The template's sizes and names (the code sections are set by the caller).
-templates::Values TemplateValues(const Graph& graph, const KernelPlan& kernel, const KernelEmitter& emitter,
-                                 std::string_view precision) {
-  const AttentionSpec& at = *kernel.attention;
-  templates::Values values;
-  values.text["name"] = kernel.name;
-  std::string params;
-  for (size_t i = 0; i < emitter.PointerValues().size(); ++i) {
-    params += "ptr" + std::to_string(i) + ", ";
+// The lines around the emitter's: the online softmax's state, the loop over key blocks with its lanes, and
+// after it the output row block (a fully masked row 0 under _safe_softmax, nan under a plain softmax).
+std::vector<kir::Statement> FlashBody(const AttentionSpec& at, int64_t block_dv,
+                                      std::vector<kir::Statement> q, std::vector<kir::Statement> loop,
+                                      std::vector<kir::Statement> outputs) {
+  std::vector<kir::Statement> body = std::move(q);
+  auto line = [&body](int depth, std::string text) {
+    body.push_back(kir::Statement::Text(depth, std::move(text)));
+  };
+  line(1,
+       "# online softmax: running row max m_i, running sum l_i, the output accumulator rescaled as the max "
+       "grows");
+  line(1, "m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)");
+  line(1, "l_i = tl.zeros([BLOCK_M], dtype=tl.float32)");
+  line(1, fmt::format("acc = tl.zeros([BLOCK_M, {}], dtype=tl.float32)", block_dv));
+  line(1, fmt::format("for n0 in range(0, {}, BLOCK_N):", at.lk));
+  line(2, "nindex = n0 + tl.arange(0, BLOCK_N)[None, :]");
+  line(2, fmt::format("nmask = nindex < {}", at.lk));
+  line(2, "nvindex = n0 + tl.arange(0, BLOCK_N)[:, None]");
+  line(2, fmt::format("nvmask = nvindex < {}", at.lk));
+  line(2, "smask = mmask & nmask");
+  body.insert(body.end(), std::make_move_iterator(loop.begin()), std::make_move_iterator(loop.end()));
+  if (at.safe) {
+    line(1, "# _safe_softmax: a row of -inf scores gives 0");
+    line(1, "out = tl.where(l_i[:, None] == 0.0, 0.0, acc / l_i[:, None])");
+  } else {
+    line(1, "# a row of -inf scores gives 0 / 0 = nan, as softmax does");
+    line(1, "out = acc / l_i[:, None]");
   }
-  values.text["params"] = params;
+  body.insert(body.end(), std::make_move_iterator(outputs.begin()), std::make_move_iterator(outputs.end()));
+  return body;
+}
+
+// The flash function: its query-block domain, the comment naming the shapes, the precision and the roots.
+kir::Function FlashFunction(const Graph& graph, const KernelPlan& kernel, size_t pointers,
+                            std::string_view precision, bool int64) {
+  const AttentionSpec& at = *kernel.attention;
   std::string summary;
   for (int root : kernel.roots) {
     summary += (summary.empty() ? "" : ", ") + ValueAt(graph, root).name;
   }
-  values.text["summary"] = summary;
-  values.text["batch"] = std::to_string(at.batch);
-  values.text["lq"] = std::to_string(at.lq);
-  values.text["lk"] = std::to_string(at.lk);
-  values.text["d"] = std::to_string(at.d);
-  values.text["dv"] = std::to_string(at.dv);
-  values.text["block_d"] = std::to_string(std::max(kMinDot, NextPowerOfTwo(at.d)));
-  values.text["block_dv"] = std::to_string(std::max(kMinDot, NextPowerOfTwo(at.dv)));
-  values.text["precision"] = precision;
-  values.flags["safe"] = at.safe;
-  return values;
+  kir::Function function;
+  function.name = kernel.name;
+  function.pointers = pointers;
+  function.constexprs = {"BLOCK_M", "BLOCK_N"};
+  function.comment = fmt::format(
+      "flash attention, {} x softmax([{} x {}] @ [{} x {}]) @ [{} x {}], tl.dot input_precision {}{}: {}",
+      at.batch, at.lq, at.d, at.d, at.lk, at.lk, at.dv, precision,
+      at.safe ? ", a fully masked row gives 0" : "", summary);
+  function.domain.kind = kir::Domain::Kind::kQueryBlocks;
+  function.domain.size = at.lq;
+  function.domain.int64 = int64;
+  function.domain.heads = {at.d, std::max(kMinDot, NextPowerOfTwo(at.d)), at.dv,
+                           std::max(kMinDot, NextPowerOfTwo(at.dv))};
+  return function;
 }
 
 }  // namespace
 
-KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kernel,
-                                     const std::map<int, TensorMeta>& memory,
-                                     const std::map<int, TensorMeta>& layouts) {
+kir::Kernel AttentionProgram(const Graph& graph, const KernelPlan& kernel,
+                             const std::map<int, TensorMeta>& memory,
+                             const std::map<int, TensorMeta>& layouts) {
   const AttentionSpec& at = *kernel.attention;
   const KernelDesign& design = kernel.design;
   KernelEmitter emitter(graph, memory, AttentionMasks());
@@ -159,30 +187,28 @@ KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kerne
   emitter.OpenScope(1);
   const Operand q = emitter.Emit(at.q, {ix.b, ix.m, ix.dq});
   emitter.Line(fmt::format("q = tl.where(mmask & dqmask, ({}).to(tl.float32), 0.0)", q.code));
-  const std::string prologue = Join(emitter.CloseScope());
-  const std::string loop = EmitKeyBlockLoop(graph, at, ix, precision, q.scalar, emitter);
+  std::vector<kir::Statement> prologue = emitter.CloseStatements();
+  std::vector<kir::Statement> loop = EmitKeyBlockLoop(graph, at, ix, precision, q.scalar, emitter);
   EmitOutputs(graph, kernel, layouts, ix, emitter);
-  templates::Values values = TemplateValues(graph, kernel, emitter, precision);
-  values.text["prologue"] = prologue;
-  values.text["loop"] = loop;
-  values.text["body"] = Join(emitter.CloseScope());
-  KernelSource source;
-  source.name = kernel.name;
-  source.int64_indexing = emitter.MaxAddress() > kInt32Max;
-  values.flags["int64"] = source.int64_indexing;
-  source.code = templates::Render("triton/attention.py.mustache", values);
+  kir::Kernel program;
+  program.name = kernel.name;
+  program.int64_indexing = emitter.MaxAddress() > kInt32Max;
+  kir::Function function =
+      FlashFunction(graph, kernel, emitter.PointerValues().size(), precision, program.int64_indexing);
+  function.body = FlashBody(at, function.domain.heads.block_dv, std::move(prologue), std::move(loop),
+                            emitter.CloseStatements());
+  program.functions.push_back(std::move(function));
   const int64_t grid_m = (at.lq + design.xblock - 1) / design.xblock;
-  source.launches.push_back({kernel.name,
-                             emitter.PointerValues(),
-                             fmt::format("({}, {})", grid_m, at.batch),
-                             {{"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}},
-                             {}});
-  source.helpers = emitter.Helpers();
-  source.loaded = emitter.Loaded();
-  source.computed = emitter.Computed();
-  source.computed.insert(at.absorbed.begin(), at.absorbed.end());
-  source.computed.insert(at.node);
-  return source;
+  program.launches.push_back({kernel.name,
+                              emitter.PointerValues(),
+                              fmt::format("({}, {})", grid_m, at.batch),
+                              {{"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}},
+                              {}});
+  program.helpers = emitter.Helpers();
+  program.computed = emitter.Computed();
+  program.computed.insert(at.absorbed.begin(), at.absorbed.end());
+  program.computed.insert(at.node);
+  return program;
 }
 
 }  // namespace egg::expert

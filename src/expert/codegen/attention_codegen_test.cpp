@@ -3,9 +3,12 @@
 // key blocks masked everywhere skipped, head dims padded to tl.dot's tiles, never ieee products.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
+#include "expert/kir/analysis.h"
 
 namespace egg::expert {
 namespace {
@@ -36,6 +39,30 @@ KernelSource WriteAttention(const Graph& graph, Precision precision = Precision:
   }
   ADD_FAILURE() << "no attention kernel planned";
   return {};
+}
+
+// The plan's attention kernel lowered to the kernel IR with its planned design (`planned`: that kernel).
+kir::Kernel LowerAttention(const Graph& graph, KernelPlan* planned) {
+  const Plan plan = MakePlan(graph, {});
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    if (plan.kernels[k].kind == KernelKind::kAttention) {
+      *planned = plan.kernels[k];
+      return AttentionProgram(graph, *planned, plan.memory_before[k], testing::DenseStores(graph, *planned));
+    }
+  }
+  ADD_FAILURE() << "no attention kernel planned";
+  return {};
+}
+
+// The value named `name` (a graph input or state).
+int ValueNamed(const Graph& graph, const std::string& name) {
+  for (size_t v = 0; v < graph.values.size(); ++v) {
+    if (graph.values[v].name == name) {
+      return static_cast<int>(v);
+    }
+  }
+  ADD_FAILURE() << "no value " << name;
+  return -1;
 }
 
 // The code before the loop over key blocks.
@@ -75,6 +102,74 @@ TEST(AttentionCodegenTest, OneProgramPerQueryBlockAndBatchLoopsOverKeyBlocks) {
   EXPECT_EQ(source.computed.count(kernel.attention->node), 1U);
   EXPECT_EQ(source.computed.count(kernel.attention->scores), 1U);
   EXPECT_GE(source.computed.size(), 20U);
+}
+
+TEST(AttentionCodegenTest, TheFlashKernelIsOneFunctionOverQueryBlocksInTheIr) {
+  const Graph graph = testing::Fixture("level1_97_ScaledDotProductAttention");
+  KernelPlan kernel;
+  const kir::Kernel program = LowerAttention(graph, &kernel);
+  ASSERT_EQ(program.functions.size(), 1U);
+  const kir::Function& function = program.functions[0];
+  EXPECT_EQ(function.name, kernel.name);
+  EXPECT_EQ(function.constexprs, (std::vector<std::string>{"BLOCK_M", "BLOCK_N"}));
+  EXPECT_EQ(function.domain.kind, kir::Domain::Kind::kQueryBlocks);
+  EXPECT_EQ(function.domain.size, 64) << "query rows";
+  EXPECT_FALSE(function.domain.int64);
+  EXPECT_EQ(function.domain.heads.d, 32);
+  EXPECT_EQ(function.domain.heads.block_d, 32);
+  EXPECT_EQ(function.domain.heads.block_dv, 32);
+  EXPECT_TRUE(function.signature.empty()) << "ptr0, ptr1, ... and the block sizes";
+  EXPECT_TRUE(function.text_loads.empty());
+  ASSERT_EQ(program.launches.size(), 1U);
+  EXPECT_EQ(program.launches[0].function, kernel.name);
+  EXPECT_EQ(program.launches[0].pointers.size(), function.pointers);
+  EXPECT_TRUE(program.scratch.empty());
+  // Q loaded once before the loop over key blocks, K and V in it: typed loads, the reads the emitter made
+  std::vector<size_t> loads;
+  size_t loop = 0;
+  for (size_t i = 0; i < function.body.size(); ++i) {
+    const kir::Statement& statement = function.body[i];
+    if (statement.kind == kir::Statement::Kind::kLoad) {
+      loads.push_back(i);
+    } else if (statement.kind == kir::Statement::Kind::kText &&
+               statement.text.rfind("for n0 in range(", 0) == 0) {
+      loop = i;
+    }
+  }
+  ASSERT_EQ(loads.size(), 3U);
+  EXPECT_LT(loads[0], loop);
+  EXPECT_GT(loads[1], loop);
+  EXPECT_EQ(function.body[loads[1]].depth, 2) << "in the loop's body";
+  const int out = graph.nodes.at(static_cast<size_t>(kernel.attention->node)).value;
+  EXPECT_EQ(kir::Reads(program), (std::set<int>{0, 1, 2})) << "q, k and v, as the emitter's Loaded() said";
+  EXPECT_EQ(kir::Writes(program), std::set<int>{out});
+  EXPECT_EQ(program.computed.count(kernel.attention->node), 1U);
+}
+
+TEST(AttentionCodegenTest, AMaskedAttentionReadsItsProjectionAndItsMaskBuffer) {
+  // minGPT: q, k and v slices of the c_attn projection (in memory before), the causal mask the buffer `bias`
+  const Graph graph = testing::Fixture("level3_43_MinGPTCausalAttention");
+  KernelPlan kernel;
+  const kir::Kernel program = LowerAttention(graph, &kernel);
+  int addmm = -1;
+  for (const Node& node : graph.nodes) {
+    if (node.op == "aten.addmm.default" && addmm < 0) {
+      addmm = node.value;
+    }
+  }
+  EXPECT_EQ(kir::Reads(program), (std::set<int>{addmm, ValueNamed(graph, "b_bias")}));
+  ASSERT_EQ(program.functions.size(), 1U);
+  // the mask's load is typed inside the loop, before the live test that skips a key block
+  const std::vector<kir::Statement>& body = program.functions[0].body;
+  const auto live = std::find_if(body.begin(), body.end(), [](const kir::Statement& statement) {
+    return statement.text == "if live > 0:";
+  });
+  ASSERT_NE(live, body.end());
+  EXPECT_EQ(live->depth, 2);
+  const auto mask = std::find_if(body.begin(), live, [&](const kir::Statement& statement) {
+    return statement.kind == kir::Statement::Kind::kLoad && statement.buffer == ValueNamed(graph, "b_bias");
+  });
+  EXPECT_NE(mask, live);
 }
 
 TEST(AttentionCodegenTest, FlashProductsAreNeverIeee) {

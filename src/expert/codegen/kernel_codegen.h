@@ -1,5 +1,5 @@
-// Triton source for one planned kernel, from its fusion group, its design record and the kernel templates
-// (templates/triton/*.py.mustache). Throws NotFusable when the group cannot be computed as one kernel.
+// Triton source for one planned kernel, from its fusion group and its design record, through the kernel IR
+// (kir/). Throws NotFusable when the group cannot be computed as one kernel.
 #pragma once
 
 #include <map>
@@ -64,19 +64,17 @@ kir::Kernel MatmulProgram(const Graph& graph, const KernelPlan& kernel,
                           const std::map<int, TensorMeta>& memory, const std::map<int, TensorMeta>& layouts);
 
 // A recurrent kernel (kind kRecurrent): per layer and direction, the input projection of every time step as
-// one GEMM, then a time loop computing h @ W_hh^T, the gates and the states (recurrent_codegen.cpp).
-KernelSource GenerateRecurrentKernel(const Graph& graph, const KernelPlan& kernel,
-                                     const std::map<int, TensorMeta>& memory,
-                                     const std::map<int, TensorMeta>& layouts);
-
-// Lines joined by newlines (no trailing one): the code a template slot takes.
-std::string Join(const std::vector<std::string>& lines);
+// one GEMM, then a time loop computing h @ W_hh^T, the gates and the states (recurrent_codegen.cpp): two
+// functions launched per layer and direction, over scratch buffers.
+kir::Kernel RecurrentProgram(const Graph& graph, const KernelPlan& kernel,
+                             const std::map<int, TensorMeta>& memory,
+                             const std::map<int, TensorMeta>& layouts);
 
 // An attention kernel (kind kAttention): the flash loop over key blocks with an online softmax
 // (attention_codegen.cpp).
-KernelSource GenerateAttentionKernel(const Graph& graph, const KernelPlan& kernel,
-                                     const std::map<int, TensorMeta>& memory,
-                                     const std::map<int, TensorMeta>& layouts);
+kir::Kernel AttentionProgram(const Graph& graph, const KernelPlan& kernel,
+                             const std::map<int, TensorMeta>& memory,
+                             const std::map<int, TensorMeta>& layouts);
 
 // The index of the anchor of a reduction kernel for row `x` and reduced position `r`.
 std::vector<Index> AnchorIndex(const std::vector<int64_t>& shape, const std::vector<int64_t>& reduced,

@@ -207,17 +207,6 @@ Operand KernelWriter::EmitUnder(int value, const std::vector<Index>& index, cons
 
 namespace egg::expert {
 
-std::string Join(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& line : lines) {
-    out += line + "\n";
-  }
-  if (!out.empty()) {
-    out.pop_back();
-  }
-  return out;
-}
-
 std::vector<Index> AnchorIndex(const std::vector<int64_t>& shape, const std::vector<int64_t>& reduced,
                                const Index& x, const Index& r) {
   std::vector<int64_t> kept_shape;
@@ -274,7 +263,7 @@ kir::Kernel FlatProgram(const KernelPlan& kernel, int64_t numel, KernelEmitter& 
   function.pointers = emitter.PointerValues().size();
   function.constexprs = {"XBLOCK"};
   function.comment = comment;
-  function.domain = {kir::Domain::Kind::kFlat, numel, program.int64_indexing, 0, {}};
+  function.domain = {kir::Domain::Kind::kFlat, numel, program.int64_indexing, 0, {}, {}};
   function.body = emitter.CloseStatements();
   program.functions.push_back(std::move(function));
   program.launches.push_back({kernel.name,

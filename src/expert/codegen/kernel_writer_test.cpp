@@ -79,8 +79,6 @@ TEST(KernelWriterTest, SmallHelpersOfTheWriter) {
   EXPECT_TRUE(writer::Contains({3, 5, 8}, 5));
   EXPECT_FALSE(writer::Contains({3, 5, 8}, 4));
   EXPECT_FALSE(writer::Contains({}, 0));
-  EXPECT_EQ(Join({"a", "b", "c"}), "a\nb\nc");
-  EXPECT_EQ(Join({}), "");
   const Graph graph = testing::Fixture("level1_42_Max_Pooling_2D");
   const Node& pool = graph.nodes[0];
   EXPECT_THROW(writer::MetaOf(graph, pool.value), NotFusable) << "a tuple has no tensor type";

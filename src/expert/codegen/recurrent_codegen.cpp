@@ -1,20 +1,22 @@
-// Recurrent layer stacks (aten.lstm/gru/rnn_tanh/rnn_relu) as Triton kernels: per layer and direction, the input
-// projection of every time step as one GEMM into a scratch buffer, then a time loop (templates/triton/
-// recurrent.py.mustache). Layer l reads layer l - 1's output; a bidirectional layer's directions write the two
-// halves of its output's last dimension.
+// Recurrent layer stacks (aten.lstm/gru/rnn_tanh/rnn_relu) as Triton kernels in the kernel IR: per layer and
+// direction, the input projection of every time step as one GEMM into a scratch buffer (the `_proj`
+// function), then a time loop (`_step`; both in recurrent_functions.cpp). Layer l reads layer l - 1's output;
+// a bidirectional layer's directions write the two halves of its output's last dimension. Here: the buffers,
+// and each layer and direction's launches.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <tuple>
 
 #include "expert/codegen/kernel_codegen.h"
-#include "expert/codegen/kernel_writer.h"
-#include "expert/codegen/templates.h"
+#include "expert/codegen/recurrent_functions.h"
 #include "expert/plan/plan.h"
 
 namespace egg::expert {
 namespace {
 
+using recurrent::Access;
+using recurrent::PointerParams;
 
 constexpr int64_t kMinDot = 16;  // tl.dot's smallest tile side
 constexpr int64_t kProjectionRows = 64;
@@ -24,7 +26,6 @@ constexpr int64_t kProjectionStep = 32;
 constexpr int64_t kMaxResidentPrograms = 128;
 
 int64_t DotSide(int64_t size, int64_t most) { return std::clamp<int64_t>(NextPowerOfTwo(size), kMinDot, most); }
-
 
 }  // namespace
 
@@ -36,24 +37,30 @@ class RecurrentWriter {
                   const std::map<int, TensorMeta>& layouts)
       : graph_(graph), kernel_(kernel), spec_(*kernel.recurrent), memory_(memory), layouts_(layouts) {}
 
-  KernelSource Write() {
-    source_.name = kernel_.name;
+  kir::Kernel Write() {
+    program_.name = kernel_.name;
     const Stack stack = AllocateStack();
     int layer_input = spec_.input;
+    PointerParams proj;
+    PointerParams step;
     for (int64_t layer = 0; layer < spec_.layers; ++layer) {
       const LayerIo io = LayerIoOf(layer, layer_input, stack);
       for (int64_t direction = 0; direction < spec_.Directions(); ++direction) {
         const std::vector<int> params = spec_.LayerParams(layer, direction);
         const Weights weights = WeightsOf(params);
-        source_.launches.push_back(ProjectionLaunch(io, params, weights, stack));
-        source_.launches.push_back(StepLaunch(layer, direction, io, params, weights, stack));
+        proj = ProjectionPointers(io, params, stack);
+        step = StepPointers(io, params, stack);
+        program_.launches.push_back(ProjectionLaunch(io, proj, weights));
+        program_.launches.push_back(StepLaunch(layer, direction, io, step, weights, stack));
       }
       layer_input = io.output;
     }
-    source_.code = Code();
-    source_.helpers = {Helper::kTanh};
-    source_.computed.insert(spec_.node);
-    return source_;
+    // every launch passes its pointers in the same order: the last ones name the functions' parameters
+    program_.functions.push_back(recurrent::ProjectionFunction(kernel_, proj));
+    program_.functions.push_back(recurrent::StepFunction(kernel_, step, program_.launches.back().scalars));
+    program_.helpers = {Helper::kTanh};
+    program_.computed.insert(spec_.node);
+    return program_;
   }
 
  private:
@@ -141,18 +148,27 @@ class RecurrentWriter {
     return weights;
   }
 
+  // The projection's pointers: the layer's input and W_ih (and b_ih) read, the projection buffer written.
+  PointerParams ProjectionPointers(const LayerIo& io, const std::vector<int>& params,
+                                   const Stack& stack) const {
+    PointerParams pointers;
+    pointers.Add("x_ptr", io.input, Access::kLoad);
+    pointers.Add("w_ptr", params[0], Access::kLoad);
+    if (spec_.has_biases) {
+      pointers.Add("b_ptr", params[2], Access::kLoad);
+    }
+    pointers.Add("out_ptr", stack.projection, Access::kStore);
+    return pointers;
+  }
+
   // The input projection of every time step of a layer and direction: one GEMM into the projection buffer.
-  KernelLaunch ProjectionLaunch(const LayerIo& io, const std::vector<int>& params, const Weights& weights,
-                                const Stack& stack) const {
+  KernelLaunch ProjectionLaunch(const LayerIo& io, const PointerParams& pointers,
+                                const Weights& weights) const {
     const int64_t rows = spec_.seq * spec_.batch;
     const int64_t gates = spec_.Gates() * spec_.hidden;
     KernelLaunch proj;
     proj.function = kernel_.name + "_proj";
-    proj.pointers = {io.input, params[0]};
-    if (spec_.has_biases) {
-      proj.pointers.push_back(params[2]);
-    }
-    proj.pointers.push_back(stack.projection);
+    proj.pointers = pointers.values;
     const int64_t block_m = DotSide(rows, kProjectionRows);
     const int64_t block_n = DotSide(gates, kProjectionColumns);
     proj.grid = fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))", rows, block_m, gates, block_n);
@@ -172,30 +188,41 @@ class RecurrentWriter {
     return proj;
   }
 
+  // The time loop's pointers. It reads W_hh (and b_hh) and the initial states, and writes the layer's output,
+  // h_n (c_n and the cell state); the projection, the output and the cell state it reads back are its own
+  // writes, no inputs of the kernel.
+  PointerParams StepPointers(const LayerIo& io, const std::vector<int>& params, const Stack& stack) const {
+    const bool lstm = spec_.cell == RecurrentCell::kLstm;
+    PointerParams pointers;
+    pointers.Add("xp_ptr", stack.projection);
+    pointers.Add("w_ptr", params[1], Access::kLoad);
+    if (spec_.has_biases) {
+      pointers.Add("b_ptr", params[3], Access::kLoad);
+    }
+    pointers.Add("h0_ptr", spec_.h0, Access::kLoad);
+    if (lstm) {
+      pointers.Add("c0_ptr", spec_.c0, Access::kLoad);
+    }
+    pointers.Add("out_ptr", io.output, Access::kStore);
+    pointers.Add("hn_ptr", stack.hn, Access::kStore);
+    if (lstm) {
+      pointers.Add("cn_ptr", stack.cn, Access::kStore);
+      pointers.Add("cbuf_ptr", stack.cell_buffer, Access::kStore);
+    }
+    pointers.Add("sync_ptr", stack.sync);
+    return pointers;
+  }
+
   // The time loop of a layer and direction: the hidden state's product with W_hh and the gates per step, the
   // programs of a batch block meeting at a barrier (their step counter) between steps.
-  KernelLaunch StepLaunch(int64_t layer, int64_t direction, const LayerIo& io, const std::vector<int>& params,
+  KernelLaunch StepLaunch(int64_t layer, int64_t direction, const LayerIo& io, const PointerParams& pointers,
                           const Weights& weights, const Stack& stack) {
     const bool lstm = spec_.cell == RecurrentCell::kLstm;
     const int64_t hidden = spec_.hidden;
     const KernelDesign& design = kernel_.design;
     KernelLaunch step;
     step.function = kernel_.name + "_step";
-    step.pointers = {stack.projection, params[1]};
-    if (spec_.has_biases) {
-      step.pointers.push_back(params[3]);
-    }
-    step.pointers.push_back(spec_.h0);
-    if (lstm) {
-      step.pointers.push_back(spec_.c0);
-    }
-    step.pointers.push_back(io.output);
-    step.pointers.push_back(stack.hn);
-    if (lstm) {
-      step.pointers.push_back(stack.cn);
-      step.pointers.push_back(stack.cell_buffer);
-    }
-    step.pointers.push_back(stack.sync);
+    step.pointers = pointers.values;
     const int64_t state = layer * spec_.Directions() + direction;
     step.grid =
         fmt::format("({}, 1 if EGG_INTERPRET.value else {})", stack.batch_blocks, stack.unit_programs);
@@ -232,7 +259,6 @@ class RecurrentWriter {
     if (found == memory_.end()) {
       throw NotFusable(fmt::format("{} is not in memory", ValueAt(graph_, value).name));
     }
-    source_.loaded.insert(value);
     return found->second;
   }
 
@@ -243,8 +269,8 @@ class RecurrentWriter {
   }
 
   int AddScratch(int64_t numel, DType dtype = DType::kFloat32, bool zeroed = false) {
-    source_.scratch.push_back({numel, dtype, zeroed});
-    return ScratchId(source_.scratch.size() - 1);
+    program_.scratch.push_back({numel, dtype, zeroed});
+    return ScratchId(program_.scratch.size() - 1);
   }
 
   static bool IsValue(int pointer) { return !IsScratch(pointer); }
@@ -262,57 +288,8 @@ class RecurrentWriter {
     return AddScratch(numel);
   }
 
-  // Half layers: tl.dot's operands to the tensor cores in their type (EGG_BF16_DOT: float32 in the interpreter).
-  std::string DotCast() const { return writer::DotOperandCast(spec_.dtype); }
-
   static bool Contains(const std::vector<int>& values, int value) {
     return std::find(values.begin(), values.end(), value) != values.end();
-  }
-
-  std::string Code() const {
-    const bool gru = spec_.cell == RecurrentCell::kGru;
-    std::vector<std::string> accumulators, products, preactivations;
-    for (int64_t g = 0; g < spec_.Gates(); ++g) {
-      accumulators.push_back(fmt::format("            acc{} = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)", g));
-      const std::string offset = g == 0 ? "" : fmt::format(" + {} * HIDDEN * W_SN", g);
-      products.push_back(
-          fmt::format("                acc{} += tl.dot(h{}, tl.load(wpointer{}, mask=wmask, other=0.0){}, "
-                      "input_precision=\"{}\")",
-                      g, DotCast(), offset, DotCast(), NameOf(kernel_.design.precision)));
-      const std::string x = fmt::format("tl.load(xpointer{}, mask=omask, other=0.0)",
-                                        g == 0 ? "" : fmt::format(" + {} * HIDDEN", g));
-      std::string hh = fmt::format("acc{}", g);
-      if (spec_.has_biases) {
-        hh += fmt::format(" + tl.load(b_ptr + ({}jindex) * B_S, mask=jmask, other=0.0)",
-                          g == 0 ? "" : fmt::format("{} * HIDDEN + ", g));
-      }
-      if (gru) {  // n = tanh(x_n + r * (W_hn h + b_hn)): the hidden side stays apart
-        preactivations.push_back(fmt::format("            x{} = {}", g, x));
-        preactivations.push_back(fmt::format("            pre{} = {}", g, hh));
-      } else {
-        preactivations.push_back(fmt::format("            pre{} = {} + {}", g, x, hh));
-      }
-    }
-    auto join = [](const std::vector<std::string>& lines) {
-      std::string text;
-      for (const std::string& line : lines) {
-        text += (text.empty() ? "" : "\n") + line;
-      }
-      return text;
-    };
-    templates::Values values;
-    values.text["name"] = kernel_.name;
-    values.text["cell"] = NameText(spec_.cell);
-    values.text["precision"] = NameText(kernel_.design.precision);
-    values.text["dot_cast"] = DotCast();
-    values.flags["half"] = IsHalf(spec_.dtype);  // stores cast to their tensor's type
-    values.text["gate_width"] = std::to_string(spec_.Gates() * spec_.hidden);
-    values.text["accumulators"] = join(accumulators);
-    values.text["products"] = join(products);
-    values.text["preactivations"] = join(preactivations);
-    values.flags["bias"] = spec_.has_biases;
-    values.flags[NameText(spec_.cell)] = true;
-    return templates::Render("triton/recurrent.py.mustache", values);
   }
 
   const Graph& graph_;
@@ -320,13 +297,14 @@ class RecurrentWriter {
   const RecurrentSpec& spec_;
   const std::map<int, TensorMeta>& memory_;
   const std::map<int, TensorMeta>& layouts_;
-  KernelSource source_;
+  kir::Kernel program_;
 };
 
 }  // namespace
 
-KernelSource GenerateRecurrentKernel(const Graph& graph, const KernelPlan& kernel,
-                                     const std::map<int, TensorMeta>& memory, const std::map<int, TensorMeta>& layouts) {
+kir::Kernel RecurrentProgram(const Graph& graph, const KernelPlan& kernel,
+                             const std::map<int, TensorMeta>& memory,
+                             const std::map<int, TensorMeta>& layouts) {
   if (!kernel.recurrent) {
     throw NotFusable("a recurrent kernel without its layer stack");
   }

@@ -7,6 +7,7 @@
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
+#include "expert/kir/analysis.h"
 
 namespace egg::expert {
 namespace {
@@ -33,6 +34,38 @@ KernelSource WriteRecurrent(const Graph& graph, KernelPlan* planned = nullptr, i
   }
   ADD_FAILURE() << "no recurrent kernel planned";
   return {};
+}
+
+// The plan's recurrent kernel lowered to the kernel IR with its planned design (`planned`: that kernel).
+kir::Kernel LowerRecurrent(const Graph& graph, KernelPlan* planned) {
+  const Plan plan = MakePlan(graph, {});
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    if (plan.kernels[k].kind == KernelKind::kRecurrent) {
+      *planned = plan.kernels[k];
+      return RecurrentProgram(graph, *planned, plan.memory_before[k], testing::DenseStores(graph, *planned));
+    }
+  }
+  ADD_FAILURE() << "no recurrent kernel planned";
+  return {};
+}
+
+// What the template writer reported it loaded: the input, every layer's weights and biases, the initial
+// states.
+std::set<int> Inputs(const RecurrentSpec& spec) {
+  std::set<int> values = {spec.input, spec.h0};
+  if (spec.cell == RecurrentCell::kLstm) {
+    values.insert(spec.c0);
+  }
+  for (int64_t layer = 0; layer < spec.layers; ++layer) {
+    for (int64_t direction = 0; direction < spec.Directions(); ++direction) {
+      for (int param : spec.LayerParams(layer, direction)) {
+        if (param >= 0) {
+          values.insert(param);
+        }
+      }
+    }
+  }
+  return values;
 }
 
 int64_t Scalar(const KernelLaunch& launch, const std::string& name) {
@@ -72,6 +105,53 @@ TEST(RecurrentCodegenTest, EachLayerAndDirectionProjectsThenLoopsOverTime) {
   EXPECT_EQ(source.launches[1].constexprs.at("SEQ"), 64);
   EXPECT_EQ(source.launches[1].constexprs.at("HIDDEN"), 48);
   EXPECT_EQ(source.computed, (std::set<int>{kernel.recurrent->node}));
+}
+
+TEST(RecurrentCodegenTest, TwoFunctionsNameTheirOwnParametersAndLayOutTheirOwnLanes) {
+  KernelPlan kernel;
+  const kir::Kernel program = LowerRecurrent(Gru(), &kernel);
+  ASSERT_EQ(program.functions.size(), 2U);
+  const kir::Function& proj = program.functions[0];
+  const kir::Function& step = program.functions[1];
+  EXPECT_EQ(proj.name, kernel.name + "_proj");
+  EXPECT_EQ(step.name, kernel.name + "_step");
+  for (const kir::Function* function : {&proj, &step}) {
+    EXPECT_EQ(function->domain.kind, kir::Domain::Kind::kOwnLanes) << function->name;
+    for (const KernelLaunch& launch : program.launches) {
+      if (launch.function == function->name) {
+        EXPECT_EQ(launch.pointers.size(), function->pointers) << function->name;
+      }
+    }
+  }
+  // x_ptr, w_ptr, b_ptr read; out_ptr the projection written
+  EXPECT_EQ(proj.signature.size(), 4U);
+  EXPECT_EQ(proj.signature[0].substr(0, proj.signature[0].find(" M:")), "x_ptr, w_ptr, b_ptr, out_ptr,");
+  EXPECT_EQ(proj.text_loads, (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(proj.text_stores, std::vector<size_t>{3});
+  EXPECT_EQ(proj.constexprs.front(), "M");
+  EXPECT_EQ(proj.constexprs.size(), 13U);
+  // xp_ptr (its own projection), w_ptr, b_ptr, h0_ptr read, out_ptr and hn_ptr written, sync_ptr counted
+  EXPECT_EQ(step.signature.size(), 6U);
+  EXPECT_EQ(step.signature[0], "xp_ptr, w_ptr, b_ptr, h0_ptr, out_ptr, hn_ptr, sync_ptr,");
+  EXPECT_NE(step.signature[1].find("reverse, h0_offset, out_column, hn_offset, sync_offset,"),
+            std::string::npos);
+  EXPECT_EQ(step.text_loads, (std::vector<size_t>{1, 2, 3}));
+  EXPECT_EQ(step.text_stores, (std::vector<size_t>{4, 5}));
+  EXPECT_EQ(program.helpers, std::vector<Helper>{Helper::kTanh});
+  EXPECT_EQ(program.computed, (std::set<int>{kernel.recurrent->node}));
+}
+
+TEST(RecurrentCodegenTest, ItReadsItsInputWeightsAndStatesAndWritesWhatThePlanStores) {
+  for (const char* fixture : {"level3_42_GRUBidirectionalHidden", "level3_38_LSTMBidirectional"}) {
+    const Graph graph = testing::Fixture(fixture);
+    KernelPlan kernel;
+    const kir::Kernel program = LowerRecurrent(graph, &kernel);
+    ASSERT_TRUE(kernel.recurrent.has_value());
+    // the hand-written loads through their launches' pointers: layer 0's input, not later layers' scratch
+    EXPECT_EQ(kir::Reads(program), Inputs(*kernel.recurrent)) << fixture;
+    EXPECT_EQ(kir::Writes(program), std::set<int>(kernel.stores.begin(), kernel.stores.end())) << fixture;
+    EXPECT_FALSE(kernel.stores.empty()) << fixture;
+  }
 }
 
 TEST(RecurrentCodegenTest, LayersChainThroughAlternatingBuffers) {

@@ -97,7 +97,7 @@ std::vector<std::vector<KernelWriter::SplitPart>> KernelWriter::SplitPartials(co
   function.comment = fmt::format("split ({} programs per row, partials) reduction, {} rows x {}: {}", splits,
                                  kernel_.rows, kernel_.length, Summary(graph_, kernel_));
   program.int64_indexing = partial.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max;
-  function.domain = {kir::Domain::Kind::kRows, kernel_.rows, program.int64_indexing, 0, {}};
+  function.domain = {kir::Domain::Kind::kRows, kernel_.rows, program.int64_indexing, 0, {}, {}};
   function.body = partial.CloseStatements();
   program.functions.push_back(std::move(function));
   const KernelDesign& design = kernel_.design;
@@ -163,7 +163,7 @@ void KernelWriter::SplitCombine(const Index& x, int64_t splits,
   function.constexprs = {"XBLOCK", "SBLOCK"};
   function.comment = fmt::format("combines {} partial results for each of {} rows: {}", splits, kernel_.rows,
                                  Summary(graph_, kernel_));
-  function.domain = {kir::Domain::Kind::kRowBlock, kernel_.rows, false, 0, {}};
+  function.domain = {kir::Domain::Kind::kRowBlock, kernel_.rows, false, 0, {}, {}};
   function.body = combine.CloseStatements();
   program.functions.push_back(std::move(function));
   program.launches.push_back({kernel_.name,

@@ -69,9 +69,10 @@ class AttentionFamily : public KernelFamily {
     }
   }
 
-  KernelSource Lower(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
-                     const std::map<int, TensorMeta>& layouts) const override {
-    return GenerateAttentionKernel(graph, kernel, memory, layouts);
+  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                                          const std::map<int, TensorMeta>& memory,
+                                          const std::map<int, TensorMeta>& layouts) const override {
+    return AttentionProgram(graph, kernel, memory, layouts);
   }
 
  private:

@@ -13,6 +13,7 @@
 #include "expert/families/family.h"
 #include "expert/families/test_moves.h"
 #include "expert/ir/test_graphs.h"
+#include "expert/kir/analysis.h"
 
 namespace egg::expert {
 namespace {
@@ -128,8 +129,15 @@ TEST(AttentionFamilyTest, LowersThePlannedFlashKernel) {
       continue;
     }
     const std::map<int, TensorMeta> layouts = testing::DenseStores(graph, kernel);
+    // in the kernel IR: the lowering probe asks it its reads, nothing printed
+    const std::optional<kir::Kernel> program =
+        Attention().LowerProgram(graph, kernel, plan.memory_before[i], layouts);
+    ASSERT_TRUE(program.has_value());
+    EXPECT_EQ(program->functions.size(), 1U);
+    EXPECT_EQ(kir::Reads(*program), (std::set<int>{0, 1, 2})) << "q, k and v";
     const KernelSource source = Attention().Lower(graph, kernel, plan.memory_before[i], layouts);
     EXPECT_EQ(source.name, kernel.name);
+    EXPECT_EQ(source.loaded, kir::Reads(*program));
     EXPECT_NE(source.code.find("tl.dot("), std::string::npos) << source.code;
     EXPECT_NE(source.code.find("input_precision=\"tf32x3\""), std::string::npos) << source.code;
     return;

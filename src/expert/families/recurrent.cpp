@@ -52,9 +52,10 @@ class RecurrentFamily : public KernelFamily {
     }
   }
 
-  KernelSource Lower(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
-                     const std::map<int, TensorMeta>& layouts) const override {
-    return GenerateRecurrentKernel(graph, kernel, memory, layouts);
+  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                                          const std::map<int, TensorMeta>& memory,
+                                          const std::map<int, TensorMeta>& layouts) const override {
+    return RecurrentProgram(graph, kernel, memory, layouts);
   }
 
  private:

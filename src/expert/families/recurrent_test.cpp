@@ -12,6 +12,7 @@
 #include "expert/families/family.h"
 #include "expert/families/test_moves.h"
 #include "expert/ir/test_graphs.h"
+#include "expert/kir/analysis.h"
 
 namespace egg::expert {
 namespace {
@@ -113,8 +114,16 @@ TEST(RecurrentFamilyTest, LowersThePlannedLayerStack) {
   ASSERT_EQ(kernel.kind, KernelKind::kRecurrent);
   EXPECT_TRUE(Recurrent().Fits(kernel, kernel.design));
   const std::map<int, TensorMeta> layouts = testing::DenseStores(graph, kernel);
+  // in the kernel IR: a projection and a time loop, launched per layer and direction
+  const std::optional<kir::Kernel> program =
+      Recurrent().LowerProgram(graph, kernel, plan.memory_before[0], layouts);
+  ASSERT_TRUE(program.has_value());
+  EXPECT_EQ(program->functions.size(), 2U);
+  EXPECT_EQ(program->launches.size(), 6U * 2U * 2U);
+  EXPECT_EQ(kir::Reads(*program).count(kernel.recurrent->input), 1U);
   const KernelSource source = Recurrent().Lower(graph, kernel, plan.memory_before[0], layouts);
   EXPECT_EQ(source.name, kernel.name);
+  EXPECT_EQ(source.loaded, kir::Reads(*program));
   EXPECT_NE(source.code.find("def " + kernel.name + "_step("), std::string::npos) << source.code;
   EXPECT_EQ(testing::Count(source.code, "tl.dot(h, "), 3U);  // r, z, n
 }

@@ -11,6 +11,20 @@ std::set<int> Buffers(const Kernel& kernel, Statement::Kind kind) {
         values.insert(statement.buffer);
       }
     }
+    // a function's hand-written accesses reach what each of its launches passes at those parameters
+    const std::vector<size_t>& parameters =
+        kind == Statement::Kind::kLoad ? function.text_loads : function.text_stores;
+    for (const KernelLaunch& launch : kernel.launches) {
+      if (launch.function != function.name) {
+        continue;
+      }
+      for (size_t parameter : parameters) {
+        const int pointer = launch.pointers.at(parameter);
+        if (!IsScratch(pointer)) {
+          values.insert(pointer);
+        }
+      }
+    }
   }
   return values;
 }

@@ -1,5 +1,6 @@
 // The analyses read the typed loads and stores of a lowered kernel: a planned pointwise kernel reads its
-// inputs and writes its outputs, scratch buffers are no graph values, and bytes count each value once.
+// inputs and writes its outputs, scratch buffers are no graph values, bytes count each value once, and a
+// function's hand-written accesses count through its launches' pointers.
 #include "expert/kir/analysis.h"
 
 #include <gtest/gtest.h>
@@ -56,6 +57,20 @@ TEST(AnalysisTest, ScratchBuffersAreNotGraphValues) {
   kernel.functions[0].body = {load, store, Statement::Text(1, "tl.load(ptr9 + (0))")};
   EXPECT_TRUE(Reads(kernel).empty()) << "a scratch load, and text the analyses do not read";
   EXPECT_EQ(Writes(kernel), std::set<int>{7});
+}
+
+TEST(AnalysisTest, HandWrittenAccessesReadAndWriteWhatEachLaunchPasses) {
+  // one function launched twice (a recurrent layer's step): parameter 0 read, 1 written, 2 neither
+  Kernel kernel;
+  kernel.functions.resize(1);
+  kernel.functions[0].name = "step";
+  kernel.functions[0].text_loads = {0};
+  kernel.functions[0].text_stores = {1};
+  kernel.launches = {{"step", {3, ScratchId(0), 5}, "(1,)", {}, {}},
+                     {"step", {4, 6, 7}, "(1,)", {}, {}},
+                     {"other", {8, 9, 10}, "(1,)", {}, {}}};
+  EXPECT_EQ(Reads(kernel), (std::set<int>{3, 4})) << "the other function's launch passes nothing to these";
+  EXPECT_EQ(Writes(kernel), std::set<int>{6}) << "scratch left out";
 }
 
 TEST(AnalysisTest, StagedTilesCountTheKStepLoadsOfEachSide) {

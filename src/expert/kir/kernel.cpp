@@ -56,6 +56,23 @@ std::string PanelLanes(const Domain& domain) {
       Wide(domain.int64), domain.size, domain.columns);
 }
 
+// The batch along axis 1 before the query rows, as the flash kernels always printed them.
+std::string QueryLanes(const Domain& domain) {
+  const HeadDims& heads = domain.heads;
+  return fmt::format(
+      "    bindex = tl.program_id(1){0}\n"
+      "    mindex = tl.program_id(0){0} * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]\n"
+      "    mmask = mindex < {1}\n"
+      "    dqindex = tl.arange(0, {2})[None, :]\n"
+      "    dqmask = dqindex < {3}\n"
+      "    dkindex = tl.arange(0, {2})[:, None]\n"
+      "    dkmask = dkindex < {3}\n"
+      "    dvindex = tl.arange(0, {4})[None, :]\n"
+      "    dvmask = dvindex < {5}\n"
+      "    omask = mmask & dvmask\n",
+      Wide(domain.int64), domain.size, heads.block_d, heads.d, heads.block_dv, heads.dv);
+}
+
 std::string Lanes(const Domain& domain) {
   switch (domain.kind) {
     case Domain::Kind::kFlat:
@@ -66,20 +83,35 @@ std::string Lanes(const Domain& domain) {
       return TileLanes(domain);
     case Domain::Kind::kPanels:
       return PanelLanes(domain);
+    case Domain::Kind::kQueryBlocks:
+      return QueryLanes(domain);
+    case Domain::Kind::kOwnLanes:
+      return "";
   }
   return "";
 }
 
-}  // namespace
-
-std::string Print(const Function& function) {
+std::string Parameters(const Function& function) {
   std::string params;
+  if (!function.signature.empty()) {
+    for (const std::string& line : function.signature) {
+      params += (params.empty() ? "" : "\n") + line;
+    }
+    return params;
+  }
   for (size_t i = 0; i < function.pointers; ++i) {
     params += fmt::format("ptr{}, ", i);
   }
   for (size_t i = 0; i < function.constexprs.size(); ++i) {
     params += fmt::format("{}{}: tl.constexpr", i == 0 ? "" : ", ", function.constexprs[i]);
   }
+  return params;
+}
+
+}  // namespace
+
+std::string Print(const Function& function) {
+  const std::string params = Parameters(function);
   std::string code = fmt::format("@triton.jit\ndef {}({}):\n", function.name, params);
   size_t start = 0;
   while (start <= function.comment.size()) {

@@ -41,11 +41,16 @@ namespace egg::expert::kir {
 // The lanes a function's programs cover. kFlat: XBLOCK lanes a program over `size` elements (xindex, xmask).
 // kRows: XBLOCK rows a program of `size` rows (xindex as a column, xmask) and an RBLOCK tile along them
 // (rbase, a row); the body walks the row. kRowBlock: the same rows with no RBLOCK tile, for a body that lays
-// out its own tile along them (a split reduction's combine: the SBLOCK partials of each row). kTiles: a matrix
-// product's BLOCK_M x BLOCK_N output tile a program (mindex a column of `size` rows M, nindex a row of
+// out its own tile along them (a split reduction's combine: the SBLOCK partials of each row). kTiles: a
+// matrix product's BLOCK_M x BLOCK_N output tile a program (mindex a column of `size` rows M, nindex a row of
 // `columns` N, their masks and omask), in the grouped order of `tiles`, the batch along the grid's second
 // axis. kPanels: a BLOCK_P x BLOCK_C tile of a `size` x `columns` matrix a program (pindex, cindex, mask): a
-// copy into another layout. 64-bit program offsets where the addresses pass int32.
+// copy into another layout. kQueryBlocks: a flash attention's BLOCK_M query rows of `size` a program (mindex,
+// mmask), the batch along the grid's second axis (bindex), and the head dims' lanes padded to `heads`'
+// blocks: Q's a row (dqindex), K^T's a column (dkindex), V's and the output's a row (dvindex), omask the
+// output tile's. kOwnLanes: nothing printed, the body lays out its lanes itself (the recurrent layers'
+// projection and time loop, whose sizes are constexpr parameters shared by every launch). 64-bit program
+// offsets where the addresses pass int32.
 struct TileOrder {
   bool batched = false;       // bindex, the batch (or group) of the program
   int64_t grid_m = 0;         // tiles along M
@@ -54,13 +59,22 @@ struct TileOrder {
   int64_t group_size = 0;     // programs of one group: group_m x the tiles along N
 };
 
+// An attention's head dims and the tile sides they are padded to (tl.dot's smallest side at least).
+struct HeadDims {
+  int64_t d = 0;  // Q's and K's
+  int64_t block_d = 0;
+  int64_t dv = 0;  // V's and the output's
+  int64_t block_dv = 0;
+};
+
 struct Domain {
-  enum class Kind { kFlat, kRows, kRowBlock, kTiles, kPanels };
+  enum class Kind { kFlat, kRows, kRowBlock, kTiles, kPanels, kQueryBlocks, kOwnLanes };
   Kind kind = Kind::kFlat;
   int64_t size = 0;
   bool int64 = false;
   int64_t columns = 0;  // kTiles, kPanels
   TileOrder tiles;      // kTiles
+  HeadDims heads;       // kQueryBlocks
 };
 
 struct Function {
@@ -68,8 +82,18 @@ struct Function {
   size_t pointers = 0;                  // ptr0, ptr1, ... in launch order
   std::vector<std::string> constexprs;  // XBLOCK, ...
   std::string comment;                  // what its programs compute, in words (a line each)
+  // A function that names its own parameters (the recurrent layers': x_ptr, runtime offsets, constexpr
+  // strides): the signature's lines after `def name(`, as written, continuations indented already. Empty:
+  // ptr0, ptr1, ... and the constexprs on one line.
+  std::vector<std::string> signature;
   Domain domain;
   std::vector<Statement> body;
+  // Pointer parameters (by position) that text lines of the body load the kernel's inputs from, and store
+  // into: hand-written accesses whose addresses are not Index expressions (the recurrent layers', over
+  // constexpr strides). kir::Reads and kir::Writes take the value each launch of the function passes there
+  // (scratch left out). A read back of what the kernel itself stored is no input.
+  std::vector<size_t> text_loads;
+  std::vector<size_t> text_stores;
 };
 
 struct Kernel {

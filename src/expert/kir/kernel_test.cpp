@@ -1,5 +1,6 @@
-// The printer of whole functions and kernels: the signature, the domain's lane variables (64-bit where asked;
-// rows with or without their RBLOCK tile), the body, functions two blank lines apart.
+// The printer of whole functions and kernels: the signature (or the lines a function writes as its own), the
+// domain's lane variables (64-bit where asked; rows with or without their RBLOCK tile; none for a body that
+// lays out its own), the body, functions two blank lines apart.
 #include "expert/kir/kernel.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +14,7 @@ Function Relu(bool int64) {
   function.pointers = 2;
   function.constexprs = {"XBLOCK"};
   function.comment = "pointwise over 4096 elements: relu";
-  function.domain = {Domain::Kind::kFlat, 4096, int64, 0, {}};
+  function.domain = {Domain::Kind::kFlat, 4096, int64, 0, {}, {}};
   function.body = {Statement::Text(1, "tmp0 = tl.load(ptr0 + (xindex), xmask, other=0.0)"),
                    Statement::Text(1, "tl.store(ptr1 + (xindex), tl.maximum(tmp0, 0.0), xmask)")};
   return function;
@@ -35,7 +36,7 @@ TEST(KernelTest, AFlatFunctionPrintsItsSignatureLanesAndBody) {
 TEST(KernelTest, ARowsFunctionPrintsItsRowsAndItsRowTile) {
   Function function = Relu(false);
   function.constexprs = {"XBLOCK", "RBLOCK"};
-  function.domain = {Domain::Kind::kRows, 64, false, 0, {}};
+  function.domain = {Domain::Kind::kRows, 64, false, 0, {}, {}};
   function.body.clear();
   EXPECT_EQ(Print(function),
             "@triton.jit\n"
@@ -107,7 +108,7 @@ TEST(KernelTest, APanelsFunctionPrintsItsTwoAxes) {
 TEST(KernelTest, ARowBlockFunctionPrintsItsRowsWithoutARowTile) {
   Function function = Relu(false);
   function.constexprs = {"XBLOCK", "SBLOCK"};
-  function.domain = {Domain::Kind::kRowBlock, 64, false, 0, {}};
+  function.domain = {Domain::Kind::kRowBlock, 64, false, 0, {}, {}};
   function.body = {Statement::Text(1, "sindex = tl.arange(0, SBLOCK)[None, :]")};
   EXPECT_EQ(Print(function),
             "@triton.jit\n"
@@ -117,6 +118,48 @@ TEST(KernelTest, ARowBlockFunctionPrintsItsRowsWithoutARowTile) {
             "    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]\n"
             "    xmask = xindex < 64\n"
             "    sindex = tl.arange(0, SBLOCK)[None, :]\n");
+}
+
+TEST(KernelTest, AQueryBlocksFunctionPrintsTheBatchQueryRowsAndHeadDims) {
+  Function function = Relu(false);
+  function.constexprs = {"BLOCK_M", "BLOCK_N"};
+  function.domain.kind = Domain::Kind::kQueryBlocks;
+  function.domain.size = 100;
+  function.domain.heads = {40, 64, 24, 32};
+  function.body.clear();
+  EXPECT_EQ(Print(function),
+            "@triton.jit\n"
+            "def egg_k0_relu(ptr0, ptr1, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):\n"
+            "    # pointwise over 4096 elements: relu\n"
+            "    bindex = tl.program_id(1)\n"
+            "    mindex = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]\n"
+            "    mmask = mindex < 100\n"
+            "    dqindex = tl.arange(0, 64)[None, :]\n"
+            "    dqmask = dqindex < 40\n"
+            "    dkindex = tl.arange(0, 64)[:, None]\n"
+            "    dkmask = dkindex < 40\n"
+            "    dvindex = tl.arange(0, 32)[None, :]\n"
+            "    dvmask = dvindex < 24\n"
+            "    omask = mmask & dvmask\n");
+  function.domain.int64 = true;
+  const std::string code = Print(function);
+  EXPECT_NE(code.find("    bindex = tl.program_id(1).to(tl.int64)\n"
+                      "    mindex = tl.program_id(0).to(tl.int64) * BLOCK_M"),
+            std::string::npos)
+      << code;
+}
+
+TEST(KernelTest, AFunctionWithItsOwnLanesAndSignaturePrintsThemAsWritten) {
+  Function function = Relu(false);
+  function.signature = {"x_ptr, out_ptr,", "      reverse, N: tl.constexpr"};
+  function.domain.kind = Domain::Kind::kOwnLanes;
+  function.body = {Statement::Text(1, "nindex = tl.arange(0, N)")};
+  EXPECT_EQ(Print(function),
+            "@triton.jit\n"
+            "def egg_k0_relu(x_ptr, out_ptr,\n"
+            "      reverse, N: tl.constexpr):\n"
+            "    # pointwise over 4096 elements: relu\n"
+            "    nindex = tl.arange(0, N)\n");
 }
 
 TEST(KernelTest, AKernelPrintsItsFunctionsApart) {
