@@ -5,7 +5,7 @@
 //
 //   plan/    MakePlan ── Claim (pattern families) ──▶ KernelPlan{kind}
 //   design/  DefaultDesign, DesignFits, WorthMeasuring, StageMoves ──▶ FamilyOf(kind).…
-//   codegen/ GenerateKernel ──▶ FamilyOf(kind).Lower (LowerProgram: the kernel IR, printed by kir/)
+//   codegen/ GenerateKernel ──▶ FamilyOf(kind).LowerProgram: the kernel IR, printed by kir/
 #pragma once
 
 #include <map>
@@ -66,16 +66,15 @@ class KernelFamily {
   // The designs one move of `stage` from the kernel's own, into `sink`.
   virtual void Moves(SearchStage stage, const KernelPlan& kernel, MoveSink& sink) const = 0;
 
-  // The kernel in the kernel IR (kir/kernel.h), for a family that lowers to it; nullopt for one that still
-  // writes text through its templates (Lower). Throws NotFusable when its group cannot be one kernel.
-  // `memory`: values in memory before it runs, with layouts; `layouts`: those of the values it stores.
-  virtual std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
-                                                  const std::map<int, TensorMeta>& memory,
-                                                  const std::map<int, TensorMeta>& layouts) const;
-  // The kernel's Triton source: LowerProgram's, printed, unless the family writes text itself.
-  virtual KernelSource Lower(const Graph& graph, const KernelPlan& kernel,
-                             const std::map<int, TensorMeta>& memory,
-                             const std::map<int, TensorMeta>& layouts) const;
+  // The kernel in the kernel IR (kir/kernel.h): what the planner's probe and the design rules ask (its
+  // analyses) and what codegen prints. Throws NotFusable when its group cannot be one kernel. `memory`:
+  // values in memory before it runs, with layouts; `layouts`: those of the values it stores.
+  virtual kir::Kernel LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                                   const std::map<int, TensorMeta>& memory,
+                                   const std::map<int, TensorMeta>& layouts) const = 0;
+  // The kernel's Triton source: LowerProgram's, printed.
+  KernelSource Lower(const Graph& graph, const KernelPlan& kernel, const std::map<int, TensorMeta>& memory,
+                     const std::map<int, TensorMeta>& layouts) const;
 
  private:
   friend class FamilyRegistry;

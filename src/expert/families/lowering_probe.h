@@ -1,7 +1,6 @@
 // The question the planner and the design rules ask of a kernel's lowering: does it lower, and what does it
-// read from memory and stage per K step. A family that lowers to the kernel IR answers from its analyses
-// (kir/, nothing printed); the others' text is generated and dropped. plan/ and design/ include nothing of
-// codegen/.
+// read from memory and stage per K step. The family's kernel IR answers from its analyses (kir/analysis.h):
+// nothing is printed. plan/ and design/ include nothing of codegen/.
 #pragma once
 
 #include <map>
@@ -21,7 +20,7 @@ struct LoweringProbe {
   int b_tile_loads = 0;
 };
 
-// Lowers `kernel` (the code generator run in full, its source dropped). `memory`: values in memory before it
+// Lowers `kernel` to the kernel IR and asks it. `memory`: values in memory before it
 // runs, with layouts; `layouts`: the layouts of the values it stores.
 LoweringProbe ProbeLowering(const Graph& graph, const KernelPlan& kernel,
                             const std::map<int, TensorMeta>& memory,

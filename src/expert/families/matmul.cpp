@@ -31,9 +31,9 @@ class MatmulFamily : public KernelFamily {
   std::string Unwritable(const KernelPlan& kernel, const KernelDesign& design) const override;
   void Moves(SearchStage stage, const KernelPlan& kernel, MoveSink& sink) const override;
 
-  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
-                                          const std::map<int, TensorMeta>& memory,
-                                          const std::map<int, TensorMeta>& layouts) const override {
+  kir::Kernel LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                           const std::map<int, TensorMeta>& memory,
+                           const std::map<int, TensorMeta>& layouts) const override {
     return MatmulProgram(graph, kernel, memory, layouts);
   }
 

@@ -19,9 +19,9 @@ class PointwiseFamily : public FlatFamily {
     return design;
   }
 
-  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
-                                          const std::map<int, TensorMeta>& memory,
-                                          const std::map<int, TensorMeta>& layouts) const override {
+  kir::Kernel LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                           const std::map<int, TensorMeta>& memory,
+                           const std::map<int, TensorMeta>& layouts) const override {
     return PointwiseProgram(graph, kernel, memory, layouts);
   }
 };

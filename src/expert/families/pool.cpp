@@ -20,9 +20,9 @@ class PoolFamily : public FlatFamily {
     return design;
   }
 
-  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
-                                          const std::map<int, TensorMeta>& memory,
-                                          const std::map<int, TensorMeta>& layouts) const override {
+  kir::Kernel LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                           const std::map<int, TensorMeta>& memory,
+                           const std::map<int, TensorMeta>& layouts) const override {
     return PoolProgram(graph, kernel, memory, layouts);
   }
 };

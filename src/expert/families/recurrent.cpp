@@ -52,9 +52,9 @@ class RecurrentFamily : public KernelFamily {
     }
   }
 
-  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
-                                          const std::map<int, TensorMeta>& memory,
-                                          const std::map<int, TensorMeta>& layouts) const override {
+  kir::Kernel LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                           const std::map<int, TensorMeta>& memory,
+                           const std::map<int, TensorMeta>& layouts) const override {
     return RecurrentProgram(graph, kernel, memory, layouts);
   }
 

@@ -47,9 +47,9 @@ class ReductionFamily : public RowFamily {
   }
 
   // The kernel IR: one function, or a split design's partial and combine functions over scratch.
-  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
-                                          const std::map<int, TensorMeta>& memory,
-                                          const std::map<int, TensorMeta>& layouts) const override {
+  kir::Kernel LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                           const std::map<int, TensorMeta>& memory,
+                           const std::map<int, TensorMeta>& layouts) const override {
     return ReductionProgram(graph, kernel, memory, layouts);
   }
 

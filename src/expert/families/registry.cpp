@@ -49,19 +49,10 @@ bool KernelFamily::FitsResources(const KernelPlan& /*kernel*/, const KernelDesig
   return TileFitsThreads(design.xblock, design);
 }
 
-std::optional<kir::Kernel> KernelFamily::LowerProgram(const Graph& /*graph*/, const KernelPlan& /*kernel*/,
-                                                      const std::map<int, TensorMeta>& /*memory*/,
-                                                      const std::map<int, TensorMeta>& /*layouts*/) const {
-  return std::nullopt;
-}
-
 KernelSource KernelFamily::Lower(const Graph& graph, const KernelPlan& kernel,
                                  const std::map<int, TensorMeta>& memory,
                                  const std::map<int, TensorMeta>& layouts) const {
-  if (std::optional<kir::Kernel> program = LowerProgram(graph, kernel, memory, layouts)) {
-    return SourceOf(*program);
-  }
-  throw std::logic_error(fmt::format("kernel family {} has no lowering", Name()));
+  return SourceOf(LowerProgram(graph, kernel, memory, layouts));
 }
 
 std::string KernelFamily::Unwritable(const KernelPlan& /*kernel*/, const KernelDesign& /*design*/) const {

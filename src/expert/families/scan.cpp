@@ -21,9 +21,9 @@ class ScanFamily : public RowFamily {
                      single && length <= kLargeTileElements ? Algorithm::kSingle : Algorithm::kBlocked);
   }
 
-  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
-                                          const std::map<int, TensorMeta>& memory,
-                                          const std::map<int, TensorMeta>& layouts) const override {
+  kir::Kernel LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                           const std::map<int, TensorMeta>& memory,
+                           const std::map<int, TensorMeta>& layouts) const override {
     return ScanProgram(graph, kernel, memory, layouts);
   }
 

@@ -71,9 +71,9 @@ class SiluFamily : public FlatFamily {
 
   // One element per lane: x computed through the emitter (views and pointwise producers inlined), then
   // x * sigmoid(x) in float32, stored in the product's type.
-  std::optional<kir::Kernel> LowerProgram(const Graph& graph, const KernelPlan& kernel,
-                                          const std::map<int, TensorMeta>& memory,
-                                          const std::map<int, TensorMeta>& layouts) const override {
+  kir::Kernel LowerProgram(const Graph& graph, const KernelPlan& kernel,
+                           const std::map<int, TensorMeta>& memory,
+                           const std::map<int, TensorMeta>& layouts) const override {
     const int out = kernel.roots.at(0);
     const Index flat = Index::Var("xindex", kernel.rows);
     KernelEmitter emitter(graph, memory, MaskSet::Flat());
