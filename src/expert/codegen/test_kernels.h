@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/families/family.h"
@@ -29,42 +30,37 @@ inline KernelSource GenerateWithDenseStores(const Graph& graph, const KernelPlan
   return GenerateKernel(graph, kernel, memory, DenseStores(graph, kernel));
 }
 
-// The plan's only kernel (of `kind`, nothing left to PyTorch), changed by `edit` (its design, say) and
-// generated.
-inline KernelSource WriteOnlyKernel(const Graph& graph, KernelKind kind,
-                                    const std::function<void(KernelPlan&)>& edit = {}) {
+// The plan's only kernel (of `kind`, nothing left to PyTorch), changed by `edit` (its design, say), and the
+// values in memory before it runs; nullopt (the test failed) when the plan has other kernels.
+inline std::optional<std::pair<KernelPlan, std::map<int, TensorMeta>>> OnlyKernel(
+    const Graph& graph, KernelKind kind, const std::function<void(KernelPlan&)>& edit) {
   const Plan plan = MakePlan(graph, {});
   EXPECT_TRUE(plan.extern_ops.empty());
   EXPECT_EQ(plan.kernels.size(), 1U);
   if (plan.kernels.size() != 1) {
-    return {};
+    return std::nullopt;
   }
   KernelPlan kernel = plan.kernels[0];
   EXPECT_EQ(kernel.kind, kind);
   if (edit) {
     edit(kernel);
   }
-  return GenerateWithDenseStores(graph, kernel, plan.memory_before[0]);
+  return std::make_pair(kernel, plan.memory_before[0]);
 }
 
-// The plan's only kernel (of `kind`), changed by `edit`, lowered to the kernel IR by its family (a family
-// that has no IR lowering fails the test).
+// The plan's only kernel, changed by `edit`, generated.
+inline KernelSource WriteOnlyKernel(const Graph& graph, KernelKind kind,
+                                    const std::function<void(KernelPlan&)>& edit = {}) {
+  const auto only = OnlyKernel(graph, kind, edit);
+  return only ? GenerateWithDenseStores(graph, only->first, only->second) : KernelSource{};
+}
+
+// The plan's only kernel, changed by `edit`, lowered to the kernel IR by its family.
 inline kir::Kernel LowerOnlyKernel(const Graph& graph, KernelKind kind,
                                    const std::function<void(KernelPlan&)>& edit = {}) {
-  const Plan plan = MakePlan(graph, {});
-  EXPECT_EQ(plan.kernels.size(), 1U);
-  if (plan.kernels.size() != 1) {
-    return {};
-  }
-  KernelPlan kernel = plan.kernels[0];
-  EXPECT_EQ(kernel.kind, kind);
-  if (edit) {
-    edit(kernel);
-  }
-  std::optional<kir::Kernel> program =
-      FamilyOf(kind).LowerProgram(graph, kernel, plan.memory_before[0], DenseStores(graph, kernel));
-  EXPECT_TRUE(program.has_value());
-  return program ? *program : kir::Kernel{};
+  const auto only = OnlyKernel(graph, kind, edit);
+  return only ? FamilyOf(kind).LowerProgram(graph, only->first, only->second, DenseStores(graph, only->first))
+              : kir::Kernel{};
 }
 
 inline bool Has(const std::string& code, const std::string& text) {
