@@ -363,7 +363,7 @@ def test_nhwc_design_repacks_the_input_then_loops_over_taps(compiled):
     assert sum("_scratch1 = torch.empty(" in line for line in lines) == 3  # the weights as (tap, channel) rows
     assert [line.strip() for line in lines if line.strip().startswith("for tap in")] == [
         "for tap in range(3):", "for tap in tl.static_range(9):", "for tap in range(18):"]  # ieee: never unrolled
-    assert sum("tl.load(ptr0 + (tbase + kaindex), tvalid & kamask, other=0.0)" in line for line in lines) == 3
+    assert sum("tl.load(ptr0 + (kaindex + tbase), tvalid & kamask, other=0.0)" in line for line in lines) == 3
     assert sum('input_precision="tf32x3"' in line for line in lines) == 1
     dense = json.loads(runs["dense_nhwc"].stdout)
     assert [k["design"]["algorithm"] for k in dense["kernels"] if k["kind"] == "matmul"] == ["nhwc", "nhwc"]
