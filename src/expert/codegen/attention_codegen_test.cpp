@@ -17,6 +17,7 @@ using testing::Count;
 using testing::FixtureJson;
 using testing::LoadGraph;
 using testing::Scaled;
+using testing::ValueNamed;
 
 using testing::Has;
 
@@ -52,17 +53,6 @@ kir::Kernel LowerAttention(const Graph& graph, KernelPlan* planned) {
   }
   ADD_FAILURE() << "no attention kernel planned";
   return {};
-}
-
-// The value named `name` (a graph input or state).
-int ValueNamed(const Graph& graph, const std::string& name) {
-  for (size_t v = 0; v < graph.values.size(); ++v) {
-    if (graph.values[v].name == name) {
-      return static_cast<int>(v);
-    }
-  }
-  ADD_FAILURE() << "no value " << name;
-  return -1;
 }
 
 // The code before the loop over key blocks.

@@ -96,6 +96,17 @@ inline Graph LoadGraph(const Json& json) {
 
 inline Graph Fixture(const std::string& name) { return LoadGraph(FixtureJson(name)); }
 
+// The value named `name` in `graph` (a failure, and -1, when there is none).
+inline int ValueNamed(const Graph& graph, const std::string& name) {
+  for (size_t v = 0; v < graph.values.size(); ++v) {
+    if (graph.values[v].name == name) {
+      return static_cast<int>(v);
+    }
+  }
+  ADD_FAILURE() << "no value " << name;
+  return -1;
+}
+
 // One reduction `op`(x [rows, length] of `dtype`, args...) of type `out_dtype` [rows].
 inline Graph RowReduction(const std::string& op, const Json& args, int64_t rows, int64_t length,
                           const std::string& dtype = "float32", const std::string& out_dtype = "float32") {

@@ -16,6 +16,7 @@ using testing::LoadGraph;
 using testing::Meta;
 using testing::NodeJson;
 using testing::Ref;
+using testing::ValueNamed;
 
 std::vector<std::string> Names(const Graph& graph, const std::vector<int>& values) {
   std::vector<std::string> names;
@@ -35,16 +36,6 @@ std::vector<std::string> Names(const Graph& graph, const std::map<int, TensorMet
     values.push_back(value);
   }
   return Names(graph, values);
-}
-
-int ValueNamed(const Graph& graph, const std::string& name) {
-  for (size_t v = 0; v < graph.values.size(); ++v) {
-    if (graph.values[v].name == name) {
-      return static_cast<int>(v);
-    }
-  }
-  ADD_FAILURE() << "no value " << name;
-  return -1;
 }
 
 // x [8] + the buffer `running` [8] -> add, then add * 2 -> the output; with `mutate`, add is also written
