@@ -1,16 +1,16 @@
 """The expert backend on real KernelBench tasks at reduced sizes, in Triton's interpreter (issue 4's CPU bar).
 
-Every level-1 matrix-product, activation, normalization, reduction, softmax, loss, scan, pooling and
-convolution task (transposed ones included, at a smaller size: their output is stride^dims times their input),
-every level-2 task and every level-3 task is rewritten at reduced sizes (egg_worker.reduce; level 3's whole
-models with their layer widths and batch too) and run through `egg bench` (one seed, no tuning on the CPU, at tol
-1e-2: seed 0's products are then plain tf32 dots, where tol 1e-4's tf32x3 dots cost three times the interpreter's
-time; the design choices per tolerance are covered by test_expert_cli). Each candidate is checked on two input sets,
-one trial on fresh inputs and the robust trial (every float input drawn with randn), both asserted here; a second
-fresh-input trial (the other call order, an exploit check for untrusted code, covered by the worker's tests) cost a
-third of the suite's interpreter time. Each
-must end with a correct ModelNew that runs all its work in Triton (no op left to PyTorch); 35_LSTM keeps the two
-`torch.randn` calls of its forward in PyTorch (its initial state, drawn from PyTorch's random stream).
+Every level-1 matrix-product, activation, normalization, reduction, softmax, loss, scan, pooling and convolution
+task (transposed ones included, at a smaller size: their output is stride^dims times their input), every level-2
+task and every level-3 task is rewritten at reduced sizes (egg_worker.reduce; level 3's whole models with their
+layer widths and batch too, four then sized by hand: LEVEL3_SIZES) and run through `egg bench` (one seed, no tuning
+on the CPU, at tol 1e-2: seed 0's products are then plain tf32 dots, where tol 1e-4's tf32x3 dots cost three times
+the interpreter's time; the design choices per tolerance are covered by test_expert_cli). Each candidate is checked
+on two input sets, one trial on fresh inputs and the robust trial (every float input drawn with randn), both
+asserted here; a second fresh-input trial (the other call order, an exploit check for untrusted code, covered by
+the worker's tests) cost a third of the suite's interpreter time. Each must end with a correct ModelNew that runs
+all its work in Triton (no op left to PyTorch); 35_LSTM keeps the two `torch.randn` calls of its forward in PyTorch
+(its initial state, drawn from PyTorch's random stream).
 
 Reads KernelBench from ../shared/kernelbench (or $EGG_KERNELBENCH); skipped when it is absent. Takes several
 minutes: the three levels run as one `egg bench` over two CPU workers.
@@ -19,6 +19,7 @@ minutes: the three levels run as one `egg bench` over two CPU workers.
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,18 @@ LEVEL2_SMALLER_MAX_ELEMENTS = 4096
 # the Swin transformers' window_size=7 default shrinks to 4 with the image (SwinMLP: two 32x32 images, Swin V2: one
 # 64x64 image, so that its last stage's map keeps a side of 2).
 MAX_ELEMENTS[3] = (4096, 16384, 65536, 3 * 224 * 224)
+# Level-3 tasks whose reduced sizes are then set by hand, each with why. The interpreter's time goes with the
+# programs a kernel launches and the elements each touches; at reduce_task's sizes these four took 40% of the
+# suite's worker time (under CI's load: 48 269 s, 26 253 s, 45 197 s, 49 104 s).
+MAMBA2_SIZES = {"batch_size": 4, "seq_length": 8, "n_heads": 4, "d_head": 4, "d_state": 8, "block_len": 4}
+LEVEL3_SIZES = {
+    26: ({"batch_size": 2}, "ShuffleNet: two 28x28 images reach every stage as ten do"),
+    45: ({"batch_size": 1, "width": 64}, "UNet: one 16x64 image still halves four times (to 1x4) and comes back"),
+    # reduce_task's batch 64, 2 chunks of 2 and 8 heads made 1024 batched products of 2x16 by 16x2, one program
+    # each; these sizes make 2 chunks of 4 (a segment sum over 4 steps, not 2) and 32 products
+    48: (MAMBA2_SIZES, "Mamba2: 32 chunked products instead of 1024, chunks of 4 steps"),
+    49: (MAMBA2_SIZES, "Mamba2: 32 chunked products instead of 1024, chunks of 4 steps"),
+}
 # Level-3 tasks that import a module beyond torch (scripts/setup.sh installs it; skipped on an EGG_PYTHON without).
 LEVEL3_NEEDS_MODULE = {48: "einops", 49: "einops"}
 BENCH_TIMEOUT_S = 5400  # the whole suite in one process (CI has 90 minutes in all)
@@ -80,6 +93,14 @@ def _number(path: Path) -> int:
 def _level3_numbers() -> set:
     return {number for number in range(1, 51)
             if number not in LEVEL3_NEEDS_MODULE or importlib.util.find_spec(LEVEL3_NEEDS_MODULE[number])}
+
+
+def _with_sizes(source: str, sizes: dict) -> str:
+    """The task's module-level `name = value` lines for `sizes` rewritten (each must be there once)."""
+    for name, value in sizes.items():
+        source, count = re.subn(rf"^{name} = .*$", f"{name} = {value}", source, flags=re.M)
+        assert count == 1, f"{name}: {count} module-level assignments in the reduced task"
+    return source
 
 
 def _reduced_suite(level: int, numbers, directory: Path) -> list:
@@ -103,7 +124,10 @@ def _reduced_suite(level: int, numbers, directory: Path) -> list:
             except Exception:
                 if budget == budgets[-1]:
                     raise
-        (directory / path.name).write_text(reduced.source)
+        source = reduced.source
+        if level == 3 and _number(path) in LEVEL3_SIZES:
+            source = _with_sizes(source, LEVEL3_SIZES[_number(path)][0])
+        (directory / path.name).write_text(source)
         names.append(path.name)
     return names
 
