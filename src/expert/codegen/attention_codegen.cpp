@@ -129,7 +129,8 @@ std::vector<kir::Statement> FlashBody(const AttentionSpec& at, int64_t block_dv,
   line(1, "m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)");
   line(1, "l_i = tl.zeros([BLOCK_M], dtype=tl.float32)");
   line(1, fmt::format("acc = tl.zeros([BLOCK_M, {}], dtype=tl.float32)", block_dv));
-  line(1, fmt::format("for n0 in range(0, {}, BLOCK_N):", at.lk));
+  body.push_back(
+      kir::Statement::Loop(1, "n0", kir::LoopRange::Stepped("0", std::to_string(at.lk), "BLOCK_N")));
   line(2, "nindex = n0 + tl.arange(0, BLOCK_N)[None, :]");
   line(2, fmt::format("nmask = nindex < {}", at.lk));
   line(2, "nvindex = n0 + tl.arange(0, BLOCK_N)[:, None]");

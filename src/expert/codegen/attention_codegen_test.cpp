@@ -121,11 +121,14 @@ TEST(AttentionCodegenTest, TheFlashKernelIsOneFunctionOverQueryBlocksInTheIr) {
     const kir::Statement& statement = function.body[i];
     if (statement.kind == kir::Statement::Kind::kLoad) {
       loads.push_back(i);
-    } else if (statement.kind == kir::Statement::Kind::kText &&
-               statement.text.rfind("for n0 in range(", 0) == 0) {
+    } else if (statement.kind == kir::Statement::Kind::kLoop && statement.name == "n0") {
       loop = i;
     }
   }
+  const std::vector<kir::LoopNest> loops = kir::Loops(function);
+  ASSERT_EQ(loops.size(), 1U) << "one loop, over key blocks";
+  EXPECT_EQ(loops[0].range.start, "0");
+  EXPECT_EQ(loops[0].range.step, "BLOCK_N");
   ASSERT_EQ(loads.size(), 3U);
   EXPECT_LT(loads[0], loop);
   EXPECT_GT(loads[1], loop);

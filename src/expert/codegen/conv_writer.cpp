@@ -28,7 +28,7 @@ kir::Kernel KernelWriter::DirectConvolutionProgram() {
   }
   const int64_t in_per_group = conv.in_channels / conv.groups;
   emitter_.Line("acc = tl.zeros([XBLOCK], dtype=tl.float32)");
-  emitter_.Line(fmt::format("for ci in tl.static_range({}):", in_per_group));
+  emitter_.Loop("ci", kir::LoopRange::Unrolled(std::to_string(in_per_group)));
   int depth = 1;
   emitter_.OpenScope(++depth);
   const Index ci = Index::Var("ci", in_per_group);
@@ -37,7 +37,7 @@ kir::Kernel KernelWriter::DirectConvolutionProgram() {
   std::string valid;
   for (size_t s = 0; s < conv.kernel.size(); ++s) {
     const std::string tap = "t" + std::to_string(s);
-    emitter_.Line(fmt::format("for {} in tl.static_range({}):", tap, conv.kernel[s]));
+    emitter_.Loop(tap, kir::LoopRange::Unrolled(std::to_string(conv.kernel[s])));
     emitter_.OpenScope(++depth);
     const Index offset = Index::Var(tap, conv.kernel[s]);
     const Index position =
@@ -163,7 +163,8 @@ kir::Kernel KernelWriter::ChannelsLastConvolutionProgram() {
   // large as the tile, nine copies of a 128x64x64 one took ptxas over five minutes for sm_90.
   constexpr int64_t kUnrolledTaps = 9;
   const bool unrolled = taps <= kUnrolledTaps && DotPrecision(kernel_.design.precision) != Precision::kIeee;
-  loop.tap_range = fmt::format("{}({})", unrolled ? "tl.static_range" : "range", taps);
+  loop.tap_range =
+      unrolled ? kir::LoopRange::Unrolled(std::to_string(taps)) : kir::LoopRange::Upto(std::to_string(taps));
   loop.tap_lines = TextLines(tap_lines, 2);
   loop.prologue = TextLines(prologue, 1);
   loop.channels = in_per_group;

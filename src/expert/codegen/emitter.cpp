@@ -52,6 +52,11 @@ void KernelEmitter::Line(const std::string& text) {
   scope.statements.push_back(kir::Statement::Text(scope.indent, text));
 }
 
+void KernelEmitter::Loop(const std::string& variable, kir::LoopRange range) {
+  Scope& scope = scopes_.back();
+  scope.statements.push_back(kir::Statement::Loop(scope.indent, variable, std::move(range)));
+}
+
 void KernelEmitter::Append(const std::vector<std::string>& lines) {
   for (const std::string& line : lines) {
     scopes_.back().statements.push_back(kir::Statement::Text(0, line));  // indented already

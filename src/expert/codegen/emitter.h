@@ -69,6 +69,8 @@ class KernelEmitter {
 
   // Lines are written to the current block; a scope also starts a fresh CSE table (a loop body).
   void Line(const std::string& text);
+  // `for variable in <range>:` (a typed loop statement); its body is what follows one level deeper.
+  void Loop(const std::string& variable, kir::LoopRange range);
   // Appends already-indented lines (a closed scope's) to the current block.
   void Append(const std::vector<std::string>& lines);
   void Append(std::vector<kir::Statement> statements);

@@ -106,7 +106,8 @@ class KernelWriter {
   void EmitReductionPass(const ReductionSpec& spec, size_t number, bool looped, const std::string& center,
                          const std::string& tag, Accumulator* out);
 
-  std::string LoopHeader() const;
+  // The looped row walk's iteration space: `roffset` over the row in RBLOCK steps.
+  kir::LoopRange RowLoop() const;
 
   // The lane variables of a row tile (rindex, rmask, and mask: theirs and the rows'): at the function's top
   // level for a tile at 0, else inside the loop over row tiles.
@@ -302,7 +303,7 @@ class KernelWriter {
         prologue;                      // after the tile's lanes: rows' coordinates, a dropped tile's k_end
     std::vector<kir::Statement> step;  // one K step: the operand tiles a and b (their loads' sides marked)
     // channels-last convolutions: an outer loop over the kernel taps, K then the channels of one tap
-    std::string tap_range;  // "" for every other product
+    kir::LoopRange tap_range;  // empty for every other product
     std::vector<kir::Statement> tap_lines;
     int64_t channels = 0;
   };

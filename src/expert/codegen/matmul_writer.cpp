@@ -316,7 +316,7 @@ std::vector<kir::Statement> KernelWriter::DotBody(const DotLoop& loop, DotPart p
   if (part == DotPart::kCombine) {
     line(1, fmt::format("# split-K: the {} partial products of this tile, summed in a fixed order",
                         split.splits));
-    line(1, fmt::format("for split in range({}):", split.splits));
+    body.push_back(kir::Statement::Loop(1, "split", kir::LoopRange::Upto(std::to_string(split.splits))));
     line(2, fmt::format("acc += tl.load({} + ({}), omask, other=0.0)", split.partials, split.offset));
   } else {
     KLoopLines(loop, part, split, body);
@@ -348,20 +348,25 @@ void KernelWriter::KLoopLines(const DotLoop& loop, DotPart part, const DotSplit&
   int depth = 2;
   int64_t k = mm.k;
   if (!loop.tap_range.empty()) {
-    line(1, "for tap in " + loop.tap_range + ":");
+    body.push_back(kir::Statement::Loop(1, "tap", loop.tap_range));
     body.insert(body.end(), loop.tap_lines.begin(), loop.tap_lines.end());
-    line(2, fmt::format("for k0 in range(0, {}, BLOCK_K):", loop.channels));
+    body.push_back(kir::Statement::Loop(
+        2, "k0", kir::LoopRange::Stepped("0", std::to_string(loop.channels), "BLOCK_K")));
     depth = 3;
     k = loop.channels;
   } else if (part == DotPart::kPartial) {
     line(1,
          fmt::format("# split-K: this program's slice of K, [{0} * split, {0} * (split + 1))", split.chunk));
     line(1, "split = tl.program_id(2)");
-    line(1, fmt::format("for k0 in range(split * {0}, tl.minimum(split * {0} + {0}, {1}), BLOCK_K):",
-                        split.chunk, mm.k));
+    body.push_back(kir::Statement::Loop(
+        1, "k0",
+        kir::LoopRange::Stepped(fmt::format("split * {}", split.chunk),
+                                fmt::format("tl.minimum(split * {0} + {0}, {1})", split.chunk, mm.k),
+                                "BLOCK_K")));
   } else {
-    line(1, fmt::format("for k0 in range(0, {}, BLOCK_K):",
-                        skip_dropped_tiles_ ? "k_end" : std::to_string(mm.k)));
+    body.push_back(kir::Statement::Loop(
+        1, "k0",
+        kir::LoopRange::Stepped("0", skip_dropped_tiles_ ? "k_end" : std::to_string(mm.k), "BLOCK_K")));
   }
   line(depth, "kaindex = k0 + tl.arange(0, BLOCK_K)[None, :]");
   line(depth, "kbindex = k0 + tl.arange(0, BLOCK_K)[:, None]");

@@ -168,6 +168,15 @@ TEST(MatmulWriterTest, TheProgramAnswersWhatItReadsWritesAndStagesPerKStep) {
   EXPECT_EQ(split.functions[0].name, split.name + "_partial");
   EXPECT_EQ(split.functions[1].domain.tiles.group_size, split.functions[0].domain.tiles.group_size);
   EXPECT_EQ(kir::StagedTileLoads(split).a, 1);
+  const std::vector<kir::LoopNest> partial_loops = kir::Loops(split.functions[0]);
+  ASSERT_EQ(partial_loops.size(), 1U);
+  EXPECT_EQ(partial_loops[0].variable, "k0");
+  EXPECT_EQ(partial_loops[0].range.start.rfind("split * ", 0), 0U) << "the program's slice of K";
+  EXPECT_EQ(partial_loops[0].range.step, "BLOCK_K");
+  const std::vector<kir::LoopNest> combine_loops = kir::Loops(split.functions[1]);
+  ASSERT_EQ(combine_loops.size(), 1U);
+  EXPECT_EQ(combine_loops[0].variable, "split") << "the combine walks the partials, no K";
+  EXPECT_EQ(combine_loops[0].range.stop, "2");
   ASSERT_EQ(split.scratch.size(), 1U);
   EXPECT_EQ(kir::Reads(split), (std::set<int>{0, 1})) << "scratch is no graph value";
   // aligned: two copies over panels, the product's K step loads from them (A and B sides, typed)

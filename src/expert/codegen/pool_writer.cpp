@@ -54,7 +54,7 @@ PoolWindow OpenWindowLoops(const PoolSpec& pool, const TensorMeta& in, const Ten
     }
     window.index.push_back(position);
     window.text += (window.text.empty() ? "" : "x") + std::to_string(pool.kernel[sd]);
-    emitter.Line(fmt::format("for {} in tl.static_range({}):", k, pool.kernel[sd]));
+    emitter.Loop(k, kir::LoopRange::Unrolled(std::to_string(pool.kernel[sd])));
     emitter.OpenScope(++depth);
   }
   return window;

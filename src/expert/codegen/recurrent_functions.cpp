@@ -75,7 +75,7 @@ class FunctionWriter {
     Line(body, 1, "nmask = nindex < N");
     Line(body, 1, "xrow = (mindex // BATCH) * X_ST + (mindex % BATCH) * X_SB");
     Line(body, 1, "acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)");
-    Line(body, 1, "for k0 in range(0, K, BLOCK_K):");
+    body.push_back(kir::Statement::Loop(1, "k0", kir::LoopRange::Stepped("0", "K", "BLOCK_K")));
     Line(body, 2, "kaindex = k0 + tl.arange(0, BLOCK_K)[None, :]");
     Line(body, 2, "kbindex = k0 + tl.arange(0, BLOCK_K)[:, None]");
     Line(body, 2, "a = tl.load(x_ptr + xrow + kaindex * X_SK, mask=mmask & (kaindex < K), other=0.0)");
@@ -163,13 +163,14 @@ class FunctionWriter {
     Line(body, 1, "bmask = bindex < BATCH");
     Line(body, 1, "programs = tl.num_programs(1)");
     Line(body, 1, "sync = sync_ptr + sync_offset + tl.program_id(0)");
-    Line(body, 1, "for s in range(SEQ):");
+    body.push_back(kir::Statement::Loop(1, "s", kir::LoopRange::Upto("SEQ")));
     Line(body, 2, "t = s + reverse * (SEQ - 1 - 2 * s)");
     Line(body, 2, "tp = t - 1 + 2 * reverse");
     Line(body, 2, "first = s == 0");
     Line(body, 2, "later = s > 0");
     Line(body, 2, "last = s == SEQ - 1");
-    Line(body, 2, "for j0 in range(tl.program_id(1) * BLOCK_H, HIDDEN, programs * BLOCK_H):");
+    body.push_back(kir::Statement::Loop(
+        2, "j0", kir::LoopRange::Stepped("tl.program_id(1) * BLOCK_H", "HIDDEN", "programs * BLOCK_H")));
     Line(body, 3, "jindex = j0 + tl.arange(0, BLOCK_H)[None, :]");
     Line(body, 3, "jmask = jindex < HIDDEN");
     Line(body, 3, "omask = bmask & jmask");
@@ -181,7 +182,7 @@ class FunctionWriter {
   // h_prev @ W_hh^T per gate in BLOCK_K steps: h_prev the initial state at the first step, else read back
   // from the layer's output (.cg: through L2, where the other programs' stores are).
   void HiddenProductLines(std::vector<kir::Statement>& body) const {
-    Line(body, 3, "for k0 in range(0, HIDDEN, BLOCK_K):");
+    body.push_back(kir::Statement::Loop(3, "k0", kir::LoopRange::Stepped("0", "HIDDEN", "BLOCK_K")));
     Line(body, 4, "kaindex = k0 + tl.arange(0, BLOCK_K)[None, :]");
     Line(body, 4, "kbindex = k0 + tl.arange(0, BLOCK_K)[:, None]");
     Line(body, 4, "hmask = bmask & (kaindex < HIDDEN)");

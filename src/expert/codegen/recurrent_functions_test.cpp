@@ -6,6 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
+
+#include "expert/kir/analysis.h"
 
 namespace egg::expert::recurrent {
 namespace {
@@ -104,8 +108,17 @@ TEST(RecurrentFunctionsTest, TheStepTakesTheLaunchesScalarsAndAnLstmItsCellState
   EXPECT_EQ(step.text_loads, (std::vector<size_t>{1, 2, 3, 4}));
   EXPECT_EQ(step.text_stores, (std::vector<size_t>{5, 6}));
   EXPECT_TRUE(std::none_of(step.body.begin(), step.body.end(), [](const kir::Statement& statement) {
-    return statement.kind != kir::Statement::Kind::kText;
+    return statement.kind == kir::Statement::Kind::kLoad || statement.kind == kir::Statement::Kind::kStore;
   })) << "no typed access: the addresses are over constexpr strides";
+  // the time loop, the hidden units this program owns at each step, and the K steps of h_prev @ W_hh^T
+  std::vector<std::vector<std::string>> nests;
+  for (const kir::LoopNest& loop : kir::Loops(step)) {
+    nests.push_back(loop.enclosing);
+    nests.back().push_back(loop.variable);
+  }
+  ASSERT_FALSE(nests.empty());
+  EXPECT_EQ(nests[0], std::vector<std::string>{"s"});
+  EXPECT_NE(std::find(nests.begin(), nests.end(), std::vector<std::string>{"s", "j0", "k0"}), nests.end());
 }
 
 TEST(RecurrentFunctionsTest, EachCellComputesItsNewState) {

@@ -154,7 +154,7 @@ void KernelWriter::EmitReductionPass(const ReductionSpec& spec, size_t number, b
     for (const std::string& line : out->init) {
       emitter_.Line(line);
     }
-    emitter_.Line(LoopHeader());
+    emitter_.Loop("roffset", RowLoop());
     emitter_.Append(TileLines(true));
     emitter_.Append(std::move(body));
     for (const std::string& line : out->finish) {
@@ -167,8 +167,8 @@ void KernelWriter::EmitReductionPass(const ReductionSpec& spec, size_t number, b
   }
 }
 
-std::string KernelWriter::LoopHeader() const {
-  return fmt::format("for roffset in range(0, {}, RBLOCK):", kernel_.length);
+kir::LoopRange KernelWriter::RowLoop() const {
+  return kir::LoopRange::Stepped("0", std::to_string(kernel_.length), "RBLOCK");
 }
 
 std::vector<kir::Statement> KernelWriter::TileLines(bool looped) const {
@@ -413,7 +413,7 @@ void KernelWriter::EmitLoopGroup(const std::vector<Unit>& group) {
       emitter_.Line(line);
     }
   }
-  emitter_.Line(LoopHeader());
+  emitter_.Loop("roffset", RowLoop());
   emitter_.Append(TileLines(true));
   emitter_.Append(std::move(body));
   for (size_t i = 0; i < group.size(); ++i) {
@@ -474,7 +474,7 @@ kir::Kernel KernelWriter::ReductionProgram() {
     }
     if (looped) {
       std::vector<kir::Statement> body = emitter_.CloseStatements();
-      emitter_.Line(LoopHeader());
+      emitter_.Loop("roffset", RowLoop());
       emitter_.Append(TileLines(true));
       emitter_.Append(std::move(body));
     }

@@ -6,6 +6,7 @@
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
+#include "expert/kir/analysis.h"
 
 namespace egg::expert {
 namespace {
@@ -182,7 +183,13 @@ TEST(ReductionWriterTest, TheRowTileIsThreeStatementsAtTheTopOrInsideEachLoop) {
   const kir::Kernel looped = LowerReduction(graph, Algorithm::kLooped, 2048);
   ASSERT_EQ(looped.functions.size(), 1U);
   const kir::Function& function = looped.functions[0];
-  EXPECT_EQ(DepthsOf(function, "for roffset in range(0, 65536, RBLOCK):"), (std::vector<int>{1, 1, 1}));
+  const std::vector<kir::LoopNest> loops = kir::Loops(function);
+  ASSERT_EQ(loops.size(), 3U);
+  for (const kir::LoopNest& loop : loops) {
+    EXPECT_EQ(loop.variable, "roffset");
+    EXPECT_EQ(kir::Code(loop.range), "range(0, 65536, RBLOCK)");
+    EXPECT_TRUE(loop.enclosing.empty()) << "three loops one after the other, none nested";
+  }
   EXPECT_EQ(DepthsOf(function, "rindex = roffset + rbase"), (std::vector<int>{2, 2, 2}));
   EXPECT_EQ(DepthsOf(function, "rmask = rindex < 65536"), (std::vector<int>{2, 2, 2}));
   EXPECT_EQ(DepthsOf(function, "mask = xmask & rmask"), (std::vector<int>{2, 2, 2}));

@@ -96,7 +96,7 @@ kir::Kernel KernelWriter::SortProgram() {
 void KernelWriter::PlaceRowBody(bool looped) {
   std::vector<kir::Statement> body = emitter_.CloseStatements();
   if (looped) {
-    emitter_.Line(LoopHeader());
+    emitter_.Loop("roffset", RowLoop());
   }
   emitter_.Append(TileLines(looped));
   emitter_.Append(std::move(body));

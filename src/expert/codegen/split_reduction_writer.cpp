@@ -75,7 +75,7 @@ std::vector<std::vector<KernelWriter::SplitPart>> KernelWriter::SplitPartials(co
   for (const std::string& line : init) {
     partial.Line(line);
   }
-  partial.Line(fmt::format("for roffset in range(0, {}, RBLOCK):", chunk));
+  partial.Loop("roffset", kir::LoopRange::Stepped("0", std::to_string(chunk), "RBLOCK"));
   partial.Append(TileLines(2, fmt::format("split * {} + roffset + ", chunk)));
   partial.Append(std::move(body));
   for (const std::string& line : finish) {

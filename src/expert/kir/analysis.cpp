@@ -29,6 +29,14 @@ std::set<int> Buffers(const Kernel& kernel, Statement::Kind kind) {
   return values;
 }
 
+// The statement's depth: a text line appended as already indented (depth 0) counts its leading spaces.
+int Depth(const Statement& statement) {
+  if (statement.kind != Statement::Kind::kText) {
+    return statement.depth;
+  }
+  return statement.depth + static_cast<int>(statement.text.find_first_not_of(' ') / 4);
+}
+
 }  // namespace
 
 std::set<int> Reads(const Kernel& kernel) { return Buffers(kernel, Statement::Kind::kLoad); }
@@ -59,6 +67,30 @@ StagedTiles StagedTileLoads(const Kernel& kernel) {
     }
   }
   return tiles;
+}
+
+std::vector<LoopNest> Loops(const Function& function) {
+  std::vector<LoopNest> loops;
+  std::vector<std::pair<int, std::string>> open;  // depth and variable of the loops the walk is inside
+  for (const Statement& statement : function.body) {
+    if (statement.kind == Statement::Kind::kText &&
+        statement.text.find_first_not_of(' ') == std::string::npos) {
+      continue;  // a blank line closes nothing
+    }
+    while (!open.empty() && open.back().first >= Depth(statement)) {
+      open.pop_back();  // a statement at the loop's depth or shallower is after its body
+    }
+    if (statement.kind != Statement::Kind::kLoop) {
+      continue;
+    }
+    LoopNest loop{statement.name, statement.range, {}};
+    for (const auto& [depth, variable] : open) {
+      loop.enclosing.push_back(variable);
+    }
+    loops.push_back(std::move(loop));
+    open.emplace_back(statement.depth, statement.name);
+  }
+  return loops;
 }
 
 }  // namespace egg::expert::kir

@@ -1,9 +1,11 @@
 // Questions asked of a kernel in the kernel IR, answered from its statements (no text is read): what it reads
-// and writes in memory, and the bytes that moves.
+// and writes in memory, the bytes that moves, and its loop nest.
 #pragma once
 
 #include <cstdint>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "expert/ir/graph.h"
 #include "expert/kir/kernel.h"
@@ -25,5 +27,15 @@ struct StagedTiles {
   int b = 0;  // [BLOCK_K, BLOCK_N] tiles
 };
 StagedTiles StagedTileLoads(const Kernel& kernel);
+
+// A loop of a function: its variable, its iteration space, and the variables of the loops around it,
+// outermost first.
+struct LoopNest {
+  std::string variable;
+  LoopRange range;
+  std::vector<std::string> enclosing;
+};
+// The function's loops in the order they open.
+std::vector<LoopNest> Loops(const Function& function);
 
 }  // namespace egg::expert::kir

@@ -1,6 +1,6 @@
 // The analyses read the typed loads and stores of a lowered kernel: a planned pointwise kernel reads its
 // inputs and writes its outputs, scratch buffers are no graph values, bytes count each value once, and a
-// function's hand-written accesses count through its launches' pointers.
+// function's hand-written accesses count through its launches' pointers, and loops nest by depth.
 #include "expert/kir/analysis.h"
 
 #include <gtest/gtest.h>
@@ -93,6 +93,29 @@ TEST(AnalysisTest, StagedTilesCountTheKStepLoadsOfEachSide) {
   EXPECT_EQ(tiles.a, 3) << "two A loads and one spanning both";
   EXPECT_EQ(tiles.b, 2);
   EXPECT_EQ(StagedTileLoads(Kernel{}).a, 0);
+}
+
+TEST(AnalysisTest, LoopsNestByDepthWhateverTheTextBetweenThem) {
+  Function function;
+  function.body = {Statement::Loop(1, "tap", LoopRange::Upto("9")),
+                   Statement::Text(0, "        pos0 = tap // 3"),  // appended as already indented: depth 2
+                   Statement::Loop(2, "k0", LoopRange::Stepped("0", "64", "BLOCK_K")),
+                   Statement::Text(3, "acc += tl.dot(a, b)"),
+                   Statement::Text(0, ""),  // a blank line closes nothing
+                   Statement::Loop(3, "t0", LoopRange::Unrolled("3")),
+                   Statement::Text(1, "acc = acc * 2"),
+                   Statement::Loop(1, "s", LoopRange::Upto("SEQ"))};
+  const std::vector<LoopNest> loops = Loops(function);
+  ASSERT_EQ(loops.size(), 4U);
+  EXPECT_EQ(loops[0].variable, "tap");
+  EXPECT_TRUE(loops[0].enclosing.empty());
+  EXPECT_EQ(loops[1].variable, "k0");
+  EXPECT_EQ(loops[1].enclosing, std::vector<std::string>{"tap"}) << "the indented text line stays inside tap";
+  EXPECT_EQ(loops[1].range.step, "BLOCK_K");
+  EXPECT_EQ(loops[2].enclosing, (std::vector<std::string>{"tap", "k0"}));
+  EXPECT_TRUE(loops[2].range.unrolled);
+  EXPECT_TRUE(loops[3].enclosing.empty()) << "a depth-1 line ended the tap loop";
+  EXPECT_TRUE(Loops(Function{}).empty());
 }
 
 }  // namespace

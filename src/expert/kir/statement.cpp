@@ -31,6 +31,46 @@ std::string StoreCode(const Statement& s) {
 
 }  // namespace
 
+LoopRange LoopRange::Upto(std::string stop) {
+  LoopRange range;
+  range.stop = std::move(stop);
+  return range;
+}
+
+LoopRange LoopRange::Stepped(std::string start, std::string stop, std::string step) {
+  LoopRange range;
+  range.start = std::move(start);
+  range.stop = std::move(stop);
+  range.step = std::move(step);
+  return range;
+}
+
+LoopRange LoopRange::Unrolled(std::string stop) {
+  LoopRange range = Upto(std::move(stop));
+  range.unrolled = true;
+  return range;
+}
+
+std::string Code(const LoopRange& range) {
+  if (range.unrolled) {
+    return fmt::format("tl.static_range({})", range.stop);
+  }
+  std::string bounds = range.start.empty() ? range.stop : range.start + ", " + range.stop;
+  if (!range.step.empty()) {
+    bounds += ", " + range.step;
+  }
+  return fmt::format("range({})", bounds);
+}
+
+Statement Statement::Loop(int depth, std::string variable, LoopRange range) {
+  Statement statement;
+  statement.kind = Kind::kLoop;
+  statement.depth = depth;
+  statement.name = std::move(variable);
+  statement.range = std::move(range);
+  return statement;
+}
+
 Statement Statement::Text(int depth, std::string text) {
   Statement statement;
   statement.depth = depth;
@@ -47,6 +87,8 @@ std::string Print(const Statement& statement) {
       return indent + statement.name + " = " + LoadCode(statement);
     case Statement::Kind::kStore:
       return indent + StoreCode(statement);
+    case Statement::Kind::kLoop:
+      return fmt::format("{}for {} in {}:", indent, statement.name, Code(statement.range));
   }
   return "";
 }

@@ -1,7 +1,7 @@
-// The kernel IR's statements: one line of a kernel body at its depth. Loads and stores are typed (the buffer,
-// the address as an Index, the mask, the form of the load), so that analyses read them as data
-// (kir/analysis.h); every other line is Triton text the emitter formed (expressions, loops, accumulators) and
-// prints as it is.
+// The kernel IR's statements: one line of a kernel body at its depth. Loads, stores and loops are typed (the
+// buffer, the address as an Index, the mask, the form of the load; a loop's variable and iteration space), so
+// that analyses read them as data (kir/analysis.h); every other line is Triton text the emitter formed
+// (expressions, accumulators) and prints as it is.
 #pragma once
 
 #include <string>
@@ -35,8 +35,26 @@ enum class LoadForm {
 // columns (or both). Each such load is staged in shared memory once per software-pipeline stage.
 enum class TileSide { kNone = 0, kA = 1, kB = 2, kBoth = 3 };
 
+// A loop's iteration space as Triton writes it: range(stop), range(start, stop), range(start, stop, step), or
+// tl.static_range(stop), unrolled when the kernel compiles. Bounds are Triton expressions: a constant, a
+// constexpr (BLOCK_K), a runtime size or a program's own offset.
+struct LoopRange {
+  std::string start;      // "" for range(stop)
+  std::string stop;       // "" for no loop at all (a DotLoop without taps)
+  std::string step;       // "" for a step of 1
+  bool unrolled = false;  // tl.static_range(stop)
+
+  static LoopRange Upto(std::string stop);  // range(stop)
+  static LoopRange Stepped(std::string start, std::string stop, std::string step);
+  static LoopRange Unrolled(std::string stop);
+  bool empty() const { return stop.empty(); }
+};
+
+// `range(0, 1600, BLOCK_K)`, `tl.static_range(5)`...
+std::string Code(const LoopRange& range);
+
 struct Statement {
-  enum class Kind { kText, kLoad, kStore };
+  enum class Kind { kText, kLoad, kStore, kLoop };
   Kind kind = Kind::kText;
   int depth = 0;     // levels of four spaces
   std::string text;  // kText: the line (after its indentation)
@@ -46,14 +64,19 @@ struct Statement {
   std::string pointer;  // the buffer's parameter in the function (ptr3)
   Index address;        // element offset into the buffer
   std::string mask;     // "" when none
-  std::string name;     // kLoad: the temporary it defines
+  std::string name;     // kLoad: the temporary it defines; kLoop: the loop variable
   LoadForm form = LoadForm::kPlain;
   std::string other;      // kLoad kMasked: the masked lanes' value ("0.0", "0")
   std::string data;       // kStore: the stored value's code (cast already applied)
   std::string broadcast;  // kStore: a tile variable the address is widened to (a fixed or partial address)
   TileSide side = TileSide::kNone;  // kLoad in a K step: the operand tile it spans
 
+  // kLoop: `for name in <range>:`; its body is the statements after it that are deeper than it, up to the
+  // next one that is not.
+  LoopRange range;
+
   static Statement Text(int depth, std::string text);
+  static Statement Loop(int depth, std::string variable, LoopRange range);
 };
 
 // The statement as Triton source, indented.

@@ -1,5 +1,5 @@
 // Each statement prints as the Triton line it stands for: text as it is, every load form, stores with and
-// without a mask and widened to a tile.
+// without a mask and widened to a tile, loops over each form of range.
 #include "expert/kir/statement.h"
 
 #include <gtest/gtest.h>
@@ -24,6 +24,18 @@ Statement LoadOf(LoadForm form, const std::string& mask) {
 TEST(StatementTest, TextIsPrintedAtItsDepth) {
   EXPECT_EQ(Print(Statement::Text(2, "acc = acc + tmp0")), "        acc = acc + tmp0");
   EXPECT_EQ(Print(Statement::Text(0, "    already indented")), "    already indented");
+}
+
+TEST(StatementTest, LoopsPrintEachFormOfTheirRange) {
+  EXPECT_EQ(Print(Statement::Loop(1, "k0", LoopRange::Stepped("0", "1600", "BLOCK_K"))),
+            "    for k0 in range(0, 1600, BLOCK_K):");
+  EXPECT_EQ(Print(Statement::Loop(1, "s", LoopRange::Upto("SEQ"))), "    for s in range(SEQ):");
+  EXPECT_EQ(Print(Statement::Loop(2, "t0", LoopRange::Unrolled("5"))),
+            "        for t0 in tl.static_range(5):");
+  EXPECT_EQ(Code(LoopRange::Stepped("split * 32", "64", "")), "range(split * 32, 64)")
+      << "no step: a step of 1";
+  EXPECT_TRUE(LoopRange{}.empty());
+  EXPECT_FALSE(LoopRange::Upto("9").empty());
 }
 
 TEST(StatementTest, EveryLoadFormPrintsItsLoad) {
