@@ -126,9 +126,9 @@ std::vector<kir::Statement> FlashBody(const AttentionSpec& at, int64_t block_dv,
   line(1,
        "# online softmax: running row max m_i, running sum l_i, the output accumulator rescaled as the max "
        "grows");
-  line(1, "m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)");
-  line(1, "l_i = tl.zeros([BLOCK_M], dtype=tl.float32)");
-  line(1, fmt::format("acc = tl.zeros([BLOCK_M, {}], dtype=tl.float32)", block_dv));
+  body.push_back(kir::Statement::Tile(1, "m_i", {"BLOCK_M"}, "tl.float32", "float(\"-inf\")"));
+  body.push_back(kir::Statement::Tile(1, "l_i", {"BLOCK_M"}, "tl.float32"));
+  body.push_back(kir::Statement::Tile(1, "acc", {"BLOCK_M", std::to_string(block_dv)}, "tl.float32"));
   body.push_back(
       kir::Statement::Loop(1, "n0", kir::LoopRange::Stepped("0", std::to_string(at.lk), "BLOCK_N")));
   line(2, "nindex = n0 + tl.arange(0, BLOCK_N)[None, :]");

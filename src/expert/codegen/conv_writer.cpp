@@ -27,7 +27,7 @@ kir::Kernel KernelWriter::DirectConvolutionProgram() {
     emitter_.Line(line);
   }
   const int64_t in_per_group = conv.in_channels / conv.groups;
-  emitter_.Line("acc = tl.zeros([XBLOCK], dtype=tl.float32)");
+  emitter_.Add(kir::Statement::Tile(0, "acc", {"XBLOCK"}, "tl.float32"));
   emitter_.Loop("ci", kir::LoopRange::Unrolled(std::to_string(in_per_group)));
   int depth = 1;
   emitter_.OpenScope(++depth);

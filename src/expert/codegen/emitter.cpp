@@ -57,6 +57,12 @@ void KernelEmitter::Loop(const std::string& variable, kir::LoopRange range) {
   scope.statements.push_back(kir::Statement::Loop(scope.indent, variable, std::move(range)));
 }
 
+void KernelEmitter::Add(kir::Statement statement) {
+  Scope& scope = scopes_.back();
+  statement.depth = scope.indent;
+  scope.statements.push_back(std::move(statement));
+}
+
 void KernelEmitter::Append(const std::vector<std::string>& lines) {
   for (const std::string& line : lines) {
     scopes_.back().statements.push_back(kir::Statement::Text(0, line));  // indented already

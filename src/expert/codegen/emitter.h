@@ -71,6 +71,8 @@ class KernelEmitter {
   void Line(const std::string& text);
   // `for variable in <range>:` (a typed loop statement); its body is what follows one level deeper.
   void Loop(const std::string& variable, kir::LoopRange range);
+  // A typed statement (a register tile's init) at the current scope's depth.
+  void Add(kir::Statement statement);
   // Appends already-indented lines (a closed scope's) to the current block.
   void Append(const std::vector<std::string>& lines);
   void Append(std::vector<kir::Statement> statements);

@@ -90,7 +90,7 @@ class KernelWriter {
   // Emits the per-element contribution of `spec` at the current tile and the code combining it into the
   // accumulators; returns the final row values after the loop via `finish`.
   struct Accumulator {
-    std::vector<std::string> init;                 // before the loop
+    std::vector<kir::Statement> init;              // before the loop: register tiles (depth set when added)
     std::vector<std::string> update;               // inside the loop (after the input is emitted)
     std::vector<std::string> finish;               // after the loop
     std::vector<std::pair<int, Operand>> results;  // output value -> row operand

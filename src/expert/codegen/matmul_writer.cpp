@@ -311,8 +311,8 @@ std::vector<kir::Statement> KernelWriter::DotBody(const DotLoop& loop, DotPart p
          "# mat-vec: a row of BLOCK_K products per output row, summed once after the K loop (fp32 FMAs, no "
          "tl.dot)");
   }
-  line(1, fmt::format("acc = tl.zeros([BLOCK_M, {}], dtype=tl.float32)",
-                      gemv && part != DotPart::kCombine ? "BLOCK_K" : "BLOCK_N"));
+  body.push_back(kir::Statement::Tile(
+      1, "acc", {"BLOCK_M", gemv && part != DotPart::kCombine ? "BLOCK_K" : "BLOCK_N"}, "tl.float32"));
   if (part == DotPart::kCombine) {
     line(1, fmt::format("# split-K: the {} partial products of this tile, summed in a fixed order",
                         split.splits));

@@ -72,7 +72,7 @@ kir::Kernel KernelWriter::PoolProgram() {
   const size_t rank = out.shape.size();
   const size_t first_spatial = rank - static_cast<size_t>(pool.spatial);
   const bool is_max = pool.kind == PoolKind::kMax;
-  emitter_.Line(fmt::format("acc = tl.full([XBLOCK], {}, tl.float32)", is_max ? "float('-inf')" : "0.0"));
+  emitter_.Add(kir::Statement::Tile(0, "acc", {"XBLOCK"}, "tl.float32", is_max ? "float('-inf')" : "0.0"));
   const PoolWindow window = OpenWindowLoops(pool, in, out, out_index, first_spatial, emitter_);
   std::string valid;
   for (const std::string& c : window.conditions) {

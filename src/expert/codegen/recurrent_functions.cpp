@@ -74,7 +74,7 @@ class FunctionWriter {
     Line(body, 1, "mmask = mindex < M");
     Line(body, 1, "nmask = nindex < N");
     Line(body, 1, "xrow = (mindex // BATCH) * X_ST + (mindex % BATCH) * X_SB");
-    Line(body, 1, "acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)");
+    body.push_back(kir::Statement::Tile(1, "acc", {"BLOCK_M", "BLOCK_N"}, "tl.float32"));
     body.push_back(kir::Statement::Loop(1, "k0", kir::LoopRange::Stepped("0", "K", "BLOCK_K")));
     Line(body, 2, "kaindex = k0 + tl.arange(0, BLOCK_K)[None, :]");
     Line(body, 2, "kbindex = k0 + tl.arange(0, BLOCK_K)[:, None]");
@@ -175,7 +175,7 @@ class FunctionWriter {
     Line(body, 3, "jmask = jindex < HIDDEN");
     Line(body, 3, "omask = bmask & jmask");
     for (int64_t g = 0; g < spec_.Gates(); ++g) {
-      Line(body, 3, fmt::format("acc{} = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)", g));
+      body.push_back(kir::Statement::Tile(3, fmt::format("acc{}", g), {"BLOCK_B", "BLOCK_H"}, "tl.float32"));
     }
   }
 

@@ -30,8 +30,7 @@ KernelPlan Layer(RecurrentCell cell, DType dtype = DType::kFloat32) {
 // Whether a text line of `function` at `depth` reads `text`.
 bool HasLine(const kir::Function& function, int depth, const std::string& text) {
   return std::any_of(function.body.begin(), function.body.end(), [&](const kir::Statement& statement) {
-    return statement.kind == kir::Statement::Kind::kText && statement.depth == depth &&
-           statement.text == text;
+    return kir::Print(statement) == std::string(static_cast<size_t>(depth) * 4, ' ') + text;
   });
 }
 
@@ -103,6 +102,10 @@ TEST(RecurrentFunctionsTest, TheStepTakesTheLaunchesScalarsAndAnLstmItsCellState
   EXPECT_EQ(step.comment.substr(0, step.comment.find(" (")), "lstm time loop of one layer and direction");
   EXPECT_EQ(std::count(step.comment.begin(), step.comment.end(), '\n'), 6) << "seven lines";
   EXPECT_TRUE(HasLine(step, 3, "acc3 = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)"));
+  const std::vector<kir::Statement> tiles = kir::RegisterTiles(step);
+  ASSERT_EQ(tiles.size(), 4U) << "a gate accumulator each, LSTM's four";
+  EXPECT_EQ(tiles[3].name, "acc3");
+  EXPECT_EQ(tiles[3].shape, (std::vector<std::string>{"BLOCK_B", "BLOCK_H"}));
   EXPECT_TRUE(HasLine(step, 3, "hnew = tl.sigmoid(pre3) * _egg_tanh(c)"));
   EXPECT_TRUE(HasLine(step, 3, "pass")) << "the barrier's spin";
   EXPECT_EQ(step.text_loads, (std::vector<size_t>{1, 2, 3, 4}));

@@ -47,7 +47,7 @@ KernelWriter::Accumulator KernelWriter::Accumulate(const ReductionSpec& spec, co
     const std::string identity = Identity(kind, acc_type);
     const std::string combine_fn = multiply ? "_egg_prod" : RowCombine(kind);
     if (looped) {
-      acc.init.push_back(fmt::format("{} = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
+      acc.init.push_back(kir::Statement::Tile(0, a, {"XBLOCK", "RBLOCK"}, tl_acc, identity));
       if (multiply) {
         acc.update.push_back(fmt::format("{0} = {0} * tl.where(mask, {1}, {2})", a, element, identity));
       } else if (IsLogical(kind)) {
@@ -81,7 +81,7 @@ KernelWriter::Accumulator KernelWriter::Accumulate(const ReductionSpec& spec, co
     const std::string fn = kind == ReductionKind::kMax ? "maximum" : "minimum";
     const std::string identity = Identity(kind, acc_type);
     if (looped) {
-      acc.init.push_back(fmt::format("{} = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
+      acc.init.push_back(kir::Statement::Tile(0, a, {"XBLOCK", "RBLOCK"}, tl_acc, identity));
       acc.update.push_back(fmt::format("{0} = tl.where(mask, tl.{1}({0}, {2}), {0})", a, fn, value));
       acc.finish.push_back(fmt::format("red{} = tl.{}({}, 1)[:, None]", tag, NameOf(kind), a));
     } else {
@@ -104,8 +104,8 @@ void KernelWriter::AccumulateIndexed(const ReductionSpec& spec, const std::strin
   const std::string combine = is_max ? "_egg_argmax_combine" : "_egg_argmin_combine";
   const std::string better = is_max ? ">" : "<";
   if (looped) {
-    acc->init.push_back(fmt::format("{}v = tl.full([XBLOCK, RBLOCK], {}, {})", a, identity, tl_acc));
-    acc->init.push_back(fmt::format("{}i = tl.zeros([XBLOCK, RBLOCK], tl.int64)", a));
+    acc->init.push_back(kir::Statement::Tile(0, a + "v", {"XBLOCK", "RBLOCK"}, tl_acc, identity));
+    acc->init.push_back(kir::Statement::Tile(0, a + "i", {"XBLOCK", "RBLOCK"}, "tl.int64"));
     // The value in the accumulator's shape: a scalar one (read at no lane) would meet block-shaped booleans
     // in
     // `&`, which Triton's interpreter refuses.
@@ -151,8 +151,8 @@ void KernelWriter::EmitReductionPass(const ReductionSpec& spec, size_t number, b
       emitter_.Line(line);
     }
     std::vector<kir::Statement> body = emitter_.CloseStatements();
-    for (const std::string& line : out->init) {
-      emitter_.Line(line);
+    for (const kir::Statement& tile : out->init) {
+      emitter_.Add(tile);
     }
     emitter_.Loop("roffset", RowLoop());
     emitter_.Append(TileLines(true));
@@ -326,7 +326,7 @@ KernelWriter::Accumulator KernelWriter::WelfordAccumulate(const ReductionSpec& s
                                                           const std::string& tag) {
   Accumulator acc;
   for (const char* name : {"wm", "ws", "wn"}) {
-    acc.init.push_back(fmt::format("{}{} = tl.zeros([XBLOCK, RBLOCK], tl.float32)", name, tag));
+    acc.init.push_back(kir::Statement::Tile(0, name + tag, {"XBLOCK", "RBLOCK"}, "tl.float32"));
   }
   acc.update.push_back(fmt::format("wv{} = ({}).to(tl.float32)", tag, input.code));
   acc.update.push_back(fmt::format("wn{0} = wn{0} + tl.where(mask, 1.0, 0.0)", tag));
@@ -364,8 +364,8 @@ KernelWriter::Accumulator KernelWriter::OnlineAccumulate(const ReductionSpec& ma
                                                          const ReductionSpec& sum_spec, const Operand& input,
                                                          const std::string& t) {
   Accumulator acc;
-  acc.init.push_back(fmt::format("m{} = tl.full([XBLOCK, RBLOCK], float('-inf'), tl.float32)", t));
-  acc.init.push_back(fmt::format("s{} = tl.zeros([XBLOCK, RBLOCK], tl.float32)", t));
+  acc.init.push_back(kir::Statement::Tile(0, "m" + t, {"XBLOCK", "RBLOCK"}, "tl.float32", "float('-inf')"));
+  acc.init.push_back(kir::Statement::Tile(0, "s" + t, {"XBLOCK", "RBLOCK"}, "tl.float32"));
   acc.update.push_back(
       fmt::format("t{0} = tl.where(mask, ({1}).to(tl.float32), float('-inf'))", t, input.code));
   acc.update.push_back(fmt::format("mn{0} = tl.maximum(m{0}, t{0})", t));
@@ -409,8 +409,8 @@ void KernelWriter::EmitLoopGroup(const std::vector<Unit>& group) {
   }
   std::vector<kir::Statement> body = emitter_.CloseStatements();
   for (const Accumulator& acc : accumulators) {
-    for (const std::string& line : acc.init) {
-      emitter_.Line(line);
+    for (const kir::Statement& tile : acc.init) {
+      emitter_.Add(tile);
     }
   }
   emitter_.Loop("roffset", RowLoop());

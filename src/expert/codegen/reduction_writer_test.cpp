@@ -3,6 +3,10 @@
 // accumulator types and identities, index-carrying reductions, and the rows' results stored per row.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/codegen/test_kernels.h"
 #include "expert/ir/test_graphs.h"
@@ -110,7 +114,15 @@ TEST(ReductionWriterTest, APersistentVarianceTakesTwoPassesOverTheRow) {
 TEST(ReductionWriterTest, ALoopedVarianceIsWelfordAndSharesALoopWithIndependentSums) {
   const KernelSource source =
       WriteReduction(testing::Fixture("level1_40_LayerNorm"), Algorithm::kLooped, 1024);
-  EXPECT_TRUE(Has(source.code, "wm0 = tl.zeros([XBLOCK, RBLOCK], tl.float32)")) << source.code;
+  EXPECT_TRUE(Has(source.code, "wm0 = tl.zeros([XBLOCK, RBLOCK], dtype=tl.float32)")) << source.code;
+  const kir::Kernel lowered =
+      LowerReduction(testing::Fixture("level1_40_LayerNorm"), Algorithm::kLooped, 1024);
+  std::vector<std::string> tiles;
+  for (const kir::Statement& tile : kir::RegisterTiles(lowered.functions.at(0))) {
+    tiles.push_back(tile.name);
+    EXPECT_EQ(tile.shape, (std::vector<std::string>{"XBLOCK", "RBLOCK"})) << tile.name;
+  }
+  EXPECT_NE(std::find(tiles.begin(), tiles.end(), "wn0"), tiles.end()) << "Welford's mean, M2 and count";
   EXPECT_TRUE(Has(source.code, "wn0 = wn0 + tl.where(mask, 1.0, 0.0)")) << source.code;
   EXPECT_TRUE(Has(source.code, "redm0, reds0, redn0 = tl.reduce((wm0, ws0, wn0), 1, _egg_welford_combine)"))
       << source.code;
@@ -131,7 +143,7 @@ TEST(ReductionWriterTest, AnArgmaxCarriesTheIndexOfItsFirstMaximum) {
   // the reduced dim is the middle one: x at (row // 24, r, row % 24)
   EXPECT_TRUE(Has(persistent.code, "(xindex % 24) + 768*(xindex // 24) + 24*rindex")) << persistent.code;
   const KernelSource looped = WriteReduction(graph, Algorithm::kLooped, 8);
-  EXPECT_TRUE(Has(looped.code, "acc0i = tl.zeros([XBLOCK, RBLOCK], tl.int64)")) << looped.code;
+  EXPECT_TRUE(Has(looped.code, "acc0i = tl.zeros([XBLOCK, RBLOCK], dtype=tl.int64)")) << looped.code;
   EXPECT_TRUE(Has(looped.code, "take0 = mask & ((val0 > acc0v) | ((val0 != val0) & (acc0v == acc0v)))"))
       << "strictly greater (ties keep the first), or a first NaN: " << looped.code;
   EXPECT_TRUE(Has(looped.code, "redv0, redi0 = tl.reduce((acc0v, acc0i), 1, _egg_argmax_combine)"))

@@ -21,7 +21,7 @@ kir::Kernel KernelWriter::ScanProgram() {
   const bool looped = kernel_.design.algorithm != Algorithm::kSingle;
   const bool sum = scan.kind == ScanKind::kSum;
   const std::string tl_acc = TritonDType(IsFloating(out_type) ? DType::kFloat32 : DType::kInt64);
-  emitter_.Line(fmt::format("carry = tl.full([XBLOCK, 1], {}, {})", sum ? "0" : "1", tl_acc));
+  emitter_.Add(kir::Statement::Tile(0, "carry", {"XBLOCK", "1"}, tl_acc, sum ? "0" : "1"));
   if (looped) {
     emitter_.OpenScope(2);
   }

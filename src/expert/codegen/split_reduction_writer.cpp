@@ -54,7 +54,7 @@ std::vector<std::vector<KernelWriter::SplitPart>> KernelWriter::SplitPartials(co
                                                                               kir::Kernel& program) {
   // Partial function: one loop, every reduction of the kernel accumulated together.
   KernelEmitter& partial = emitter_;
-  std::vector<std::string> init;
+  std::vector<kir::Statement> init;
   std::vector<std::string> finish;
   std::vector<std::vector<SplitPart>> parts(kernel_.reductions.size());
   partial.OpenScope(2);
@@ -72,8 +72,8 @@ std::vector<std::vector<KernelWriter::SplitPart>> KernelWriter::SplitPartials(co
   }
   std::vector<kir::Statement> body = partial.CloseStatements();
   partial.Line("split = tl.program_id(1)");
-  for (const std::string& line : init) {
-    partial.Line(line);
+  for (const kir::Statement& tile : init) {
+    partial.Add(tile);
   }
   partial.Loop("roffset", kir::LoopRange::Stepped("0", std::to_string(chunk), "RBLOCK"));
   partial.Append(TileLines(2, fmt::format("split * {} + roffset + ", chunk)));

@@ -1,5 +1,8 @@
 #include "expert/kir/analysis.h"
 
+#include <algorithm>
+#include <iterator>
+
 namespace egg::expert::kir {
 namespace {
 
@@ -91,6 +94,13 @@ std::vector<LoopNest> Loops(const Function& function) {
     open.emplace_back(statement.depth, statement.name);
   }
   return loops;
+}
+
+std::vector<Statement> RegisterTiles(const Function& function) {
+  std::vector<Statement> tiles;
+  std::copy_if(function.body.begin(), function.body.end(), std::back_inserter(tiles),
+               [](const Statement& statement) { return statement.kind == Statement::Kind::kTile; });
+  return tiles;
 }
 
 }  // namespace egg::expert::kir

@@ -1,5 +1,5 @@
 // Questions asked of a kernel in the kernel IR, answered from its statements (no text is read): what it reads
-// and writes in memory, the bytes that moves, and its loop nest.
+// and writes in memory, the bytes that moves, its loop nest and its register tiles.
 #pragma once
 
 #include <cstdint>
@@ -37,5 +37,9 @@ struct LoopNest {
 };
 // The function's loops in the order they open.
 std::vector<LoopNest> Loops(const Function& function);
+
+// The register tiles a function sets (accumulators, running maxima and sums), in order: their kTile
+// statements.
+std::vector<Statement> RegisterTiles(const Function& function);
 
 }  // namespace egg::expert::kir

@@ -1,6 +1,7 @@
 #include "expert/kir/statement.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace egg::expert::kir {
 namespace {
@@ -71,6 +72,18 @@ Statement Statement::Loop(int depth, std::string variable, LoopRange range) {
   return statement;
 }
 
+Statement Statement::Tile(int depth, std::string name, std::vector<std::string> shape, std::string type,
+                          std::string fill) {
+  Statement statement;
+  statement.kind = Kind::kTile;
+  statement.depth = depth;
+  statement.name = std::move(name);
+  statement.shape = std::move(shape);
+  statement.type = std::move(type);
+  statement.fill = std::move(fill);
+  return statement;
+}
+
 Statement Statement::Text(int depth, std::string text) {
   Statement statement;
   statement.depth = depth;
@@ -89,6 +102,12 @@ std::string Print(const Statement& statement) {
       return indent + StoreCode(statement);
     case Statement::Kind::kLoop:
       return fmt::format("{}for {} in {}:", indent, statement.name, Code(statement.range));
+    case Statement::Kind::kTile:
+      return statement.fill.empty()
+                 ? fmt::format("{}{} = tl.zeros([{}], dtype={})", indent, statement.name,
+                               fmt::join(statement.shape, ", "), statement.type)
+                 : fmt::format("{}{} = tl.full([{}], {}, {})", indent, statement.name,
+                               fmt::join(statement.shape, ", "), statement.fill, statement.type);
   }
   return "";
 }

@@ -1,7 +1,7 @@
-// The kernel IR's statements: one line of a kernel body at its depth. Loads, stores and loops are typed (the
-// buffer, the address as an Index, the mask, the form of the load; a loop's variable and iteration space), so
-// that analyses read them as data (kir/analysis.h); every other line is Triton text the emitter formed
-// (expressions, accumulators) and prints as it is.
+// The kernel IR's statements: one line of a kernel body at its depth. Loads, stores, loops and register tiles
+// are typed (the buffer, the address as an Index, the mask, the form of the load; a loop's variable and
+// iteration space; a tile's shape, fill and type), so that analyses read them as data (kir/analysis.h); every
+// other line is Triton text the emitter formed (expressions, updates) and prints as it is.
 #pragma once
 
 #include <string>
@@ -54,7 +54,7 @@ struct LoopRange {
 std::string Code(const LoopRange& range);
 
 struct Statement {
-  enum class Kind { kText, kLoad, kStore, kLoop };
+  enum class Kind { kText, kLoad, kStore, kLoop, kTile };
   Kind kind = Kind::kText;
   int depth = 0;     // levels of four spaces
   std::string text;  // kText: the line (after its indentation)
@@ -64,7 +64,7 @@ struct Statement {
   std::string pointer;  // the buffer's parameter in the function (ptr3)
   Index address;        // element offset into the buffer
   std::string mask;     // "" when none
-  std::string name;     // kLoad: the temporary it defines; kLoop: the loop variable
+  std::string name;     // kLoad: the temporary it defines; kLoop: the loop variable; kTile: the tile
   LoadForm form = LoadForm::kPlain;
   std::string other;      // kLoad kMasked: the masked lanes' value ("0.0", "0")
   std::string data;       // kStore: the stored value's code (cast already applied)
@@ -75,8 +75,16 @@ struct Statement {
   // next one that is not.
   LoopRange range;
 
+  // kTile: `name = tl.zeros([shape], dtype=type)`, or `tl.full([shape], fill, type)` with a fill: a register
+  // tile (an accumulator, an online softmax's running max) set before the loop that updates it.
+  std::vector<std::string> shape;  // its sides: XBLOCK, RBLOCK, BLOCK_M...
+  std::string fill;                // "" for zeros
+  std::string type;                // tl.float32, tl.int64
+
   static Statement Text(int depth, std::string text);
   static Statement Loop(int depth, std::string variable, LoopRange range);
+  static Statement Tile(int depth, std::string name, std::vector<std::string> shape, std::string type,
+                        std::string fill = "");
 };
 
 // The statement as Triton source, indented.

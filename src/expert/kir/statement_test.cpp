@@ -1,5 +1,5 @@
 // Each statement prints as the Triton line it stands for: text as it is, every load form, stores with and
-// without a mask and widened to a tile, loops over each form of range.
+// without a mask and widened to a tile, loops over each form of range, register tiles zeroed or filled.
 #include "expert/kir/statement.h"
 
 #include <gtest/gtest.h>
@@ -36,6 +36,15 @@ TEST(StatementTest, LoopsPrintEachFormOfTheirRange) {
       << "no step: a step of 1";
   EXPECT_TRUE(LoopRange{}.empty());
   EXPECT_FALSE(LoopRange::Upto("9").empty());
+}
+
+TEST(StatementTest, RegisterTilesPrintZerosOrTheirFill) {
+  EXPECT_EQ(Print(Statement::Tile(1, "acc", {"BLOCK_M", "BLOCK_N"}, "tl.float32")),
+            "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)");
+  EXPECT_EQ(Print(Statement::Tile(1, "m0", {"XBLOCK", "RBLOCK"}, "tl.float32", "float('-inf')")),
+            "    m0 = tl.full([XBLOCK, RBLOCK], float('-inf'), tl.float32)");
+  EXPECT_EQ(Print(Statement::Tile(2, "acc0i", {"XBLOCK", "RBLOCK"}, "tl.int64")),
+            "        acc0i = tl.zeros([XBLOCK, RBLOCK], dtype=tl.int64)");
 }
 
 TEST(StatementTest, EveryLoadFormPrintsItsLoad) {
