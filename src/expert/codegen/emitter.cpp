@@ -53,8 +53,7 @@ void KernelEmitter::Line(const std::string& text) {
 }
 
 void KernelEmitter::Loop(const std::string& variable, kir::LoopRange range) {
-  Scope& scope = scopes_.back();
-  scope.statements.push_back(kir::Statement::Loop(scope.indent, variable, std::move(range)));
+  Add(kir::Statement::Loop(0, variable, std::move(range)));  // Add sets the scope's depth
 }
 
 void KernelEmitter::Add(kir::Statement statement) {
