@@ -150,6 +150,13 @@ def compiled(tmp_path_factory):
                               "num_stages": 2, "precision": "ieee"},
                 "egg_k1_bmm": {"algorithm": "aligned", "xblock": 16, "yblock": 16, "rblock": 16, "num_warps": 4,
                                "num_stages": 2, "precision": "tf32x3"}}})],
+        # the same products with B transposed into K-contiguous rows first (tensor-core products)
+        "kmajor": ["irregular_products.py", "--out", "out/kmajor.py", "--json", "--design", json.dumps(
+            {"seed": 1, "kernels": {
+                "egg_k0_mm": {"algorithm": "kmajor", "xblock": 32, "yblock": 32, "rblock": 16, "num_warps": 4,
+                              "num_stages": 2, "precision": "tf32x3"},
+                "egg_k1_bmm": {"algorithm": "kmajor", "xblock": 16, "yblock": 16, "rblock": 16, "num_warps": 4,
+                               "num_stages": 2, "precision": "tf32"}}})],
         # a design that does not fit its kernel (a K step of 64 over 2 channels a tap): the seed's, with a warning
         "unfit": ["conv_relu_bias.py", "--out", "out/conv_unfit.py", "--json", "--design", json.dumps(
             {"seed": 1, "kernels": {"egg_k0_convolution": {"algorithm": "nhwc", "xblock": 64, "yblock": 16,
@@ -386,6 +393,23 @@ def test_aligned_design_copies_both_operands_then_multiplies_the_copies(compiled
     assert "b = tl.load(ptr1 + (736*bindex + 32*kbindex + nindex), kbmask & nmask, other=0.0)" in text
 
 
+def test_kmajor_design_copies_b_transposed_then_reads_its_tiles_along_k(compiled):
+    """The kmajor algorithm: A copied as aligned does, B transposed into rows along K (what Hopper's tf32 MMA
+    reads from shared memory), then B's tiles read K-contiguous from the copy."""
+    egg, runs = compiled
+    report = json.loads(runs["kmajor"].stdout)
+    assert [(k["name"], k["design"]["algorithm"], k["design"]["precision"]) for k in report["kernels"]] == [
+        ("egg_k0_mm", "kmajor", "tf32x3"), ("egg_k1_bmm", "kmajor", "tf32")]
+    lines = code_lines((egg.workdir / "out" / "kmajor.py").read_text())
+    launches = [line.strip().split("[")[0] for line in lines if "](" in line and "egg_k" in line]
+    assert launches == ["egg_k0_mm_aligned_a", "egg_k0_mm_kmajor_b", "egg_k0_mm",
+                        "egg_k1_bmm_aligned_a", "egg_k1_bmm_kmajor_b", "egg_k1_bmm"], launches
+    text = "\n".join(lines)
+    # mm's B [29 x 41] as 41 rows of 32 floats; bmm's y [3, 23, 13] as 3 x 13 rows of 32
+    assert "b = tl.load(ptr1 + (kbindex + 32*nindex), kbmask & nmask, other=0.0)" in text
+    assert "b = tl.load(ptr1 + (416*bindex + kbindex + 32*nindex), kbmask & nmask, other=0.0)" in text
+
+
 def test_split_k_candidate_launches_partials_then_their_sum(compiled):
     egg, _ = compiled
     lines = code_lines((egg.workdir / "out" / "deepk_ragged.py").read_text())
@@ -504,7 +528,7 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
                                        "small_s1.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_s1.py",
                                        "mv_split.py", "att_s0.py", "att_s1.py", "att_tiles.py", "nhwc.py",
-                                       "dense_nhwc.py", "aligned.py", "silu.py"])
+                                       "dense_nhwc.py", "aligned.py", "kmajor.py", "silu.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -518,7 +542,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "att_s1.py": "attention.py", "att_tiles.py": "attention.py", "unfold.py": "unfold_patches.py",
             "pad.py": "pad_borders.py", "index.py": "index_lookup.py", "nhwc.py": "nhwc_convs.py",
             "dense_nhwc.py": "dense_cat_conv.py", "aligned.py": "irregular_products.py",
-            "silu.py": "linear_silu.py", **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
+            "kmajor.py": "irregular_products.py", "silu.py": "linear_silu.py", **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "ok" and result["correct"] is True, result["reason"]
@@ -531,7 +555,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "small_s0.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py", "tri.py",
                                        "att_s0.py", "att_tiles.py", "att_masked.py", "nhwc.py", "dense_nhwc.py",
-                                       "aligned.py"])
+                                       "aligned.py", "kmajor.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""

@@ -47,8 +47,8 @@ MaskSet AttentionMasks() {
 // update and acc += p v; a key block masked for every query row of the program is skipped. `q_scalar`: the
 // prologue's Q tile is a constant (no attention to write: NotFusable, once the loop is written).
 std::vector<kir::Statement> EmitKeyBlockLoop(const Graph& graph, const AttentionSpec& at,
-                                             const AttentionIndex& ix, std::string_view precision,
-                                             bool q_scalar, KernelEmitter& emitter) {
+                                             const AttentionIndex& ix, Precision precision, bool q_scalar,
+                                             KernelEmitter& emitter) {
   emitter.OpenScope(2);
   const Index scores_flat = (ix.b * at.lq + ix.m) * at.lk + ix.n;
   const auto x_index = Delinearize(scores_flat, ValueAt(graph, at.x).meta->shape);
@@ -63,7 +63,7 @@ std::vector<kir::Statement> EmitKeyBlockLoop(const Graph& graph, const Attention
   const Operand kt = emitter.Emit(at.kt, {ix.b, ix.dk, ix.n});
   emitter.Line(fmt::format("kt = tl.where(dkmask & nmask, ({}).to(tl.float32), 0.0)", kt.code));
   const std::string cast = writer::DotOperandCast(at.dtype);  // half: the tensor cores in that type
-  emitter.Line(fmt::format("s = tl.dot(q{0}, kt{0}, input_precision=\"{1}\")", cast, precision));
+  emitter.Add(kir::Statement::Dot(0, "s", {"q", "kt", cast, precision}));
   emitter.DefineRow(at.s_value, Operand{"s", DType::kFloat32, false}, scores_flat);
   const Operand x = emitter.Emit(at.x, x_index);
   emitter.Line(fmt::format("x = tl.where(nmask, ({}).to(tl.float32), float(\"-inf\"))", x.code));
@@ -76,8 +76,7 @@ std::vector<kir::Statement> EmitKeyBlockLoop(const Graph& graph, const Attention
         "p = tl.exp(x - m_safe[:, None])", "l_i = l_i * alpha + tl.sum(p, 1)"}) {
     emitter.Line(line);
   }
-  emitter.Line(fmt::format("acc = acc * alpha[:, None] + tl.dot(p{0}, v{0}, input_precision=\"{1}\")", cast,
-                           precision));
+  emitter.Add(kir::Statement::Accumulate(0, "acc", {"p", "v", cast, precision}, "alpha[:, None]"));
   emitter.Line("m_i = m_new");
   if (at.mask >= 0) {
     emitter.Append(emitter.CloseStatements());
@@ -183,8 +182,7 @@ kir::Kernel AttentionProgram(const Graph& graph, const KernelPlan& kernel,
   const AttentionIndex ix = IndexOf(at);
   // flash products are never ieee: tf32x3 keeps float32 accuracy on the tensor cores; half ones are the
   // tensor cores' own type, where the precision names nothing (ieee, as the half matrix products write it)
-  const std::string_view precision =
-      NameOf(IsHalf(at.dtype) ? Precision::kIeee : FlashPrecision(design.precision));
+  const Precision precision = IsHalf(at.dtype) ? Precision::kIeee : FlashPrecision(design.precision);
   emitter.OpenScope(1);
   const Operand q = emitter.Emit(at.q, {ix.b, ix.m, ix.dq});
   emitter.Line(fmt::format("q = tl.where(mmask & dqmask, ({}).to(tl.float32), 0.0)", q.code));
@@ -195,7 +193,7 @@ kir::Kernel AttentionProgram(const Graph& graph, const KernelPlan& kernel,
   program.name = kernel.name;
   program.int64_indexing = emitter.MaxAddress() > kInt32Max;
   kir::Function function =
-      FlashFunction(graph, kernel, emitter.PointerValues().size(), precision, program.int64_indexing);
+      FlashFunction(graph, kernel, emitter.PointerValues().size(), NameOf(precision), program.int64_indexing);
   function.body = FlashBody(at, function.domain.heads.block_dv, std::move(prologue), std::move(loop),
                             emitter.CloseStatements());
   program.functions.push_back(std::move(function));

@@ -49,7 +49,8 @@ kir::Kernel KernelWriter::DirectConvolutionProgram() {
   const Operand a = EmitUnder(mm.a, input, valid, "valid");
   const Operand w = emitter_.Emit(mm.b, weight);
   const std::string term = fmt::format("({}).to(tl.float32) * ({}).to(tl.float32)", a.code, w.code);
-  emitter_.Line(valid.empty() ? "acc += " + term : fmt::format("acc += tl.where(valid, {}, 0.0)", term));
+  emitter_.Add(kir::Statement::Update(0, "acc", kir::Combine::kAdd, kir::UpdateForm::kAugmented,
+                                      valid.empty() ? term : fmt::format("tl.where(valid, {}, 0.0)", term)));
   for (int level = depth; level > 1; --level) {
     emitter_.Append(emitter_.CloseStatements());
   }

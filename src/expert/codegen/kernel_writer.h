@@ -91,7 +91,8 @@ class KernelWriter {
   // accumulators; returns the final row values after the loop via `finish`.
   struct Accumulator {
     std::vector<kir::Statement> init;              // before the loop: register tiles (depth set when added)
-    std::vector<std::string> update;               // inside the loop (after the input is emitted)
+    std::vector<kir::Statement> update;            // inside the loop (after the input is emitted; depth set
+                                                   // when added)
     std::vector<std::string> finish;               // after the loop
     std::vector<std::pair<int, Operand>> results;  // output value -> row operand
   };

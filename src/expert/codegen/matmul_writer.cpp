@@ -21,7 +21,9 @@ kir::Kernel KernelWriter::MatmulProgram() {
   auto operand_index = [&](const Index& row, const Index& column) {
     return mm.batched ? std::vector<Index>{b, row, column} : std::vector<Index>{row, column};
   };
-  const bool aligned = kernel_.design.algorithm == Algorithm::kAligned;
+  // aligned and kmajor: both operands read from copies (kmajor's B transposed, K-contiguous)
+  const bool aligned =
+      kernel_.design.algorithm == Algorithm::kAligned || kernel_.design.algorithm == Algorithm::kKMajor;
   DotLoop loop;
   if (kernel_.design.algorithm == Algorithm::kTiled || aligned) {
     loop.prologue = DroppedTilePrologue(out, operand_index(m, n));
@@ -95,20 +97,25 @@ std::vector<kir::Statement> KernelWriter::DroppedTilePrologue(int out, const std
 
 void KernelWriter::LoadAlignedOperands(const Index& b, const Index& m, const Index& n, const Index& ka,
                                        const Index& kb) {
-  // Both operands from their aligned copies (scratch 0 and 1, written by the first launches).
+  // Both operands from their copies (scratch 0 and 1, written by the first launches): A's rows at the aligned
+  // stride, B's K rows at it (aligned) or, transposed, its N rows along K (kmajor).
   const MatmulSpec& mm = *kernel_.matmul;
+  const bool kmajor = kernel_.design.algorithm == Algorithm::kKMajor;
   const int64_t a_stride = AlignedStride(mm.k);
-  const int64_t b_stride = AlignedStride(mm.n);
+  const int64_t b_stride = AlignedStride(kmajor ? mm.k : mm.n);
   // A copy past int32 offsets: the rows' K index in int64 too (mindex and bindex are by the template)
-  wide_scratch_ = mm.batch * mm.m * a_stride > kInt32Max || mm.batch * mm.k * b_stride > kInt32Max;
+  wide_scratch_ =
+      mm.batch * mm.m * a_stride > kInt32Max || mm.batch * (kmajor ? mm.n : mm.k) * b_stride > kInt32Max;
   if (wide_scratch_) {
     emitter_.Line("kbwide = kbindex.to(tl.int64)");
   }
   const Index k_rows = wide_scratch_ ? Index::Var("kbwide", mm.k) : kb;
-  emitter_.Append({ScratchTileLoad("a", ScratchId(0), (b * mm.m + m) * a_stride + ka, "mmask & kamask",
-                                   kir::TileSide::kA),
-                   ScratchTileLoad("b", ScratchId(1), (b * mm.k + k_rows) * b_stride + n, "kbmask & nmask",
-                                   kir::TileSide::kB)});
+  emitter_.Append(
+      {ScratchTileLoad("a", ScratchId(0), (b * mm.m + m) * a_stride + ka, "mmask & kamask",
+                       kir::TileSide::kA),
+       ScratchTileLoad("b", ScratchId(1),
+                       kmajor ? (b * mm.n + n) * b_stride + k_rows : (b * mm.k + k_rows) * b_stride + n,
+                       "kbmask & nmask", kir::TileSide::kB)});
 }
 
 kir::Statement KernelWriter::ScratchTileLoad(const std::string& name, int scratch, const Index& address,
@@ -140,23 +147,33 @@ void KernelWriter::MarkStagedTiles(std::vector<kir::Statement>& step) {
 }
 
 void KernelWriter::AddAlignedCopies(kir::Kernel& program) {
-  // The copies, A as [batch * m, k] and B as [batch * k, n] rows at the aligned strides: read through the
-  // emitter, so a transposed view or a computed operand is copied in the product's own orientation.
+  // The copies, A as [batch * m, k] and B as [batch * k, n] rows (kmajor: [batch * n, k], transposed) at the
+  // aligned strides: read through the emitter, so a transposed view or a computed operand is copied in the
+  // product's own orientation.
   const MatmulSpec& mm = *kernel_.matmul;
+  const bool kmajor = kernel_.design.algorithm == Algorithm::kKMajor;
   const int64_t a_stride = AlignedStride(mm.k);
-  const int64_t b_stride = AlignedStride(mm.n);
+  const int64_t b_stride = AlignedStride(kmajor ? mm.k : mm.n);
   auto rows_of = [&](int64_t rows) {
     return mm.batched ? Delinearize(Index::Var("pindex", mm.batch * rows), {mm.batch, rows})
                       : std::vector<Index>{Index::Var("pindex", rows)};
   };
   std::vector<Index> a_index = rows_of(mm.m);
   a_index.push_back(Index::Var("cindex", mm.k));
-  std::vector<Index> b_index = rows_of(mm.k);
-  b_index.push_back(Index::Var("cindex", mm.n));
+  std::vector<Index> b_index = rows_of(kmajor ? mm.n : mm.k);
+  const Index b_column = Index::Var("cindex", kmajor ? mm.k : mm.n);
+  // B[.., k, n]: kmajor's rows are n, its columns k
+  b_index.insert(kmajor ? b_index.end() - 1 : b_index.end(), b_column);
+  const int64_t b_rows = mm.batch * (kmajor ? mm.n : mm.k);
   program.scratch.push_back({mm.batch * mm.m * a_stride, DType::kFloat32});
-  program.scratch.push_back({mm.batch * mm.k * b_stride, DType::kFloat32});
-  PrependRepack(program, mm.b, b_index, mm.batch * mm.k, mm.n, b_stride, ScratchId(1), "_aligned_b",
-                "B copied into rows of a 32-float stride");
+  program.scratch.push_back({b_rows * b_stride, DType::kFloat32});
+  if (kmajor) {
+    PrependRepack(program, mm.b, b_index, b_rows, mm.k, b_stride, ScratchId(1), "_kmajor_b",
+                  "B transposed into K-contiguous rows of a 32-float stride (what tf32 MMA reads)");
+  } else {
+    PrependRepack(program, mm.b, b_index, b_rows, mm.n, b_stride, ScratchId(1), "_aligned_b",
+                  "B copied into rows of a 32-float stride");
+  }
   PrependRepack(program, mm.a, a_index, mm.batch * mm.m, mm.k, a_stride, ScratchId(0), "_aligned_a",
                 "A copied into rows of a 32-float stride");
 }
@@ -317,18 +334,21 @@ std::vector<kir::Statement> KernelWriter::DotBody(const DotLoop& loop, DotPart p
     line(1, fmt::format("# split-K: the {} partial products of this tile, summed in a fixed order",
                         split.splits));
     body.push_back(kir::Statement::Loop(1, "split", kir::LoopRange::Upto(std::to_string(split.splits))));
-    line(2, fmt::format("acc += tl.load({} + ({}), omask, other=0.0)", split.partials, split.offset));
+    body.push_back(kir::Statement::Update(
+        2, "acc", kir::Combine::kAdd, kir::UpdateForm::kAugmented,
+        fmt::format("tl.load({} + ({}), omask, other=0.0)", split.partials, split.offset)));
   } else {
     KLoopLines(loop, part, split, body);
     const int depth = loop.tap_range.empty() ? 2 : 3;
     body.insert(body.end(), loop.step.begin(), loop.step.end());
     if (gemv) {
-      line(depth, "acc += a * tl.trans(b)");
+      body.push_back(kir::Statement::Update(depth, "acc", kir::Combine::kAdd, kir::UpdateForm::kAugmented,
+                                            "a * tl.trans(b)"));
       line(1, "acc = tl.sum(acc, axis=1)[:, None]");
     } else {
       const std::string cast = DotOperandCast(MetaOf(graph_, kernel_.matmul->a).dtype);
-      line(depth, fmt::format("acc += tl.dot(a{0}, b{0}, input_precision=\"{1}\")", cast,
-                              NameText(DotPrecision(kernel_.design.precision))));
+      body.push_back(
+          kir::Statement::Accumulate(depth, "acc", {"a", "b", cast, DotPrecision(kernel_.design.precision)}));
     }
   }
   if (part == DotPart::kPartial) {

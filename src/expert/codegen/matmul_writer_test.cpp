@@ -49,6 +49,12 @@ void Aligned(KernelDesign& design) {
   design.algorithm = Algorithm::kAligned;
 }
 
+void KMajor(KernelDesign& design) {
+  Tiles(design);
+  design.algorithm = Algorithm::kKMajor;
+  design.precision = Precision::kTf32x3;
+}
+
 void Gemv(KernelDesign& design) {
   Tiles(design);
   design.algorithm = Algorithm::kGemv;
@@ -75,6 +81,29 @@ TEST(MatmulWriterTest, ATransposedOperandIsReadThroughItsView) {
   EXPECT_FALSE(Has(source.code, "tl.where(mmask & kamask")) << "loaded tiles are already zero where masked";
   EXPECT_TRUE(Has(source.code, "(48*mindex + nindex), product, omask)")) << source.code;
   EXPECT_TRUE(source.scratch.empty());
+}
+
+TEST(MatmulWriterTest, KMajorCopiesBTransposedAndReadsItsTilesAlongK) {
+  // 8 x [32 x 48] @ [48 x 64]: A copied as [256 x 48] rows, B transposed into [512 x 48] rows, both at a
+  // stride of 64 floats; the product reads B's tile [BLOCK_K x BLOCK_N] with K contiguous
+  const KernelSource source =
+      WriteProduct(testing::Fixture("level1_3_Batched_matrix_multiplication"), KMajor);
+  ASSERT_EQ(source.launches.size(), 3U);
+  EXPECT_TRUE(source.launches[0].function.ends_with("_aligned_a")) << source.launches[0].function;
+  EXPECT_TRUE(source.launches[1].function.ends_with("_kmajor_b")) << source.launches[1].function;
+  ASSERT_EQ(source.scratch.size(), 2U);
+  EXPECT_EQ(source.scratch[0].numel, 8 * 32 * 64);
+  EXPECT_EQ(source.scratch[1].numel, 8 * 64 * 64);
+  EXPECT_TRUE(Has(source.code, "B transposed into K-contiguous rows of a 32-float stride")) << source.code;
+  // the repack reads B[b, k, n] (strides 3072, 64, 1) at its row b * 64 + n and column k
+  EXPECT_TRUE(Has(source.code, "tl.load(ptr0 + ((pindex % 64) + 3072*(pindex // 64) + 64*cindex), mask"))
+      << source.code;
+  EXPECT_EQ(Count(source.code, "tl.store(ptr1 + (pindex * 64 + cindex)"), 2U)
+      << "A's copy and B's, 64 floats a row";
+  EXPECT_TRUE(
+      Has(source.code, "b = tl.load(ptr1 + (4096*bindex + kbindex + 64*nindex), kbmask & nmask, other=0.0)"))
+      << source.code;
+  EXPECT_TRUE(Has(source.code, "input_precision=\"tf32x3\"")) << source.code;
 }
 
 TEST(MatmulWriterTest, ABatchedProductRunsABatchPerProgramColumn) {

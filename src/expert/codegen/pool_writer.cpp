@@ -88,8 +88,8 @@ kir::Kernel KernelWriter::PoolProgram() {
     element = fmt::format("tl.where(valid, {}, {})", element, is_max ? "float('-inf')" : "0.0");
     emitter_.PopCondition();
   }
-  emitter_.Line(is_max ? fmt::format("acc = tl.maximum(acc, {})", element)
-                       : fmt::format("acc = acc + {}", element));
+  emitter_.Add(kir::Statement::Update(0, "acc", is_max ? kir::Combine::kMax : kir::Combine::kAdd,
+                                      kir::UpdateForm::kExpanded, element));
   for (int s = pool.spatial; s-- > 0;) {
     emitter_.Append(emitter_.CloseStatements());
   }

@@ -81,10 +81,10 @@ class FunctionWriter {
     Line(body, 2, "a = tl.load(x_ptr + xrow + kaindex * X_SK, mask=mmask & (kaindex < K), other=0.0)");
     Line(body, 2,
          "b = tl.load(w_ptr + nindex * W_SN + kbindex * W_SK, mask=(kbindex < K) & nmask, other=0.0)");
-    Line(body, 2,
-         fmt::format("acc += tl.dot(a{0}, b{0}, input_precision=\"{1}\")", DotCast(), PrecisionName()));
+    body.push_back(kir::Statement::Accumulate(2, "acc", {"a", "b", DotCast(), kernel_.design.precision}));
     if (spec_.has_biases) {
-      Line(body, 1, "acc += tl.load(b_ptr + nindex * B_S, mask=nmask, other=0.0)");
+      body.push_back(kir::Statement::Update(1, "acc", kir::Combine::kAdd, kir::UpdateForm::kAugmented,
+                                            "tl.load(b_ptr + nindex * B_S, mask=nmask, other=0.0)"));
     }
     Line(body, 1,
          fmt::format("tl.store(out_ptr + mindex * N + nindex, acc{}, mask=mmask & nmask)",
@@ -196,10 +196,10 @@ class FunctionWriter {
     Line(body, 4, "wpointer = w_ptr + jindex * W_SN + kbindex * W_SK");
     for (int64_t g = 0; g < spec_.Gates(); ++g) {
       const std::string offset = g == 0 ? "" : fmt::format(" + {} * HIDDEN * W_SN", g);
-      Line(body, 4,
-           fmt::format(
-               "acc{} += tl.dot(h{}, tl.load(wpointer{}, mask=wmask, other=0.0){}, input_precision=\"{}\")",
-               g, DotCast(), offset, DotCast(), PrecisionName()));
+      body.push_back(
+          kir::Statement::Accumulate(4, fmt::format("acc{}", g),
+                                     {"h", fmt::format("tl.load(wpointer{}, mask=wmask, other=0.0)", offset),
+                                      DotCast(), kernel_.design.precision}));
     }
   }
 

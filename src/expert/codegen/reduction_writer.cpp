@@ -7,6 +7,22 @@
 #include "expert/codegen/kernel_writer.h"
 
 namespace egg::expert::writer {
+namespace {
+
+// A looped sum, product, any or all folding `element` into its tile `a`: any / all keep the tile's lanes
+// where masked, sums and products fold the identity there.
+kir::Statement FoldUpdate(ReductionKind kind, const std::string& a, const std::string& element,
+                          const std::string& identity) {
+  if (IsLogical(kind)) {
+    return kir::Statement::Update(0, a, kind == ReductionKind::kAny ? kir::Combine::kMax : kir::Combine::kMin,
+                                  kir::UpdateForm::kMasked, element, "mask");
+  }
+  return kir::Statement::Update(0, a, kind == ReductionKind::kProd ? kir::Combine::kMul : kir::Combine::kAdd,
+                                kir::UpdateForm::kExpanded,
+                                fmt::format("tl.where(mask, {}, {})", element, identity));
+}
+
+}  // namespace
 
 std::vector<Index> KernelWriter::ReductionInputIndex(const ReductionSpec& spec, const Index& x,
                                                      const Index& r) {
@@ -48,22 +64,15 @@ KernelWriter::Accumulator KernelWriter::Accumulate(const ReductionSpec& spec, co
     const std::string combine_fn = multiply ? "_egg_prod" : RowCombine(kind);
     if (looped) {
       acc.init.push_back(kir::Statement::Tile(0, a, {"XBLOCK", "RBLOCK"}, tl_acc, identity));
-      if (multiply) {
-        acc.update.push_back(fmt::format("{0} = {0} * tl.where(mask, {1}, {2})", a, element, identity));
-      } else if (IsLogical(kind)) {
-        acc.update.push_back(fmt::format("{0} = tl.where(mask, {3}({0}, {1}), {0})", a, element, identity,
-                                         kind == ReductionKind::kAny ? "tl.maximum" : "tl.minimum"));
-      } else {
-        acc.update.push_back(fmt::format("{0} = {0} + tl.where(mask, {1}, {2})", a, element, identity));
-      }
+      acc.update.push_back(FoldUpdate(kind, a, element, identity));
       acc.finish.push_back(multiply ? fmt::format("red{0} = tl.reduce({1}, 1, _egg_prod)[:, None]", tag, a)
                                     : fmt::format("red{0} = {1}({2}, 1)[:, None]", tag, combine_fn, a));
     } else {
-      acc.update.push_back(
-          multiply ? fmt::format("red{0} = tl.reduce(tl.where(mask, {1}, {2}), 1, _egg_prod)[:, None]", tag,
-                                 element, identity)
-                   : fmt::format("red{0} = {1}(tl.where(mask, {2}, {3}), 1)[:, None]", tag, combine_fn,
-                                 element, identity));
+      acc.update.push_back(kir::Statement::Text(
+          0, multiply ? fmt::format("red{0} = tl.reduce(tl.where(mask, {1}, {2}), 1, _egg_prod)[:, None]",
+                                    tag, element, identity)
+                      : fmt::format("red{0} = {1}(tl.where(mask, {2}, {3}), 1)[:, None]", tag, combine_fn,
+                                    element, identity)));
     }
     const std::string red = "red" + tag;
     if (kind == ReductionKind::kSum || kind == ReductionKind::kProd) {
@@ -82,11 +91,14 @@ KernelWriter::Accumulator KernelWriter::Accumulate(const ReductionSpec& spec, co
     const std::string identity = Identity(kind, acc_type);
     if (looped) {
       acc.init.push_back(kir::Statement::Tile(0, a, {"XBLOCK", "RBLOCK"}, tl_acc, identity));
-      acc.update.push_back(fmt::format("{0} = tl.where(mask, tl.{1}({0}, {2}), {0})", a, fn, value));
+      acc.update.push_back(
+          kir::Statement::Update(0, a, kind == ReductionKind::kMax ? kir::Combine::kMax : kir::Combine::kMin,
+                                 kir::UpdateForm::kMasked, value, "mask"));
       acc.finish.push_back(fmt::format("red{} = tl.{}({}, 1)[:, None]", tag, NameOf(kind), a));
     } else {
-      acc.update.push_back(fmt::format("red{} = tl.{}(tl.where(mask, {}, {}), 1)[:, None]", tag, NameOf(kind),
-                                       value, identity));
+      acc.update.push_back(
+          kir::Statement::Text(0, fmt::format("red{} = tl.{}(tl.where(mask, {}, {}), 1)[:, None]", tag,
+                                              NameOf(kind), value, identity)));
     }
     result(spec.outputs[0], "red" + tag, out_type);
     return acc;
@@ -109,18 +121,21 @@ void KernelWriter::AccumulateIndexed(const ReductionSpec& spec, const std::strin
     // The value in the accumulator's shape: a scalar one (read at no lane) would meet block-shaped booleans
     // in
     // `&`, which Triton's interpreter refuses.
-    acc->update.push_back(fmt::format("val{0} = tl.where(mask, {1}, {2})", tag, value, identity));
-    acc->update.push_back(fmt::format(
-        "take{0} = mask & ((val{0} {1} {2}v) | ((val{0} != val{0}) & ({2}v == {2}v)))", tag, better, a));
-    acc->update.push_back(fmt::format("{0}v = tl.where(take{1}, val{1}, {0}v)", a, tag));
-    acc->update.push_back(
-        fmt::format("{0}i = tl.where(take{1}, rindex.to(tl.int64) + tl.zeros_like({0}i), {0}i)", a, tag));
+    // a (value, index) pair: the value decides, ties and nan included, so it is no Combine of one tile
+    for (std::string line :
+         {fmt::format("val{0} = tl.where(mask, {1}, {2})", tag, value, identity),
+          fmt::format("take{0} = mask & ((val{0} {1} {2}v) | ((val{0} != val{0}) & ({2}v == {2}v)))", tag,
+                      better, a),
+          fmt::format("{0}v = tl.where(take{1}, val{1}, {0}v)", a, tag),
+          fmt::format("{0}i = tl.where(take{1}, rindex.to(tl.int64) + tl.zeros_like({0}i), {0}i)", a, tag)}) {
+      acc->update.push_back(kir::Statement::Text(0, std::move(line)));
+    }
     acc->finish.push_back(fmt::format("redv{0}, redi{0} = tl.reduce(({1}v, {1}i), 1, {2})", tag, a, combine));
   } else {
-    acc->update.push_back(
-        fmt::format("redv{0}, redi{0} = tl.reduce((tl.where(mask, {1}, {2}), rindex.to(tl.int64) + "
-                    "tl.zeros([XBLOCK, RBLOCK], tl.int64)), 1, {3})",
-                    tag, value, identity, combine));
+    acc->update.push_back(kir::Statement::Text(
+        0, fmt::format("redv{0}, redi{0} = tl.reduce((tl.where(mask, {1}, {2}), rindex.to(tl.int64) + "
+                       "tl.zeros([XBLOCK, RBLOCK], tl.int64)), 1, {3})",
+                       tag, value, identity, combine)));
   }
   const std::string v = "redv" + tag + "[:, None]";
   const std::string i = "redi" + tag + "[:, None]";
@@ -147,8 +162,8 @@ void KernelWriter::EmitReductionPass(const ReductionSpec& spec, size_t number, b
   *out = Accumulate(spec, input, looped, tag, center);
   (void)number;
   if (looped) {
-    for (const std::string& line : out->update) {
-      emitter_.Line(line);
+    for (const kir::Statement& statement : out->update) {
+      emitter_.Add(statement);
     }
     std::vector<kir::Statement> body = emitter_.CloseStatements();
     for (const kir::Statement& tile : out->init) {
@@ -161,8 +176,8 @@ void KernelWriter::EmitReductionPass(const ReductionSpec& spec, size_t number, b
       emitter_.Line(line);
     }
   } else {
-    for (const std::string& line : out->update) {
-      emitter_.Line(line);
+    for (const kir::Statement& statement : out->update) {
+      emitter_.Add(statement);
     }
   }
 }
@@ -328,12 +343,17 @@ KernelWriter::Accumulator KernelWriter::WelfordAccumulate(const ReductionSpec& s
   for (const char* name : {"wm", "ws", "wn"}) {
     acc.init.push_back(kir::Statement::Tile(0, name + tag, {"XBLOCK", "RBLOCK"}, "tl.float32"));
   }
-  acc.update.push_back(fmt::format("wv{} = ({}).to(tl.float32)", tag, input.code));
-  acc.update.push_back(fmt::format("wn{0} = wn{0} + tl.where(mask, 1.0, 0.0)", tag));
-  acc.update.push_back(fmt::format("wd{0} = wv{0} - wm{0}", tag));
+  using kir::Combine;
+  using kir::Statement;
+  using kir::UpdateForm;
+  acc.update.push_back(Statement::Text(0, fmt::format("wv{} = ({}).to(tl.float32)", tag, input.code)));
   acc.update.push_back(
-      fmt::format("wm{0} = tl.where(mask, wm{0} + wd{0} / tl.maximum(wn{0}, 1.0), wm{0})", tag));
-  acc.update.push_back(fmt::format("ws{0} = tl.where(mask, ws{0} + wd{0} * (wv{0} - wm{0}), ws{0})", tag));
+      Statement::Update(0, "wn" + tag, Combine::kAdd, UpdateForm::kExpanded, "tl.where(mask, 1.0, 0.0)"));
+  acc.update.push_back(Statement::Text(0, fmt::format("wd{0} = wv{0} - wm{0}", tag)));
+  acc.update.push_back(Statement::Update(0, "wm" + tag, Combine::kAdd, UpdateForm::kMasked,
+                                         fmt::format("wd{0} / tl.maximum(wn{0}, 1.0)", tag), "mask"));
+  acc.update.push_back(Statement::Update(0, "ws" + tag, Combine::kAdd, UpdateForm::kMasked,
+                                         fmt::format("wd{0} * (wv{0} - wm{0})", tag), "mask"));
   acc.finish.push_back(fmt::format(
       "redm{0}, reds{0}, redn{0} = tl.reduce((wm{0}, ws{0}, wn{0}), 1, _egg_welford_combine)", tag));
   WelfordResults(spec, "redm" + tag + "[:, None]", "reds" + tag + "[:, None]", &acc);
@@ -366,14 +386,15 @@ KernelWriter::Accumulator KernelWriter::OnlineAccumulate(const ReductionSpec& ma
   Accumulator acc;
   acc.init.push_back(kir::Statement::Tile(0, "m" + t, {"XBLOCK", "RBLOCK"}, "tl.float32", "float('-inf')"));
   acc.init.push_back(kir::Statement::Tile(0, "s" + t, {"XBLOCK", "RBLOCK"}, "tl.float32"));
+  acc.update.push_back(kir::Statement::Text(
+      0, fmt::format("t{0} = tl.where(mask, ({1}).to(tl.float32), float('-inf'))", t, input.code)));
+  acc.update.push_back(kir::Statement::Text(0, fmt::format("mn{0} = tl.maximum(m{0}, t{0})", t)));
+  // the running sum rescaled to the new running max (the max's tile is set from mn, not folded)
   acc.update.push_back(
-      fmt::format("t{0} = tl.where(mask, ({1}).to(tl.float32), float('-inf'))", t, input.code));
-  acc.update.push_back(fmt::format("mn{0} = tl.maximum(m{0}, t{0})", t));
-  acc.update.push_back(
-      fmt::format("s{0} = s{0} * tl.where(mn{0} == float('-inf'), 0.0, tl.exp(m{0} - mn{0})) + "
-                  "tl.where(mask, tl.exp(t{0} - mn{0}), 0.0)",
-                  t));
-  acc.update.push_back(fmt::format("m{0} = mn{0}", t));
+      kir::Statement::Update(0, "s" + t, kir::Combine::kAdd, kir::UpdateForm::kRescaled,
+                             fmt::format("tl.where(mask, tl.exp(t{0} - mn{0}), 0.0)", t),
+                             fmt::format("tl.where(mn{0} == float('-inf'), 0.0, tl.exp(m{0} - mn{0}))", t)));
+  acc.update.push_back(kir::Statement::Text(0, fmt::format("m{0} = mn{0}", t)));
   acc.finish.push_back(fmt::format("redm{0} = tl.max(m{0}, 1)[:, None]", t));
   acc.finish.push_back(fmt::format(
       "reds{0} = tl.sum(s{0} * tl.where(m{0} == float('-inf'), 0.0, tl.exp(m{0} - redm{0})), 1)[:, None]",
@@ -403,8 +424,8 @@ void KernelWriter::EmitLoopGroup(const std::vector<Unit>& group) {
     } else {
       accumulators.push_back(Accumulate(spec, input, true, tag, ""));
     }
-    for (const std::string& line : accumulators.back().update) {
-      emitter_.Line(line);
+    for (const kir::Statement& statement : accumulators.back().update) {
+      emitter_.Add(statement);
     }
   }
   std::vector<kir::Statement> body = emitter_.CloseStatements();

@@ -63,8 +63,8 @@ std::vector<std::vector<KernelWriter::SplitPart>> KernelWriter::SplitPartials(co
     const Operand input = partial.Emit(spec.input, ReductionInputIndex(spec, x, r));
     Accumulator acc = IsVariance(spec) ? WelfordAccumulate(spec, input, std::to_string(i))
                                        : Accumulate(spec, input, true, std::to_string(i), "");
-    for (const std::string& line : acc.update) {
-      partial.Line(line);
+    for (const kir::Statement& statement : acc.update) {
+      partial.Add(statement);
     }
     init.insert(init.end(), acc.init.begin(), acc.init.end());
     finish.insert(finish.end(), acc.finish.begin(), acc.finish.end());

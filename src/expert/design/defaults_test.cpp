@@ -80,6 +80,7 @@ KernelPlan ProductKernel(int64_t m, int64_t n, int64_t k) {
   product.m = m;
   product.n = n;
   product.k = k;
+  product.b_n_major = true;  // two inputs multiplied as they are stored
   kernel.matmul = product;
   return kernel;
 }
@@ -117,9 +118,11 @@ TEST(MatmulDesignTest, MisalignedOperandRowsTakeTheAlignedSeed) {
   KernelPlan kernel = ProductKernel(8205, 5921, 2949);  // KernelBench 1_8: [8205 x 2949] @ [2949 x 5921]
   const MatmulSpec irregular = *kernel.matmul;
   ASSERT_TRUE(AlignedCopyFits(irregular));
-  const KernelDesign seed0 = DefaultDesign(kernel, 0, Precision::kTf32x3);
+  const KernelDesign seed0 = DefaultDesign(kernel, 0, Precision::kIeee);
   EXPECT_EQ(seed0.algorithm, Algorithm::kAligned);
   EXPECT_TRUE(DesignFits(kernel, seed0));
+  // tensor-core products copy B transposed instead (its rows aligned too)
+  EXPECT_EQ(DefaultDesign(kernel, 0, Precision::kTf32x3).algorithm, Algorithm::kKMajor);
   EXPECT_EQ(DefaultDesign(kernel, 1, Precision::kIeee).algorithm,
             Algorithm::kTiled);  // operands in place, to measure against
   MatmulSpec square = irregular;
@@ -138,6 +141,39 @@ TEST(MatmulDesignTest, MisalignedOperandRowsTakeTheAlignedSeed) {
   MatmulSpec conv = irregular;
   conv.conv = ConvShape{};
   EXPECT_FALSE(AlignedCopyFits(conv));
+}
+
+TEST(MatmulDesignTest, LargeFloat32TensorCoreProductsTakeTheKMajorSeed) {
+  KernelPlan kernel = ProductKernel(4096, 4096, 4096);  // rows aligned: no aligned copy
+  const MatmulSpec square = *kernel.matmul;
+  ASSERT_FALSE(AlignedCopyFits(square));
+  for (const Precision precision : {Precision::kTf32, Precision::kTf32x3}) {
+    EXPECT_TRUE(KMajorCopyFits(square, precision));
+    const KernelDesign seed0 = DefaultDesign(kernel, 0, precision);
+    EXPECT_EQ(seed0.algorithm, Algorithm::kKMajor) << NameOf(precision);
+    EXPECT_TRUE(DesignFits(kernel, seed0));
+    EXPECT_EQ(DefaultDesign(kernel, 1, precision).algorithm, Algorithm::kTiled) << "B read in place";
+  }
+  EXPECT_FALSE(KMajorCopyFits(square, Precision::kIeee)) << "FMA products read B N-contiguous faster";
+  EXPECT_EQ(DefaultDesign(kernel, 0, Precision::kIeee).algorithm, Algorithm::kTiled);
+  KernelDesign ieee = DefaultDesign(kernel, 0, Precision::kTf32);
+  ieee.precision = Precision::kIeee;
+  EXPECT_FALSE(DesignFits(kernel, ieee));
+  MatmulSpec half = square;
+  half.dtype = DType::kBFloat16;  // half MMA reads a transposed B as it is
+  EXPECT_FALSE(KMajorCopyFits(half, Precision::kTf32));
+  MatmulSpec conv = square;
+  conv.conv = ConvShape{};  // an implicit GEMM's weight is K-major already
+  EXPECT_FALSE(KMajorCopyFits(conv, Precision::kTf32));
+  MatmulSpec mv = square;
+  mv.n = 1;
+  EXPECT_FALSE(KMajorCopyFits(mv, Precision::kTf32));
+  MatmulSpec linear = square;
+  linear.b_n_major = false;  // an nn.Linear weight (K-major already), or a view the lowering resolves
+  kernel.matmul = linear;
+  EXPECT_EQ(DefaultDesign(kernel, 0, Precision::kTf32).algorithm, Algorithm::kTiled);
+  KernelPlan small = ProductKernel(256, 256, 256);  // the copies would cost as much as the product
+  EXPECT_EQ(DefaultDesign(small, 0, Precision::kTf32).algorithm, Algorithm::kTiled);
 }
 
 }  // namespace

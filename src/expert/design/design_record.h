@@ -56,6 +56,7 @@ enum class Algorithm {
   kSplitK,
   kNhwc,
   kAligned,
+  kKMajor,
   kGemv,
   kFlash,
   kSequential,
@@ -83,7 +84,7 @@ inline bool IsSingleTile(Algorithm algorithm) {
 
 template <>
 struct EnumNames<Algorithm> {
-  static constexpr std::array<std::pair<Algorithm, std::string_view>, 16> kTable{{
+  static constexpr std::array<std::pair<Algorithm, std::string_view>, 17> kTable{{
       {Algorithm::kUnset, ""},
       {Algorithm::kFlat, "flat"},
       {Algorithm::kPersistent, "persistent"},
@@ -97,6 +98,7 @@ struct EnumNames<Algorithm> {
       {Algorithm::kSplitK, "splitk"},
       {Algorithm::kNhwc, "nhwc"},
       {Algorithm::kAligned, "aligned"},
+      {Algorithm::kKMajor, "kmajor"},
       {Algorithm::kGemv, "gemv"},
       {Algorithm::kFlash, "flash"},
       {Algorithm::kSequential, "sequential"},

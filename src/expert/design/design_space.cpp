@@ -133,7 +133,8 @@ std::string SeedFamilyName(int seed) {
       return "registers: fused kernels, a reduction row held in registers where it fits, streamed otherwise; "
              "matmuls with the tolerance's fastest products (tf32, or tf32x3 below 1e-3) in their fastest "
              "tiles, "
-             "large products of misaligned rows over aligned copies of their operands";
+             "large products over copies of their operands (B transposed K-major for tf32 and tf32x3 "
+             "products, rows aligned where misaligned)";
     case 1:
       return "streaming: fused kernels, the other reduction algorithm (rows streamed in tiles where seed 0 "
              "holds them, held where seed 0 streams); matmuls with ieee FMA products in one program per output tile "

@@ -44,6 +44,11 @@ bool AlignedCopyFits(const MatmulSpec& mm) {
   return !mm.conv && mm.n > 1 && (mm.k % kFloatsPer16Bytes != 0 || mm.n % kFloatsPer16Bytes != 0);
 }
 
+bool KMajorCopyFits(const MatmulSpec& mm, Precision precision) {
+  return !mm.conv && mm.n > 1 && mm.dtype == DType::kFloat32 &&
+         (precision == Precision::kTf32 || precision == Precision::kTf32x3);
+}
+
 int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design) {
   // Split K when the output tiles leave most of the GPU idle and K is deep enough that every slice still runs
   // several K steps: a power of two of slices bringing the programs near two waves of an H200's 132 SMs.
@@ -92,7 +97,8 @@ bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
 }
 
 int64_t StagedOperandBytes(const MatmulSpec& mm, const KernelDesign& design) {
-  const bool copied = design.algorithm == Algorithm::kAligned || design.algorithm == Algorithm::kNhwc;
+  const bool copied = design.algorithm == Algorithm::kAligned || design.algorithm == Algorithm::kKMajor ||
+                      design.algorithm == Algorithm::kNhwc;
   return copied ? DTypeBytes(DType::kFloat32) : DTypeBytes(mm.dtype);
 }
 

@@ -59,6 +59,13 @@ int64_t ChannelsLastMaxStep(const MatmulSpec& mm);
 // rows of a 32-float stride, so the tile loads vectorize; 1_8's 2949 and 5921).
 bool AlignedCopyFits(const MatmulSpec& mm);
 
+// A float32 matrix product (no convolution, more than one column) in tensor-core products (tf32, tf32x3):
+// the `kmajor` algorithm applies (A copied as `aligned` does, B transposed into K-contiguous rows of an
+// aligned stride). Hopper's tf32 warpgroup MMA reads B from shared memory K-major only: a 4096^3 product
+// read B N-contiguous (torch.matmul's [K, N]) in 1.54 ms at tf32 and 2.46 ms at tf32x3, K-contiguous in
+// 0.40 and 1.78 ms (H100; cuBLAS 0.35 ms with TF32, 2.66 ms without: bench/results/h100-fp32-precision).
+bool KMajorCopyFits(const MatmulSpec& mm, Precision precision);
+
 // Split-K slices worth running for a matrix product in `design`'s tiles (1: none): enough to bring few output
 // tiles over a deep K near two waves of programs. Never for convolutions.
 int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design);

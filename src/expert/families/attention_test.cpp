@@ -138,7 +138,17 @@ TEST(AttentionFamilyTest, LowersThePlannedFlashKernel) {
     const KernelSource source = Attention().Lower(graph, kernel, plan.memory_before[i], layouts);
     EXPECT_EQ(source.name, kernel.name);
     EXPECT_EQ(source.loaded, kir::Reads(*program));
-    EXPECT_NE(source.code.find("tl.dot("), std::string::npos) << source.code;
+    // two products a key block, both tf32x3 (float32 accuracy on the tensor cores): the scores, fresh each
+    // block, and p v folded into the rescaled output rows
+    const std::vector<kir::UpdateSite> products = kir::Products(program->functions[0]);
+    ASSERT_EQ(products.size(), 2U) << source.code;
+    EXPECT_EQ(products[0].statement.kind, kir::Statement::Kind::kProduct);
+    EXPECT_EQ(products[1].statement.name, "acc");
+    EXPECT_EQ(products[1].statement.update, kir::UpdateForm::kRescaled);
+    for (const kir::UpdateSite& product : products) {
+      EXPECT_EQ(product.statement.product->precision, Precision::kTf32x3);
+      EXPECT_EQ(product.loops, std::vector<std::string>{"n0"}) << "inside the key-block loop";
+    }
     EXPECT_NE(source.code.find("input_precision=\"tf32x3\""), std::string::npos) << source.code;
     return;
   }

@@ -39,6 +39,7 @@ class MatmulFamily : public KernelFamily {
 
  private:
   void AlgorithmMoves(const KernelPlan& kernel, MoveSink& sink) const;
+  static void CopyMoves(const KernelPlan& kernel, MoveSink& sink);
   static void MappingMoves(const KernelPlan& kernel, MoveSink& sink);
   static void TilingMoves(const KernelPlan& kernel, MoveSink& sink);
   static void MemoryMoves(const KernelPlan& kernel, MoveSink& sink);
@@ -111,15 +112,40 @@ KernelDesign MatmulFamily::DefaultDesign(const KernelPlan& kernel, int seed, Pre
     const int64_t split = SplitKFactor(mm, design);
     design.algorithm = split > 1 ? Algorithm::kSplitK : Algorithm::kTiled;
     design.split = split > 1 ? split : 0;
-    // Misaligned operand rows and enough work that two copies of the operands (one read and one write of
-    // each) cost little beside the product: seed 0 copies them aligned; seed 1 keeps them in place.
-    constexpr int64_t kAlignedCopyMinWork = int64_t{1} << 30;  // multiply-adds
-    if (seed == 0 && split == 1 && AlignedCopyFits(mm) &&
-        mm.batch * mm.m * mm.n * mm.k >= kAlignedCopyMinWork) {
+    // Enough work that two copies of the operands (one read and one write of each) cost little beside the
+    // product: seed 0 copies them, B transposed K-major for tensor-core float32 products (tf32, tf32x3) where
+    // it is known N-contiguous (not an nn.Linear weight, K-major already), else aligned where the rows are
+    // misaligned; seed 1 keeps them in place.
+    constexpr int64_t kCopyMinWork = int64_t{1} << 30;  // multiply-adds
+    const bool copy = seed == 0 && split == 1 && mm.batch * mm.m * mm.n * mm.k >= kCopyMinWork;
+    if (copy && KMajorCopyFits(mm, products) && mm.b_n_major) {
+      design.algorithm = Algorithm::kKMajor;
+    } else if (copy && AlignedCopyFits(mm)) {
       design.algorithm = Algorithm::kAligned;
     }
   }
   return design;
+}
+
+// A product read in place: its operands copied first, rows aligned, or B transposed K-major for tensor-core
+// products, in the same tiles.
+void MatmulFamily::CopyMoves(const KernelPlan& kernel, MoveSink& sink) {
+  const KernelDesign& base = kernel.design;
+  if (AlignedCopyFits(*kernel.matmul)) {
+    KernelDesign aligned = base;
+    aligned.algorithm = Algorithm::kAligned;
+    sink.Add(
+        kernel, aligned, fmt::format("algorithm {} aligned", kernel.name),
+        "A and B copied first into rows of a 32-float stride (128-byte lines), so the tile loads vectorize");
+  }
+  if (KMajorCopyFits(*kernel.matmul, base.precision)) {
+    KernelDesign kmajor = base;
+    kmajor.algorithm = Algorithm::kKMajor;
+    sink.Add(
+        kernel, kmajor, fmt::format("algorithm {} kmajor", kernel.name),
+        "B transposed first into K-contiguous rows (A copied aligned): the tensor cores' tf32 MMA reads B "
+        "K-major from shared memory");
+  }
 }
 
 // Matmul: split K into slices (half or twice the incumbent's, or the default factor), or one program per
@@ -152,22 +178,24 @@ void MatmulFamily::AlgorithmMoves(const KernelPlan& kernel, MoveSink& sink) cons
              "the convolution as an implicit GEMM on the tensor cores");
     return;
   }
-  if (base.algorithm == Algorithm::kAligned ||
+  if (base.algorithm == Algorithm::kAligned || base.algorithm == Algorithm::kKMajor ||
       base.algorithm == Algorithm::kNhwc) {  // back to the operands read in place, same tiles
     KernelDesign tiled = base;
     tiled.algorithm = Algorithm::kTiled;
     sink.Add(kernel, tiled, fmt::format("algorithm {} tiled", kernel.name),
-             base.algorithm == Algorithm::kAligned
-                 ? "the operands read in place (no aligned copies)"
-                 : "implicit GEMM gathering the NCHW input, K ordered by channel then tap");
+             base.algorithm == Algorithm::kNhwc
+                 ? "implicit GEMM gathering the NCHW input, K ordered by channel then tap"
+                 : "the operands read in place (no copies)");
+    if (base.algorithm == Algorithm::kKMajor && AlignedCopyFits(*kernel.matmul)) {
+      KernelDesign aligned = base;
+      aligned.algorithm = Algorithm::kAligned;
+      sink.Add(kernel, aligned, fmt::format("algorithm {} aligned", kernel.name),
+               "B copied in its own orientation (N-contiguous rows)");
+    }
     return;
   }
-  if (base.algorithm == Algorithm::kTiled && AlignedCopyFits(*kernel.matmul)) {
-    KernelDesign aligned = base;
-    aligned.algorithm = Algorithm::kAligned;
-    sink.Add(
-        kernel, aligned, fmt::format("algorithm {} aligned", kernel.name),
-        "A and B copied first into rows of a 32-float stride (128-byte lines), so the tile loads vectorize");
+  if (base.algorithm == Algorithm::kTiled) {
+    CopyMoves(kernel, sink);
   }
   if (DirectConvolutionFits(*kernel.matmul)) {
     const KernelDesign direct = DefaultDesign(kernel, 0, Precision::kUnset);
@@ -260,14 +288,17 @@ bool MatmulFamily::Fits(const KernelPlan& kernel, const KernelDesign& design) co
   const bool nhwc = design.algorithm == Algorithm::kNhwc && ChannelsLastConvolutionFits(mm) &&
                     design.rblock <= ChannelsLastMaxStep(mm);
   const bool aligned = design.algorithm == Algorithm::kAligned && AlignedCopyFits(mm);
-  return (design.algorithm == Algorithm::kTiled || splitk || nhwc || aligned) &&
+  const bool kmajor = design.algorithm == Algorithm::kKMajor && KMajorCopyFits(mm, design.precision);
+  return (design.algorithm == Algorithm::kTiled || splitk || nhwc || aligned || kmajor) &&
          IsDotPrecision(design.precision);
 }
 
 std::string MatmulFamily::Rule() const {
-  return "matmul: algorithm tiled, splitk (split >= 2 and K >= split * rblock), nhwc, aligned, gemv or "
-         "direct where the product allows it, xblock/yblock/rblock powers of two in [16, 256], precision "
-         "ieee, tf32 or tf32x3";
+  return "matmul: algorithm tiled, splitk (split >= 2 and K >= split * rblock), nhwc, aligned, kmajor "
+         "(float32, "
+         "tf32 or tf32x3 products), gemv or direct where the product allows it, xblock/yblock/rblock powers "
+         "of "
+         "two in [16, 256], precision ieee, tf32 or tf32x3";
 }
 
 bool MatmulFamily::FitsResources(const KernelPlan& kernel, const KernelDesign& design) const {

@@ -13,6 +13,7 @@
 #include "expert/families/family.h"
 #include "expert/families/test_moves.h"
 #include "expert/ir/test_graphs.h"
+#include "expert/kir/analysis.h"
 
 namespace egg::expert {
 namespace {
@@ -215,7 +216,16 @@ TEST(MatmulFamilyTest, LowersThePlannedProduct) {
   const std::map<int, TensorMeta> layouts = testing::DenseStores(graph, kernel);
   const KernelSource source = Matmul().Lower(graph, kernel, plan.memory_before[0], layouts);
   EXPECT_EQ(source.name, kernel.name);
-  EXPECT_NE(source.code.find("tl.dot("), std::string::npos) << source.code;
+  // one product, folded into acc in the K loop at the design's precision (unset: ieee)
+  const kir::Kernel program = Matmul().LowerProgram(graph, kernel, plan.memory_before[0], layouts);
+  ASSERT_EQ(program.functions.size(), 1U);
+  const std::vector<kir::UpdateSite> products = kir::Products(program.functions[0]);
+  ASSERT_EQ(products.size(), 1U) << source.code;
+  EXPECT_EQ(products[0].statement.name, "acc");
+  EXPECT_EQ(products[0].statement.product->precision, DotPrecision(kernel.design.precision));
+  EXPECT_EQ(products[0].loops, std::vector<std::string>{"k0"});
+  EXPECT_EQ(kir::Updates(program.functions[0]).size(), 1U) << "no update but the product";
+  EXPECT_NE(source.code.find(kir::Print(products[0].statement).substr(8)), std::string::npos) << source.code;
 }
 
 }  // namespace

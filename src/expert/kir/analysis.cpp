@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 namespace egg::expert::kir {
 namespace {
@@ -32,12 +33,26 @@ std::set<int> Buffers(const Kernel& kernel, Statement::Kind kind) {
   return values;
 }
 
-// The statement's depth: a text line appended as already indented (depth 0) counts its leading spaces.
-int Depth(const Statement& statement) {
-  if (statement.kind != Statement::Kind::kText) {
-    return statement.depth;
+// Calls `visit(statement, loops)` for each statement of the function but blank lines, `loops` the variables
+// of the loops around it, outermost first.
+template <typename Visit>
+void WalkLoops(const Function& function, Visit visit) {
+  std::vector<std::pair<int, std::string>> open;  // depth and variable of the loops the walk is inside
+  std::vector<std::string> variables;
+  for (const Statement& statement : function.body) {
+    if (statement.kind == Statement::Kind::kText && statement.text.empty()) {
+      continue;  // a blank line closes nothing
+    }
+    while (!open.empty() && open.back().first >= statement.depth) {
+      open.pop_back();  // a statement at the loop's depth or shallower is after its body
+      variables.pop_back();
+    }
+    visit(statement, variables);
+    if (statement.kind == Statement::Kind::kLoop) {
+      open.emplace_back(statement.depth, statement.name);
+      variables.push_back(statement.name);
+    }
   }
-  return statement.depth + static_cast<int>(statement.text.find_first_not_of(' ') / 4);
 }
 
 }  // namespace
@@ -74,26 +89,32 @@ StagedTiles StagedTileLoads(const Kernel& kernel) {
 
 std::vector<LoopNest> Loops(const Function& function) {
   std::vector<LoopNest> loops;
-  std::vector<std::pair<int, std::string>> open;  // depth and variable of the loops the walk is inside
-  for (const Statement& statement : function.body) {
-    if (statement.kind == Statement::Kind::kText &&
-        statement.text.find_first_not_of(' ') == std::string::npos) {
-      continue;  // a blank line closes nothing
+  WalkLoops(function, [&](const Statement& statement, const std::vector<std::string>& enclosing) {
+    if (statement.kind == Statement::Kind::kLoop) {
+      loops.push_back(LoopNest{statement.name, statement.range, enclosing});
     }
-    while (!open.empty() && open.back().first >= Depth(statement)) {
-      open.pop_back();  // a statement at the loop's depth or shallower is after its body
-    }
-    if (statement.kind != Statement::Kind::kLoop) {
-      continue;
-    }
-    LoopNest loop{statement.name, statement.range, {}};
-    for (const auto& [depth, variable] : open) {
-      loop.enclosing.push_back(variable);
-    }
-    loops.push_back(std::move(loop));
-    open.emplace_back(statement.depth, statement.name);
-  }
+  });
   return loops;
+}
+
+std::vector<UpdateSite> Updates(const Function& function) {
+  std::vector<UpdateSite> updates;
+  WalkLoops(function, [&](const Statement& statement, const std::vector<std::string>& loops) {
+    if (statement.kind == Statement::Kind::kUpdate) {
+      updates.push_back(UpdateSite{statement, loops});
+    }
+  });
+  return updates;
+}
+
+std::vector<UpdateSite> Products(const Function& function) {
+  std::vector<UpdateSite> products;
+  WalkLoops(function, [&](const Statement& statement, const std::vector<std::string>& loops) {
+    if (statement.product) {
+      products.push_back(UpdateSite{statement, loops});
+    }
+  });
+  return products;
 }
 
 std::vector<Statement> RegisterTiles(const Function& function) {

@@ -1,5 +1,6 @@
 // Questions asked of a kernel in the kernel IR, answered from its statements (no text is read): what it reads
-// and writes in memory, the bytes that moves, its loop nest and its register tiles.
+// and writes in memory, the bytes that moves, its loop nest, its register tiles, the updates that fold values
+// into them and its matrix products.
 #pragma once
 
 #include <cstdint>
@@ -41,5 +42,16 @@ std::vector<LoopNest> Loops(const Function& function);
 // The register tiles a function sets (accumulators, running maxima and sums), in order: their kTile
 // statements.
 std::vector<Statement> RegisterTiles(const Function& function);
+
+// An update of a register tile (kUpdate) or a product into a fresh tile (kProduct), and the variables of the
+// loops it runs in, outermost first.
+struct UpdateSite {
+  Statement statement;
+  std::vector<std::string> loops;
+};
+// The function's updates of register tiles, in order.
+std::vector<UpdateSite> Updates(const Function& function);
+// Its matrix products (tl.dot), in order: accumulated into a tile or into a fresh one.
+std::vector<UpdateSite> Products(const Function& function);
 
 }  // namespace egg::expert::kir

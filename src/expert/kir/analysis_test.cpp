@@ -1,6 +1,7 @@
 // The analyses read the typed loads and stores of a lowered kernel: a planned pointwise kernel reads its
 // inputs and writes its outputs, scratch buffers are no graph values, bytes count each value once, and a
-// function's hand-written accesses count through its launches' pointers, and loops nest by depth.
+// function's hand-written accesses count through its launches' pointers, loops nest by depth, and updates
+// and products are found in the loops they run in.
 #include "expert/kir/analysis.h"
 
 #include <gtest/gtest.h>
@@ -116,6 +117,28 @@ TEST(AnalysisTest, LoopsNestByDepthWhateverTheTextBetweenThem) {
   EXPECT_TRUE(loops[2].range.unrolled);
   EXPECT_TRUE(loops[3].enclosing.empty()) << "a depth-1 line ended the tap loop";
   EXPECT_TRUE(Loops(Function{}).empty());
+}
+
+TEST(AnalysisTest, UpdatesAndProductsAreFoundInTheLoopsTheyRunIn) {
+  Function function;
+  function.body = {Statement::Tile(1, "acc", {"BLOCK_M", "BLOCK_N"}, "tl.float32"),
+                   Statement::Loop(1, "k0", LoopRange::Stepped("0", "64", "BLOCK_K")),
+                   Statement::Dot(2, "s", {"q", "kt", "", Precision::kTf32x3}),
+                   Statement::Accumulate(2, "acc", {"a", "b", "", Precision::kIeee}),
+                   Statement::Text(1, "acc = tl.sum(acc, axis=1)[:, None]"),
+                   Statement::Update(1, "acc", Combine::kAdd, UpdateForm::kAugmented, "bias")};
+  const std::vector<UpdateSite> updates = Updates(function);
+  ASSERT_EQ(updates.size(), 2U) << "the fresh product s is no update; text is not read";
+  EXPECT_EQ(updates[0].loops, std::vector<std::string>{"k0"});
+  EXPECT_TRUE(updates[0].statement.product.has_value());
+  EXPECT_TRUE(updates[1].loops.empty());
+  EXPECT_EQ(updates[1].statement.data, "bias");
+  const std::vector<UpdateSite> products = Products(function);
+  ASSERT_EQ(products.size(), 2U);
+  EXPECT_EQ(products[0].statement.name, "s");
+  EXPECT_EQ(products[0].statement.product->precision, Precision::kTf32x3);
+  EXPECT_EQ(products[1].statement.product->precision, Precision::kIeee);
+  EXPECT_EQ(products[1].loops, std::vector<std::string>{"k0"});
 }
 
 }  // namespace

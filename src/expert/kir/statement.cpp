@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cassert>
+
 namespace egg::expert::kir {
 namespace {
 
@@ -30,7 +33,45 @@ std::string StoreCode(const Statement& s) {
   return fmt::format("tl.store({}, {}{})", where, s.data, s.mask.empty() ? "" : ", " + s.mask);
 }
 
+std::string ValueCode(const Statement& s) { return s.product ? Code(*s.product) : s.data; }
+
+std::string UpdateCode(const Statement& s) {
+  const std::string& t = s.name;
+  const std::string value = ValueCode(s);
+  std::string folded;  // the tile and the value combined
+  switch (s.combine) {
+    case Combine::kAdd:
+      folded = fmt::format("{} + {}", t, value);
+      break;
+    case Combine::kMul:
+      folded = fmt::format("{} * {}", t, value);
+      break;
+    case Combine::kMax:
+      folded = fmt::format("tl.maximum({}, {})", t, value);
+      break;
+    case Combine::kMin:
+      folded = fmt::format("tl.minimum({}, {})", t, value);
+      break;
+  }
+  switch (s.update) {
+    case UpdateForm::kAugmented:
+      return fmt::format("{} += {}", t, value);  // kAdd (Statement::Update checks)
+    case UpdateForm::kExpanded:
+      return fmt::format("{} = {}", t, folded);
+    case UpdateForm::kMasked:
+      return fmt::format("{0} = tl.where({1}, {2}, {0})", t, s.mask, folded);
+    case UpdateForm::kRescaled:
+      return fmt::format("{0} = {0} * {1} + {2}", t, s.scale, value);
+  }
+  return "";
+}
+
 }  // namespace
+
+std::string Code(const Product& product) {
+  return fmt::format("tl.dot({}{}, {}{}, input_precision=\"{}\")", product.a, product.cast, product.b,
+                     product.cast, NameText(product.precision));
+}
 
 LoopRange LoopRange::Upto(std::string stop) {
   LoopRange range;
@@ -86,8 +127,41 @@ Statement Statement::Tile(int depth, std::string name, std::vector<std::string> 
 
 Statement Statement::Text(int depth, std::string text) {
   Statement statement;
+  const size_t spaces = std::min(text.find_first_not_of(' '), text.size());
+  statement.depth = depth + static_cast<int>(spaces / 4);
+  statement.text = text.substr(spaces - spaces % 4);
+  return statement;
+}
+
+Statement Statement::Update(int depth, std::string tile, Combine combine, UpdateForm form, std::string value,
+                            std::string mask_or_scale) {
+  if (form == UpdateForm::kAugmented || form == UpdateForm::kRescaled) {
+    assert(combine == Combine::kAdd && "only a sum is written += or rescaled");
+  }
+  Statement statement;
+  statement.kind = Kind::kUpdate;
   statement.depth = depth;
-  statement.text = std::move(text);
+  statement.name = std::move(tile);
+  statement.combine = combine;
+  statement.update = form;
+  statement.data = std::move(value);
+  (form == UpdateForm::kRescaled ? statement.scale : statement.mask) = std::move(mask_or_scale);
+  return statement;
+}
+
+Statement Statement::Accumulate(int depth, std::string tile, Product product, std::string scale) {
+  const UpdateForm form = scale.empty() ? UpdateForm::kAugmented : UpdateForm::kRescaled;
+  Statement statement = Update(depth, std::move(tile), Combine::kAdd, form, "", std::move(scale));
+  statement.product = std::move(product);
+  return statement;
+}
+
+Statement Statement::Dot(int depth, std::string name, Product product) {
+  Statement statement;
+  statement.kind = Kind::kProduct;
+  statement.depth = depth;
+  statement.name = std::move(name);
+  statement.product = std::move(product);
   return statement;
 }
 
@@ -108,6 +182,10 @@ std::string Print(const Statement& statement) {
                                fmt::join(statement.shape, ", "), statement.type)
                  : fmt::format("{}{} = tl.full([{}], {}, {})", indent, statement.name,
                                fmt::join(statement.shape, ", "), statement.fill, statement.type);
+    case Statement::Kind::kUpdate:
+      return indent + UpdateCode(statement);
+    case Statement::Kind::kProduct:
+      return fmt::format("{}{} = {}", indent, statement.name, Code(*statement.product));
   }
   return "";
 }

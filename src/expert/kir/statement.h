@@ -1,12 +1,16 @@
-// The kernel IR's statements: one line of a kernel body at its depth. Loads, stores, loops and register tiles
-// are typed (the buffer, the address as an Index, the mask, the form of the load; a loop's variable and
-// iteration space; a tile's shape, fill and type), so that analyses read them as data (kir/analysis.h); every
-// other line is Triton text the emitter formed (expressions, updates) and prints as it is.
+// The kernel IR's statements: one line of a kernel body at its depth. Loads, stores, loops, register tiles,
+// the updates that fold values into those tiles and matrix products are typed (the buffer, the address as an
+// Index, the mask, the form of the load; a loop's variable and iteration space; a tile's shape, fill and
+// type; an update's tile and combining operation; a product's operands and precision), so that analyses read
+// them as data (kir/analysis.h); every other line is Triton text the emitter formed (expressions) and prints
+// as it is.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "expert/design/design_record.h"
 #include "expert/ir/graph.h"
 #include "expert/ir/index_expr.h"
 
@@ -53,8 +57,29 @@ struct LoopRange {
 // `range(0, 1600, BLOCK_K)`, `tl.static_range(5)`...
 std::string Code(const LoopRange& range);
 
+// How an update folds a value into a register tile.
+enum class Combine { kAdd, kMul, kMax, kMin };
+
+// How the update is written: `acc += v` (kAdd); `acc = acc + v`, `acc = acc * v`, `acc = tl.maximum(acc, v)`;
+// only the lanes under a mask, the others keeping theirs: `acc = tl.where(mask, tl.maximum(acc, v), acc)`; an
+// online softmax's rescale of what the tile holds before the sum: `acc = acc * alpha[:, None] + v` (kAdd).
+enum class UpdateForm { kAugmented, kExpanded, kMasked, kRescaled };
+
+// A matrix product of two tiles, `tl.dot(a, b, input_precision="...")`, each operand with `cast` after it (a
+// half type's `.to(tl.bfloat16)`: the tensor cores in that type; "" for none). Operands are code: a tile's
+// name, or a load.
+struct Product {
+  std::string a;
+  std::string b;
+  std::string cast;
+  Precision precision = Precision::kIeee;
+};
+
+// `tl.dot(a, b, input_precision="tf32")`...
+std::string Code(const Product& product);
+
 struct Statement {
-  enum class Kind { kText, kLoad, kStore, kLoop, kTile };
+  enum class Kind { kText, kLoad, kStore, kLoop, kTile, kUpdate, kProduct };
   Kind kind = Kind::kText;
   int depth = 0;     // levels of four spaces
   std::string text;  // kText: the line (after its indentation)
@@ -64,10 +89,13 @@ struct Statement {
   std::string pointer;  // the buffer's parameter in the function (ptr3)
   Index address;        // element offset into the buffer
   std::string mask;     // "" when none
-  std::string name;     // kLoad: the temporary it defines; kLoop: the loop variable; kTile: the tile
+  // kLoad: the temporary it defines; kLoop: the loop variable; kTile, kUpdate: the tile; kProduct: the tile
+  // the product defines
+  std::string name;
   LoadForm form = LoadForm::kPlain;
   std::string other;      // kLoad kMasked: the masked lanes' value ("0.0", "0")
-  std::string data;       // kStore: the stored value's code (cast already applied)
+  std::string data;       // kStore: the stored value's code (cast already applied); kUpdate: the value's
+                          // code when it is no product
   std::string broadcast;  // kStore: a tile variable the address is widened to (a fixed or partial address)
   TileSide side = TileSide::kNone;  // kLoad in a K step: the operand tile it spans
 
@@ -81,10 +109,25 @@ struct Statement {
   std::string fill;                // "" for zeros
   std::string type;                // tl.float32, tl.int64
 
+  // kUpdate: `name = name <combine> value` written in `update`'s form (kMasked: under `mask`; kRescaled: the
+  // tile times `scale` first), the value `product` or else `data`. kProduct: `name = product`.
+  Combine combine = Combine::kAdd;
+  UpdateForm update = UpdateForm::kAugmented;
+  std::string scale;
+  std::optional<Product> product;
+
+  // A text line; leading spaces (a continuation's, a line written indented) count as depth, four a level.
   static Statement Text(int depth, std::string text);
   static Statement Loop(int depth, std::string variable, LoopRange range);
   static Statement Tile(int depth, std::string name, std::vector<std::string> shape, std::string type,
                         std::string fill = "");
+  // `tile = tile <combine> value` in `form`; `mask` for kMasked, `scale` for kRescaled.
+  static Statement Update(int depth, std::string tile, Combine combine, UpdateForm form, std::string value,
+                          std::string mask_or_scale = "");
+  // `tile += product`, or with `scale`: `tile = tile * scale + product`.
+  static Statement Accumulate(int depth, std::string tile, Product product, std::string scale = "");
+  // `name = product`: a fresh tile each time (a flash loop's scores).
+  static Statement Dot(int depth, std::string name, Product product);
 };
 
 // The statement as Triton source, indented.

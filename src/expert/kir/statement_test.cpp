@@ -1,5 +1,6 @@
-// Each statement prints as the Triton line it stands for: text as it is, every load form, stores with and
-// without a mask and widened to a tile, loops over each form of range, register tiles zeroed or filled.
+// Each statement prints as the Triton line it stands for: text as it is (its leading spaces counted as
+// depth), every load form, stores with and without a mask and widened to a tile, loops over each form of
+// range, register tiles zeroed or filled, every form of update and matrix products.
 #include "expert/kir/statement.h"
 
 #include <gtest/gtest.h>
@@ -23,7 +24,48 @@ Statement LoadOf(LoadForm form, const std::string& mask) {
 
 TEST(StatementTest, TextIsPrintedAtItsDepth) {
   EXPECT_EQ(Print(Statement::Text(2, "acc = acc + tmp0")), "        acc = acc + tmp0");
-  EXPECT_EQ(Print(Statement::Text(0, "    already indented")), "    already indented");
+  const Statement indented = Statement::Text(0, "    already indented");
+  EXPECT_EQ(Print(indented), "    already indented");
+  EXPECT_EQ(indented.depth, 1) << "four leading spaces are a level";
+  EXPECT_EQ(indented.text, "already indented");
+  const Statement continuation = Statement::Text(1, "             cache_modifier=\".cg\")");
+  EXPECT_EQ(continuation.depth, 4);
+  EXPECT_EQ(Print(continuation), std::string(17, ' ') + "cache_modifier=\".cg\")") << "the odd space kept";
+  EXPECT_EQ(Print(Statement::Text(2, "")), "        ");
+}
+
+TEST(StatementTest, UpdatesPrintEachForm) {
+  EXPECT_EQ(Print(Statement::Update(2, "acc", Combine::kAdd, UpdateForm::kAugmented, "a * tl.trans(b)")),
+            "        acc += a * tl.trans(b)");
+  EXPECT_EQ(
+      Print(Statement::Update(1, "acc0", Combine::kAdd, UpdateForm::kExpanded, "tl.where(mask, t, 0.0)")),
+      "    acc0 = acc0 + tl.where(mask, t, 0.0)");
+  EXPECT_EQ(Print(Statement::Update(1, "acc0", Combine::kMul, UpdateForm::kExpanded, "t")),
+            "    acc0 = acc0 * t");
+  EXPECT_EQ(Print(Statement::Update(1, "acc", Combine::kMax, UpdateForm::kExpanded, "t")),
+            "    acc = tl.maximum(acc, t)");
+  EXPECT_EQ(Print(Statement::Update(1, "acc1", Combine::kMin, UpdateForm::kMasked, "t", "mask")),
+            "    acc1 = tl.where(mask, tl.minimum(acc1, t), acc1)");
+  EXPECT_EQ(Print(Statement::Update(1, "wm0", Combine::kAdd, UpdateForm::kMasked, "wd0 / wn0", "mask")),
+            "    wm0 = tl.where(mask, wm0 + wd0 / wn0, wm0)");
+  const Statement rescaled = Statement::Update(1, "s0", Combine::kAdd, UpdateForm::kRescaled, "p", "alpha");
+  EXPECT_EQ(Print(rescaled), "    s0 = s0 * alpha + p");
+  EXPECT_EQ(rescaled.scale, "alpha");
+  EXPECT_TRUE(rescaled.mask.empty());
+}
+
+TEST(StatementTest, ProductsPrintTheirOperandsCastAndPrecision) {
+  EXPECT_EQ(Code(Product{"a", "b", "", Precision::kTf32x3}), "tl.dot(a, b, input_precision=\"tf32x3\")");
+  const Statement accumulated =
+      Statement::Accumulate(2, "acc", {"a", "b", ".to(tl.bfloat16)", Precision::kIeee});
+  EXPECT_EQ(Print(accumulated),
+            "        acc += tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), input_precision=\"ieee\")");
+  EXPECT_EQ(accumulated.kind, Statement::Kind::kUpdate);
+  EXPECT_EQ(Print(Statement::Accumulate(2, "acc", {"p", "v", "", Precision::kTf32}, "alpha[:, None]")),
+            "        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=\"tf32\")");
+  const Statement scores = Statement::Dot(2, "s", {"q", "kt", "", Precision::kTf32x3});
+  EXPECT_EQ(Print(scores), "        s = tl.dot(q, kt, input_precision=\"tf32x3\")");
+  EXPECT_EQ(scores.kind, Statement::Kind::kProduct);
 }
 
 TEST(StatementTest, LoopsPrintEachFormOfTheirRange) {

@@ -183,6 +183,7 @@ std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node) {
   }
   spec.a = node.args[first].value;
   spec.b = node.args[first + 1].value;
+  spec.b_n_major = graph.Producer(spec.b) == nullptr;
   const auto& a = ValueAt(graph, spec.a).meta;
   const auto& b = ValueAt(graph, spec.b).meta;
   const auto& out = ValueAt(graph, node.value).meta;

@@ -49,6 +49,9 @@ struct MatmulSpec {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   DType dtype = DType::kFloat32;  // the operands' and the result's one type (float32, bfloat16 or float16)
   std::optional<ConvShape> conv;
+  // B is known to be N-contiguous in memory: an input, parameter or buffer read as it is (torch.matmul's
+  // [K, N]), not a view of one (nn.Linear's weight.T, or a view chain whose order only the lowering knows).
+  bool b_n_major = false;
 };
 std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node);
 

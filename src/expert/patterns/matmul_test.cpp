@@ -22,6 +22,19 @@ TEST(MatmulPatternTest, BmmIsABatchedProduct) {
   EXPECT_FALSE(mm->conv);
 }
 
+TEST(MatmulPatternTest, BIsKnownNMajorWhenItIsAnInputReadAsItIs) {
+  // nn.Linear: addmm(bias, x, permute(weight, [1, 0])): the weight [N, K] read as B[k, n] along K
+  const Graph linear = testing::Fixture("level2_12_Gemm_Multiply_LeakyReLU");
+  const auto addmm = ParseMatmul(linear, testing::NodeWithOp(linear, "aten.addmm.default"));
+  ASSERT_TRUE(addmm);
+  EXPECT_FALSE(addmm->b_n_major);
+  // bmm of two inputs, and mm(a.T, b): B as stored, row-major [K, N]
+  const Graph batched = testing::Fixture("level1_3_Batched_matrix_multiplication");
+  EXPECT_TRUE(ParseMatmul(batched, testing::NodeWithOp(batched, "aten.bmm.default"))->b_n_major);
+  const Graph transposed_a = testing::Fixture("level1_16_Matmul_with_transposed_A");
+  EXPECT_TRUE(ParseMatmul(transposed_a, testing::NodeWithOp(transposed_a, "aten.mm.default"))->b_n_major);
+}
+
 TEST(MatmulPatternTest, HalfProductsOfOneTypeAreLoweredMixedOnesAreNot) {
   const Json fp32 = testing::FixtureJson("level1_3_Batched_matrix_multiplication");
   for (const char* type : {"bfloat16", "float16"}) {
