@@ -34,9 +34,8 @@ else
   # einops: KernelBench's Mamba2 tasks (level 3, 48 and 49) import it
   # ray: egg bench --ray and its test on a local multi-node cluster (optional at run time)
   # transformers: tests only, tiny Hugging Face models built from their config classes (tests/blackbox/hf_models.py)
-  # pytest-xdist: tests only, the black-box tests on two workers (scripts/test.sh)
-  requirements=(torch==2.13.0 triton==3.6.0 "numpy<2.4" einops pytest pytest-xdist==3.8.0 matplotlib jinja2
-                ray==2.60.0 transformers==5.25.0)
+  requirements=(torch==2.13.0 triton==3.6.0 "numpy<2.4" einops pytest matplotlib jinja2 ray==2.60.0
+                transformers==5.25.0)
   if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
   fi

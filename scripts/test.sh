@@ -19,6 +19,4 @@ ctest --test-dir build --output-on-failure -j2
 echo "== worker tests"
 TRITON_INTERPRET=1 PYTHONPATH="$root/python" "$python" -m pytest -q -p no:cacheprovider python/tests
 echo "== black-box tests of ./egg"
-# two workers, a module each at a time (module-scoped fixtures run once), in collection order: the longest
-# modules first (conftest.py), where xdist would otherwise start the modules with the most tests first
-"$python" -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder tests/blackbox
+"$python" -m pytest -q -p no:cacheprovider tests/blackbox

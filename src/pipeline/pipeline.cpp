@@ -267,6 +267,33 @@ void Pipeline::Decide(StageRecord* record, int round, const CandidateRecord& can
   }
 }
 
+void Pipeline::NoteUnwritten(StageRecord* record, int round, int index, const std::string& failure) {
+  if (failure.empty()) {
+    return;
+  }
+  DecisionRecord decision{record->spec.name,
+                          round,
+                          fmt::format("unwritten-{}", index + 1),
+                          fmt::format("proposal {}", index + 1),
+                          false,
+                          "not written: " + failure,
+                          incumbent_ ? incumbent_->MedianMs() : std::nullopt,
+                          std::nullopt,
+                          ""};
+  Emit({.kind = ProgressKind::kDecided,
+        .stage = decision.stage,
+        .round = round,
+        .candidate_id = decision.candidate_id,
+        .accepted = false,
+        .detail = decision.reason});
+  record->decisions.push_back(decision);
+  if (store_ != nullptr) {
+    store_->PutDecision({options_.run_id, decision.stage, round,
+                         options_.run_id + "/" + decision.candidate_id, decision.move, false, decision.reason,
+                         decision.incumbent_ms, std::nullopt});
+  }
+}
+
 bool Pipeline::IsDuplicate(StageRecord* record, int round, const agents::CodeProposal& proposal) {
   const std::string id = CandidateId(proposal.source);
   if (tried_ids_.count(id) == 0) {
@@ -303,6 +330,9 @@ void Pipeline::RunSeeds(StageRecord* record) {
     const agents::StageContext context = Context(record->spec, *record, 0);
     auto proposal = proposals.Get(index);
     NoteStop(proposal.stop, proposal.failure);
+    if (!proposal.value && proposal.stop == agents::StopReason::kNone) {
+      NoteUnwritten(record, 0, index, proposal.failure);
+    }
     if (!proposal.value || IsDuplicate(record, 0, *proposal.value)) {
       continue;
     }
@@ -324,6 +354,8 @@ void Pipeline::RunScreenedSeeds(StageRecord* record) {
     NoteStop(proposal.stop, proposal.failure);
     if (proposal.value) {
       proposals.push_back(*proposal.value);
+    } else if (proposal.stop == agents::StopReason::kNone) {
+      NoteUnwritten(record, 0, index, proposal.failure);
     }
   }
   const std::vector<size_t> order = Screen(record, 0, &proposals);

@@ -96,6 +96,10 @@ class ScriptedCode : public agents::CodeAgent {
     if (name == "STOP") {
       return {std::nullopt, "budget spent", agents::StopReason::kBudgetExhausted};
     }
+    if (name == "UNWRITTEN") {
+      return {std::nullopt, "dynamic batch: the design does not hold at batch 1152",
+              agents::StopReason::kNone};
+    }
     agents::CodeProposal proposal{"ModelNew " + name, "desc " + name, "move " + name};
     if (designed.count(name) != 0) {
       proposal.design = DesignFor(name);
@@ -207,6 +211,19 @@ TEST_F(PipelineTest, AcceptsOnlyWhatBeatsTheNoiseAndReverts) {
   EXPECT_TRUE(algorithm.decisions[1].accepted) << algorithm.decisions[1].reason;
   EXPECT_EQ(result.final->source, "ModelNew clearly_faster");
   EXPECT_EQ(algorithm.stopped_because, "round budget used");
+}
+
+TEST_F(PipelineTest, ASeedThatCannotBeWrittenIsADecisionSayingWhy) {
+  code_->script["stage1.seeds"] = {"UNWRITTEN", "seed"};
+  evaluator_.outcomes = {{"seed", {harness::EvalStatus::kOk, 3.0}}};
+  const RunResult result = Run();
+  EXPECT_TRUE(result.correct);
+  const auto& decisions = result.stages[0].decisions;
+  ASSERT_FALSE(decisions.empty());
+  EXPECT_EQ(decisions[0].candidate_id, "unwritten-1");
+  EXPECT_FALSE(decisions[0].accepted);
+  EXPECT_EQ(decisions[0].reason, "not written: dynamic batch: the design does not hold at batch 1152");
+  EXPECT_EQ(result.final->source, "ModelNew seed");
 }
 
 TEST_F(PipelineTest, FailedCandidatesGoToDebugAndTheRepairIsMeasured) {

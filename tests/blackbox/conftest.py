@@ -35,15 +35,6 @@ class Egg:
         return proc, json.loads(proc.stdout)
 
 
-# The longest modules, first: `pytest -n 2 --dist loadfile` (scripts/test.sh) hands modules to its two workers
-# in collection order, and these started last would run alone at the end.
-SLOW_MODULES = ("test_kernelbench_expert.py", "test_kernelbench_half.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: item.path.name not in SLOW_MODULES)
-
-
 @pytest.fixture
 def egg(tmp_path):
     work = tmp_path / "work"
