@@ -253,45 +253,33 @@ void Pipeline::Decide(StageRecord* record, int round, const CandidateRecord& can
   if (decision.accepted) {
     incumbent_ = candidate;
   }
-  Emit({.kind = ProgressKind::kDecided,
-        .stage = decision.stage,
-        .round = round,
-        .candidate_id = candidate.id,
-        .accepted = decision.accepted,
-        .detail = decision.reason});
-  record->decisions.push_back(decision);
-  if (store_ != nullptr) {
-    store_->PutDecision({options_.run_id, decision.stage, round, options_.run_id + "/" + candidate.id,
-                         decision.move, decision.accepted, decision.reason, decision.incumbent_ms,
-                         decision.candidate_ms});
+  Record(record, std::move(decision));
+}
+
+void Pipeline::Record(StageRecord* record, DecisionRecord decision, bool quiet) {
+  if (!quiet) {
+    Emit({.kind = ProgressKind::kDecided,
+          .stage = decision.stage,
+          .round = decision.round,
+          .candidate_id = decision.candidate_id,
+          .accepted = decision.accepted,
+          .detail = decision.reason});
   }
+  if (store_ != nullptr) {
+    store_->PutDecision({options_.run_id, decision.stage, decision.round,
+                         options_.run_id + "/" + decision.candidate_id, decision.move, decision.accepted,
+                         decision.reason, decision.incumbent_ms, decision.candidate_ms});
+  }
+  record->decisions.push_back(std::move(decision));
 }
 
 void Pipeline::NoteUnwritten(StageRecord* record, int round, int index, const std::string& failure) {
   if (failure.empty()) {
     return;
   }
-  DecisionRecord decision{record->spec.name,
-                          round,
-                          fmt::format("unwritten-{}", index + 1),
-                          fmt::format("proposal {}", index + 1),
-                          false,
-                          "not written: " + failure,
-                          incumbent_ ? incumbent_->MedianMs() : std::nullopt,
-                          std::nullopt,
-                          ""};
-  Emit({.kind = ProgressKind::kDecided,
-        .stage = decision.stage,
-        .round = round,
-        .candidate_id = decision.candidate_id,
-        .accepted = false,
-        .detail = decision.reason});
-  record->decisions.push_back(decision);
-  if (store_ != nullptr) {
-    store_->PutDecision({options_.run_id, decision.stage, round,
-                         options_.run_id + "/" + decision.candidate_id, decision.move, false, decision.reason,
-                         decision.incumbent_ms, std::nullopt});
-  }
+  Record(record, {record->spec.name, round, fmt::format("unwritten-{}", index + 1),
+                  fmt::format("proposal {}", index + 1), false, "not written: " + failure,
+                  incumbent_ ? incumbent_->MedianMs() : std::nullopt, std::nullopt, ""});
 }
 
 bool Pipeline::IsDuplicate(StageRecord* record, int round, const agents::CodeProposal& proposal) {
@@ -299,20 +287,11 @@ bool Pipeline::IsDuplicate(StageRecord* record, int round, const agents::CodePro
   if (tried_ids_.count(id) == 0) {
     return false;
   }
-  DecisionRecord decision{record->spec.name,
-                          round,
-                          id,
-                          proposal.move,
-                          false,
-                          "duplicate: this run already evaluated the same source",
-                          incumbent_ ? incumbent_->MedianMs() : std::nullopt,
-                          std::nullopt,
-                          proposal.author};
-  record->decisions.push_back(decision);
-  if (store_ != nullptr) {
-    store_->PutDecision({options_.run_id, decision.stage, round, options_.run_id + "/" + id, decision.move,
-                         false, decision.reason, decision.incumbent_ms, std::nullopt});
-  }
+  Record(record,
+         {record->spec.name, round, id, proposal.move, false,
+          "duplicate: this run already evaluated the same source",
+          incumbent_ ? incumbent_->MedianMs() : std::nullopt, std::nullopt, proposal.author},
+         /*quiet=*/true);
   return true;
 }
 
@@ -442,20 +421,9 @@ bool Pipeline::ProposalRound(StageRecord* record, int round, const agents::Profi
       accepted = accepted || record->decisions[before].accepted;
     } else {
       const CandidateRecord& failed = record->candidates.back();
-      DecisionRecord decision{record->spec.name,
-                              round,
-                              failed.id,
-                              proposal.value->move,
-                              false,
-                              "not correct after repairs: " + harness::StatusName(failed.eval.status),
-                              incumbent_->MedianMs(),
-                              std::nullopt,
-                              failed.author};
-      record->decisions.push_back(decision);
-      if (store_ != nullptr) {
-        store_->PutDecision({options_.run_id, decision.stage, round, options_.run_id + "/" + failed.id,
-                             decision.move, false, decision.reason, decision.incumbent_ms, std::nullopt});
-      }
+      Record(record, {record->spec.name, round, failed.id, proposal.value->move, false,
+                      "not correct after repairs: " + harness::StatusName(failed.eval.status),
+                      incumbent_->MedianMs(), std::nullopt, failed.author});
     }
   }
   return accepted;
@@ -524,16 +492,10 @@ bool Pipeline::ScreenRound(StageRecord* record, int round, const agents::StageCo
     return false;
   }
   if (order.empty()) {
-    DecisionRecord decision{record->spec.name,
-                            round,
-                            "",
-                            "screened " + std::to_string(proposals.size()) + " designs",
-                            false,
-                            "no screened design was correct",
-                            incumbent_->MedianMs(),
-                            std::nullopt,
-                            proposals.front().author};
-    record->decisions.push_back(decision);
+    Record(record,
+           {record->spec.name, round, "screened", "screened " + std::to_string(proposals.size()) + " designs",
+            false, "no screened design was correct", incumbent_->MedianMs(), std::nullopt,
+            proposals.front().author});
     return false;
   }
   auto candidate = Attempt(context, proposals[order.front()], record);

@@ -135,6 +135,9 @@ class Pipeline {
   bool ScreenRound(StageRecord* record, int round, const agents::StageContext& context,
                    std::vector<agents::CodeProposal> proposals);
   void Decide(StageRecord* record, int round, const CandidateRecord& candidate, bool keep_if_first);
+  // Keeps a decision: in the stage's record, in the store, and as a progress event unless `quiet` (a
+  // duplicate proposal: bookkeeping, not news).
+  void Record(StageRecord* record, DecisionRecord decision, bool quiet = false);
   // True once an agent stopped the run, or the time budget is spent with a correct kernel in hand.
   bool Stopped();
   double Now() const;

@@ -226,6 +226,47 @@ TEST_F(PipelineTest, ASeedThatCannotBeWrittenIsADecisionSayingWhy) {
   EXPECT_EQ(result.final->source, "ModelNew seed");
 }
 
+TEST_F(PipelineTest, EveryDecisionIsKeptInTheStageTheStoreAndTheProgress) {
+  code_->script["stage1.seeds"] = {"seed"};
+  code_->script["stage1.algorithm"] = {"broken", "seed"};  // wrong after its repairs, then a duplicate
+  evaluator_.outcomes = {{"seed", {harness::EvalStatus::kOk, 3.0}},
+                         {"broken", {harness::EvalStatus::kCompileError}},
+                         {"fixed", {harness::EvalStatus::kRuntimeError}}};
+  options_.seeds = 1;
+  options_.refine_seeds = false;
+  auto store = store::Store::Open(":memory:");
+  store::RunRow run;
+  run.id = "run";
+  store->PutRun(run);
+  std::vector<ProgressEvent> events;
+  struct Sink : ProgressSink {
+    explicit Sink(std::vector<ProgressEvent>* out) : events(out) {}
+    void OnProgress(const ProgressEvent& event) override { events->push_back(event); }
+    std::vector<ProgressEvent>* events;
+  } sink(&events);
+  options_.progress = &sink;
+  const RunResult result = Pipeline(backend_, evaluator_, store.get(), options_).Run();
+  ASSERT_TRUE(result.correct);
+  const std::vector<DecisionRecord>& decisions = result.stages[1].decisions;
+  ASSERT_EQ(decisions.size(), 2U);
+  EXPECT_EQ(decisions[0].reason.rfind("not correct after repairs: ", 0), 0U) << decisions[0].reason;
+  EXPECT_EQ(decisions[1].reason.rfind("duplicate: ", 0), 0U) << decisions[1].reason;
+  std::vector<std::string> stored;
+  for (const store::DecisionRow& row : store->DecisionsForRun("run")) {
+    if (row.stage == "stage1.algorithm") {
+      stored.push_back(row.reason.substr(0, row.reason.find(':')));
+    }
+  }
+  EXPECT_EQ(stored, (std::vector<std::string>{"not correct after repairs", "duplicate"}));
+  std::vector<std::string> shown;
+  for (const ProgressEvent& event : events) {
+    if (event.kind == ProgressKind::kDecided && event.stage == "stage1.algorithm") {
+      shown.push_back(event.detail.substr(0, event.detail.find(':')));
+    }
+  }
+  EXPECT_EQ(shown, std::vector<std::string>{"not correct after repairs"}) << "a duplicate is no news";
+}
+
 TEST_F(PipelineTest, FailedCandidatesGoToDebugAndTheRepairIsMeasured) {
   code_->script["stage1.seeds"] = {"broken"};
   evaluator_.outcomes = {{"broken", {harness::EvalStatus::kCompileError}},

@@ -65,6 +65,27 @@ def test_one_file_is_correct_at_batch_1_3_and_17_without_fallback(egg, tmp_path,
     assert len([w for w in caught if "egg:" in str(w.message)]) == 1, [str(w.message) for w in caught]
 
 
+def test_a_module_whose_far_sample_passes_int32_offsets_indexes_in_int64(egg, tmp_path):
+    # Rows of 2^21 floats at --max-batch 2: the file is generated at batch 2, 3, 4, 5 and 1026, and only the last
+    # passes 2^31 elements. Its int64 indexing used to change the code's form and the compile was refused (a
+    # KernelBench convolution, 2_1, at --max-batch 128); now every batch indexes in int64, and is correct.
+    task = TASKS / "dynamic_wide_rows.py"
+    candidate = tmp_path / "wide.py"
+    proc = egg.run("compile", task, "--device", "cpu", "--dynamic", "batch", "--max-batch", "2", "--out", candidate)
+    assert proc.returncode == 0, proc.stderr
+    assert "tl.program_id(0).to(tl.int64)" in candidate.read_text()
+    module = _load(candidate)
+    model, reference = module.ModelNew(), module.Model()
+    for batch in (1, 2):
+        x = torch.randn(batch, 2097152)
+        own_forward, module.Model.forward = module.Model.forward, _fallback
+        try:
+            got = model(x)
+        finally:
+            module.Model.forward = own_forward
+        torch.testing.assert_close(got, reference(x), atol=1e-4, rtol=1e-4, msg=f"batch {batch}")
+
+
 def test_eval_checks_a_dynamic_file_at_other_batches_and_fails_a_fixed_one(egg, tmp_path):
     task = TASKS / "dynamic_linear_gelu.py"
     dynamic, fixed = tmp_path / "dynamic.py", tmp_path / "fixed.py"

@@ -16,7 +16,6 @@ namespace egg::expert {
 namespace {
 
 constexpr int64_t kMinDot = 16;  // tl.dot's smallest tile side
-constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 // The kernel's index variables: batch, query rows (m), key columns of the scores (n) and rows of V (nv), and
 // the head dimensions of Q (dq), K (dk) and V (dv).
@@ -191,7 +190,7 @@ kir::Kernel AttentionProgram(const Graph& graph, const KernelPlan& kernel,
   EmitOutputs(graph, kernel, layouts, ix, emitter);
   kir::Kernel program;
   program.name = kernel.name;
-  program.int64_indexing = emitter.MaxAddress() > kInt32Max;
+  program.int64_indexing = writer::NeedsInt64(graph, emitter.MaxAddress());
   kir::Function function =
       FlashFunction(graph, kernel, emitter.PointerValues().size(), NameOf(precision), program.int64_indexing);
   function.body = FlashBody(at, function.domain.heads.block_dv, std::move(prologue), std::move(loop),

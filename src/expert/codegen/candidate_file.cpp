@@ -511,6 +511,23 @@ Candidate MergeDynamic(const Graph& graph, const std::string& task_source, const
   return top;
 }
 
+// The samples' merge, and when it fails on a change of form, once more with every kernel indexing in int64
+// (DynamicBatch::wide_indexing): the far sample may pass int32 offsets where the range's top does not, and
+// int64 offsets hold at every batch.
+Candidate MergeDynamicOrWide(const Graph& graph, const std::string& task_source, const std::string& task_name,
+                             const CandidateDesign& design, std::optional<Candidate>* mismatch) {
+  Candidate merged = MergeDynamic(graph, task_source, task_name, design, mismatch);
+  if (merged.source || *mismatch || graph.dynamic->wide_indexing ||
+      merged.problem.find("changes form") == std::string::npos) {
+    return merged;
+  }
+  Graph wide = graph;
+  wide.dynamic->wide_indexing = true;
+  std::optional<Candidate> wide_mismatch;
+  Candidate retried = MergeDynamic(wide, task_source, task_name, design, &wide_mismatch);
+  return retried.source ? retried : merged;
+}
+
 // A dynamic-batch candidate: the file generated at sample batches at and above the range's top (every range
 // the compiler reasons with then holds for the whole range), the design of the first kept for all, and the
 // sizes that change with the batch written as expressions of egg_B (dynamic_batch.h). A one-tile reduction
@@ -523,7 +540,7 @@ Candidate GenerateDynamic(const Graph& graph, const std::string& task_source, co
     return none;
   }
   std::optional<Candidate> mismatch;
-  Candidate first = MergeDynamic(graph, task_source, task_name, design, &mismatch);
+  Candidate first = MergeDynamicOrWide(graph, task_source, task_name, design, &mismatch);
   if (first.source || !mismatch) {
     return first;
   }
@@ -532,7 +549,7 @@ Candidate GenerateDynamic(const Graph& graph, const std::string& task_source, co
     return first;
   }
   mismatch.reset();
-  return MergeDynamic(graph, task_source, task_name, *looped, &mismatch);
+  return MergeDynamicOrWide(graph, task_source, task_name, *looped, &mismatch);
 }
 
 }  // namespace

@@ -49,8 +49,8 @@ kir::Kernel KernelWriter::DirectConvolutionProgram() {
   const Operand a = EmitUnder(mm.a, input, valid, "valid");
   const Operand w = emitter_.Emit(mm.b, weight);
   const std::string term = fmt::format("({}).to(tl.float32) * ({}).to(tl.float32)", a.code, w.code);
-  emitter_.Add(kir::Statement::Update(0, "acc", kir::Combine::kAdd, kir::UpdateForm::kAugmented,
-                                      valid.empty() ? term : fmt::format("tl.where(valid, {}, 0.0)", term)));
+  emitter_.Add(
+      kir::Statement::Sum(0, "acc", valid.empty() ? term : fmt::format("tl.where(valid, {}, 0.0)", term)));
   for (int level = depth; level > 1; --level) {
     emitter_.Append(emitter_.CloseStatements());
   }
@@ -169,7 +169,7 @@ kir::Kernel KernelWriter::ChannelsLastConvolutionProgram() {
   loop.tap_lines = TextLines(tap_lines, 2);
   loop.prologue = TextLines(prologue, 1);
   loop.channels = in_per_group;
-  wide_scratch_ = positions * conv.in_channels > kInt32Max;
+  wide_scratch_ = NeedsInt64(graph_, positions * conv.in_channels);
   const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
   kir::Kernel program =
       FinishMatmul(std::move(loop), out, out_index, Linearize(out_index, MetaOf(graph_, out).shape));
@@ -218,7 +218,7 @@ void KernelWriter::PrependRepack(kir::Kernel& program, int value, const std::vec
   function.domain.kind = kir::Domain::Kind::kPanels;
   function.domain.size = rows;
   function.domain.columns = columns;
-  function.domain.int64 = repack.MaxAddress() > kInt32Max || wide_scratch_;
+  function.domain.int64 = NeedsInt64(graph_, repack.MaxAddress()) || wide_scratch_;
   function.body = repack.CloseStatements();
   program.launches.insert(program.launches.begin(), {function.name,
                                                      repack.PointerValues(),

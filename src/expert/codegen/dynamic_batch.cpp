@@ -205,24 +205,46 @@ class Merger {
     return samples_[sample].source.substr(token.begin, token.end - token.begin);
   }
 
-  bool Fail(size_t k, const std::string& what) {
-    const Token& token = tokens_[0][k];
-    const std::string& source = samples_[0].source;
-    const size_t start =
-        source.rfind('\n', token.begin) == std::string::npos ? 0 : source.rfind('\n', token.begin) + 1;
-    std::string line = source.substr(start, source.find('\n', token.begin) - start);
+  // The line of sample `sample` that holds its token `k` (its last token's past the end), unindented and cut
+  // at 120 characters.
+  std::string LineOf(size_t sample, size_t k) const {
+    const std::string& source = samples_[sample].source;
+    const std::vector<Token>& tokens = tokens_[sample];
+    const size_t at = tokens.empty() ? 0 : tokens[std::min(k, tokens.size() - 1)].begin;
+    const size_t newline = at == 0 ? std::string::npos : source.rfind('\n', at - 1);
+    const size_t start = newline == std::string::npos ? 0 : newline + 1;
+    std::string line = source.substr(start, source.find('\n', at) - start);
     const size_t indent = line.find_first_not_of(' ');
     line = indent == std::string::npos ? line : line.substr(indent);
-    problem_ = fmt::format("{} (line {}: {})", what, token.line, line.substr(0, 120));
+    return line.substr(0, 120);
+  }
+
+  bool Fail(size_t k, const std::string& what) {
+    problem_ = fmt::format("{} (line {}: {})", what, tokens_[0][k].line, LineOf(0, k));
     return false;
+  }
+
+  // Where sample `s` first differs from sample 0 other than in an integer literal (its token count).
+  size_t FirstChange(size_t s) const {
+    const size_t common = std::min(tokens_[0].size(), tokens_[s].size());
+    for (size_t k = 0; k < common; ++k) {
+      const bool integers = tokens_[0][k].integer && tokens_[s][k].integer;
+      if (!integers && Text(s, k) != Text(0, k)) {
+        return k;
+      }
+    }
+    return common;
   }
 
   // Every sample has the same tokens but for integer literals, each of which is linear in the batch.
   bool Compare() {
     for (size_t s = 1; s < samples_.size(); ++s) {
       if (tokens_[s].size() != tokens_[0].size()) {
-        problem_ = fmt::format("the generated code changes form between batch {} and {}", samples_[0].batch,
-                               samples_[s].batch);
+        const size_t k = FirstChange(s);
+        problem_ =
+            fmt::format("the generated code changes form between batch {} and {} (`{}` at {}, `{}` at {})",
+                        samples_[0].batch, samples_[s].batch, LineOf(0, k), samples_[0].batch, LineOf(s, k),
+                        samples_[s].batch);
         return false;
       }
     }

@@ -196,7 +196,9 @@ TEST(DynamicBatchTest, AChangeOfFormIsRefused) {
   auto extra = [](int64_t b) {
     return "def forward(self, x):\n    return x" + std::string(b == 10 ? ".relu()" : "") + "\n";
   };
-  EXPECT_EQ(Problem(extra), "the generated code changes form between batch 8 and 10");
+  EXPECT_EQ(
+      Problem(extra),
+      "the generated code changes form between batch 8 and 10 (`return x` at 8, `return x.relu()` at 10)");
   auto other = [](int64_t b) {
     return "def forward(self, x):\n    return x." + std::string(b == 1032 ? "relu" : "sigmoid") + "()\n";
   };

@@ -73,11 +73,41 @@ std::string Identity(ReductionKind kind, DType dtype) {
   return "0";
 }
 
-std::string RowCombine(ReductionKind kind) {
+kir::Combine RowCombine(ReductionKind kind) {
   if (kind == ReductionKind::kMax || kind == ReductionKind::kAny) {
-    return "tl.max";
+    return kir::Combine::kMax;
   }
-  return kind == ReductionKind::kMin || kind == ReductionKind::kAll ? "tl.min" : "tl.sum";
+  if (kind == ReductionKind::kProd) {
+    return kir::Combine::kMul;
+  }
+  return kind == ReductionKind::kMin || kind == ReductionKind::kAll ? kir::Combine::kMin : kir::Combine::kAdd;
+}
+
+kir::Statement WelfordReduce(const std::string& tag, std::vector<std::string> operands) {
+  kir::Reduction reduction;
+  reduction.results = {"redm" + tag, "reds" + tag, "redn" + tag};
+  reduction.operands = std::move(operands);
+  reduction.function = "_egg_welford_combine";
+  return kir::Statement::Reduce(0, std::move(reduction));
+}
+
+kir::Statement PairReduce(const std::string& tag, std::vector<std::string> operands, std::string combine) {
+  kir::Reduction reduction;
+  reduction.results = {"redv" + tag, "redi" + tag};
+  reduction.operands = std::move(operands);
+  reduction.function = std::move(combine);
+  return kir::Statement::Reduce(0, std::move(reduction));
+}
+
+std::string ArgCombine(bool is_max) { return is_max ? "_egg_argmax_combine" : "_egg_argmin_combine"; }
+
+kir::Statement RowReduce(std::string result, std::string operand, ReductionKind kind) {
+  kir::Reduction reduction;
+  reduction.results = {std::move(result)};
+  reduction.operands = {std::move(operand)};
+  reduction.combine = RowCombine(kind);
+  reduction.keep_dims = true;
+  return kir::Statement::Reduce(0, std::move(reduction));
 }
 
 DType AccumulatorType(ReductionKind kind, DType input) {
@@ -131,7 +161,7 @@ KernelSource KernelWriter::Finish(const std::string& template_name, templates::V
   KernelSource source;
   source.name = kernel_.name;
   source.int64_indexing =
-      emitter_.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max || wide_scratch_;
+      NeedsInt64(graph_, std::max(emitter_.MaxAddress(), kernel_.rows * kernel_.length)) || wide_scratch_;
   values.text["name"] = function.empty() ? kernel_.name : function;
   values.text["params"] = PointerParams(emitter_);
   values.text["summary"] = Summary(graph_, kernel_);
@@ -257,7 +287,7 @@ kir::Kernel FlatProgram(const KernelPlan& kernel, int64_t numel, KernelEmitter& 
   kir::Kernel program;
   program.name = kernel.name;
   program.int64_indexing =
-      emitter.MaxAddress() > writer::kInt32Max || kernel.rows * kernel.length > writer::kInt32Max;
+      writer::NeedsInt64(emitter.GraphRef(), std::max(emitter.MaxAddress(), kernel.rows * kernel.length));
   kir::Function function;
   function.name = kernel.name;
   function.pointers = emitter.PointerValues().size();

@@ -18,6 +18,11 @@
 namespace egg::expert::writer {
 
 inline constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+// Whether offsets up to `extent` need int64 indexing: past int32, or always in a dynamic-batch module
+// generated wide (DynamicBatch::wide_indexing).
+inline bool NeedsInt64(const Graph& graph, int64_t extent) {
+  return extent > kInt32Max || (graph.dynamic && graph.dynamic->wide_indexing);
+}
 inline constexpr int64_t kCombineTile = 4096;
 inline constexpr int64_t kMatmulGroupRows = 8;  // matmul tile rows that sweep N together (L2 reuse of B)
 
@@ -26,8 +31,19 @@ bool Contains(const std::vector<int>& values, int value);
 std::string Summary(const Graph& graph, const KernelPlan& kernel);
 std::string Identity(ReductionKind kind, DType dtype);
 DType AccumulatorType(ReductionKind kind, DType input);
-// The tl reduction combining a row of partial results of `kind` (not prod): tl.max, tl.min or tl.sum.
-std::string RowCombine(ReductionKind kind);
+// How a row of partial results of `kind` combines: summed (sum, mean, variance), multiplied (prod), the
+// largest kept (max, any) or the smallest (min, all).
+kir::Combine RowCombine(ReductionKind kind);
+// `result = <combine>(operand, 1)[:, None]`: a row tile reduced to its column.
+kir::Statement RowReduce(std::string result, std::string operand, ReductionKind kind);
+// `redm<tag>, reds<tag>, redn<tag> = tl.reduce((mean, m2, count), 1, _egg_welford_combine)`: Welford's
+// partial (mean, sum of squared deviations, count) tiles merged along the row.
+kir::Statement WelfordReduce(const std::string& tag, std::vector<std::string> operands);
+// The candidate file's combine function of an argmax's (value, index) pairs, or an argmin's.
+std::string ArgCombine(bool is_max);
+// `redv<tag>, redi<tag> = tl.reduce((values, indices), 1, combine)`: an argmax's or argmin's pair of tiles
+// reduced to the row's winner.
+kir::Statement PairReduce(const std::string& tag, std::vector<std::string> operands, std::string combine);
 // What tl.dot's operands (computed in float32) are cast to for products of `operand` tensors: half types go
 // to the tensor cores in their own type (EGG_BF16_DOT for bf16), float32 ones are taken as they are ("").
 std::string DotOperandCast(DType operand);
@@ -93,7 +109,7 @@ class KernelWriter {
     std::vector<kir::Statement> init;              // before the loop: register tiles (depth set when added)
     std::vector<kir::Statement> update;            // inside the loop (after the input is emitted; depth set
                                                    // when added)
-    std::vector<std::string> finish;               // after the loop
+    std::vector<kir::Statement> finish;            // after the loop: the tiles reduced to the row's values
     std::vector<std::pair<int, Operand>> results;  // output value -> row operand
   };
 
@@ -201,6 +217,18 @@ class KernelWriter {
   // (sets k_end); none when the product has no such reader.
   std::vector<kir::Statement> DroppedTilePrologue(int out, const std::vector<Index>& out_index);
   // The aligned algorithm's loads of A and B from their copies (scratch 0 and 1), and those copies' kernels.
+  // Where the aligned and kmajor algorithms copy the operands: A as [batch * m, k] rows, B as [batch * k, n]
+  // rows (aligned) or transposed as [batch * n, k] rows (kmajor), each row at a stride of whole 32-float
+  // sectors. The copies' launches and the product's loads both read it.
+  struct OperandCopies {
+    bool kmajor = false;
+    int64_t a_rows = 0;
+    int64_t a_stride = 0;
+    int64_t b_rows = 0;
+    int64_t b_columns = 0;
+    int64_t b_stride = 0;
+  };
+  OperandCopies CopiesOf(const MatmulSpec& mm) const;
   void LoadAlignedOperands(const Index& b, const Index& m, const Index& n, const Index& ka, const Index& kb);
   void AddAlignedCopies(kir::Kernel& program);
 

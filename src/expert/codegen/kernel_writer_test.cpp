@@ -67,12 +67,17 @@ TEST(KernelWriterTest, AccumulatorTypesWidenSumsAndKeepComparisons) {
 
 TEST(KernelWriterTest, RowsCombineWithTheirKindsOperation) {
   using writer::RowCombine;
-  EXPECT_EQ(RowCombine(ReductionKind::kMax), "tl.max");
-  EXPECT_EQ(RowCombine(ReductionKind::kAny), "tl.max");
-  EXPECT_EQ(RowCombine(ReductionKind::kMin), "tl.min");
-  EXPECT_EQ(RowCombine(ReductionKind::kAll), "tl.min");
-  EXPECT_EQ(RowCombine(ReductionKind::kSum), "tl.sum");
-  EXPECT_EQ(RowCombine(ReductionKind::kMean), "tl.sum");
+  EXPECT_EQ(RowCombine(ReductionKind::kMax), kir::Combine::kMax);
+  EXPECT_EQ(RowCombine(ReductionKind::kAny), kir::Combine::kMax);
+  EXPECT_EQ(RowCombine(ReductionKind::kMin), kir::Combine::kMin);
+  EXPECT_EQ(RowCombine(ReductionKind::kAll), kir::Combine::kMin);
+  EXPECT_EQ(RowCombine(ReductionKind::kSum), kir::Combine::kAdd);
+  EXPECT_EQ(RowCombine(ReductionKind::kMean), kir::Combine::kAdd);
+  EXPECT_EQ(RowCombine(ReductionKind::kProd), kir::Combine::kMul);
+  EXPECT_EQ(kir::Print(writer::RowReduce("red0", "acc0", ReductionKind::kProd)),
+            "red0 = tl.reduce(acc0, 1, _egg_prod)[:, None]");
+  EXPECT_EQ(kir::Print(writer::RowReduce("red1", "acc1", ReductionKind::kAll)),
+            "red1 = tl.min(acc1, 1)[:, None]");
 }
 
 TEST(KernelWriterTest, SmallHelpersOfTheWriter) {

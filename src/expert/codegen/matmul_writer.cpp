@@ -100,22 +100,31 @@ void KernelWriter::LoadAlignedOperands(const Index& b, const Index& m, const Ind
   // Both operands from their copies (scratch 0 and 1, written by the first launches): A's rows at the aligned
   // stride, B's K rows at it (aligned) or, transposed, its N rows along K (kmajor).
   const MatmulSpec& mm = *kernel_.matmul;
-  const bool kmajor = kernel_.design.algorithm == Algorithm::kKMajor;
-  const int64_t a_stride = AlignedStride(mm.k);
-  const int64_t b_stride = AlignedStride(kmajor ? mm.k : mm.n);
+  const OperandCopies copies = CopiesOf(mm);
   // A copy past int32 offsets: the rows' K index in int64 too (mindex and bindex are by the template)
   wide_scratch_ =
-      mm.batch * mm.m * a_stride > kInt32Max || mm.batch * (kmajor ? mm.n : mm.k) * b_stride > kInt32Max;
+      NeedsInt64(graph_, std::max(copies.a_rows * copies.a_stride, copies.b_rows * copies.b_stride));
   if (wide_scratch_) {
     emitter_.Line("kbwide = kbindex.to(tl.int64)");
   }
   const Index k_rows = wide_scratch_ ? Index::Var("kbwide", mm.k) : kb;
-  emitter_.Append(
-      {ScratchTileLoad("a", ScratchId(0), (b * mm.m + m) * a_stride + ka, "mmask & kamask",
-                       kir::TileSide::kA),
-       ScratchTileLoad("b", ScratchId(1),
-                       kmajor ? (b * mm.n + n) * b_stride + k_rows : (b * mm.k + k_rows) * b_stride + n,
-                       "kbmask & nmask", kir::TileSide::kB)});
+  emitter_.Append({ScratchTileLoad("a", ScratchId(0), (b * mm.m + m) * copies.a_stride + ka, "mmask & kamask",
+                                   kir::TileSide::kA),
+                   ScratchTileLoad("b", ScratchId(1),
+                                   copies.kmajor ? (b * mm.n + n) * copies.b_stride + k_rows
+                                                 : (b * mm.k + k_rows) * copies.b_stride + n,
+                                   "kbmask & nmask", kir::TileSide::kB)});
+}
+
+KernelWriter::OperandCopies KernelWriter::CopiesOf(const MatmulSpec& mm) const {
+  OperandCopies copies;
+  copies.kmajor = kernel_.design.algorithm == Algorithm::kKMajor;
+  copies.a_rows = mm.batch * mm.m;
+  copies.a_stride = AlignedStride(mm.k);
+  copies.b_rows = mm.batch * (copies.kmajor ? mm.n : mm.k);
+  copies.b_columns = copies.kmajor ? mm.k : mm.n;
+  copies.b_stride = AlignedStride(copies.b_columns);
+  return copies;
 }
 
 kir::Statement KernelWriter::ScratchTileLoad(const std::string& name, int scratch, const Index& address,
@@ -151,9 +160,8 @@ void KernelWriter::AddAlignedCopies(kir::Kernel& program) {
   // aligned strides: read through the emitter, so a transposed view or a computed operand is copied in the
   // product's own orientation.
   const MatmulSpec& mm = *kernel_.matmul;
-  const bool kmajor = kernel_.design.algorithm == Algorithm::kKMajor;
-  const int64_t a_stride = AlignedStride(mm.k);
-  const int64_t b_stride = AlignedStride(kmajor ? mm.k : mm.n);
+  const OperandCopies copies = CopiesOf(mm);
+  const bool kmajor = copies.kmajor;
   auto rows_of = [&](int64_t rows) {
     return mm.batched ? Delinearize(Index::Var("pindex", mm.batch * rows), {mm.batch, rows})
                       : std::vector<Index>{Index::Var("pindex", rows)};
@@ -161,20 +169,16 @@ void KernelWriter::AddAlignedCopies(kir::Kernel& program) {
   std::vector<Index> a_index = rows_of(mm.m);
   a_index.push_back(Index::Var("cindex", mm.k));
   std::vector<Index> b_index = rows_of(kmajor ? mm.n : mm.k);
-  const Index b_column = Index::Var("cindex", kmajor ? mm.k : mm.n);
+  const Index b_column = Index::Var("cindex", copies.b_columns);
   // B[.., k, n]: kmajor's rows are n, its columns k
   b_index.insert(kmajor ? b_index.end() - 1 : b_index.end(), b_column);
-  const int64_t b_rows = mm.batch * (kmajor ? mm.n : mm.k);
-  program.scratch.push_back({mm.batch * mm.m * a_stride, DType::kFloat32});
-  program.scratch.push_back({b_rows * b_stride, DType::kFloat32});
-  if (kmajor) {
-    PrependRepack(program, mm.b, b_index, b_rows, mm.k, b_stride, ScratchId(1), "_kmajor_b",
-                  "B transposed into K-contiguous rows of a 32-float stride (what tf32 MMA reads)");
-  } else {
-    PrependRepack(program, mm.b, b_index, b_rows, mm.n, b_stride, ScratchId(1), "_aligned_b",
-                  "B copied into rows of a 32-float stride");
-  }
-  PrependRepack(program, mm.a, a_index, mm.batch * mm.m, mm.k, a_stride, ScratchId(0), "_aligned_a",
+  program.scratch.push_back({copies.a_rows * copies.a_stride, DType::kFloat32});
+  program.scratch.push_back({copies.b_rows * copies.b_stride, DType::kFloat32});
+  PrependRepack(program, mm.b, b_index, copies.b_rows, copies.b_columns, copies.b_stride, ScratchId(1),
+                kmajor ? "_kmajor_b" : "_aligned_b",
+                kmajor ? "B transposed into K-contiguous rows of a 32-float stride (what tf32 MMA reads)"
+                       : "B copied into rows of a 32-float stride");
+  PrependRepack(program, mm.a, a_index, copies.a_rows, mm.k, copies.a_stride, ScratchId(0), "_aligned_a",
                 "A copied into rows of a 32-float stride");
 }
 
@@ -267,12 +271,12 @@ kir::Kernel KernelWriter::FinishMatmul(DotLoop loop, int out, const std::vector<
     // the offset as written, not as an Index: mindex is int64 where the partials pass int32 offsets, and the
     // product must be taken after that widening
     split.offset = fmt::format("(mindex + {} * {}) * {} + nindex", slice, mm.m, mm.n);
-    wide_scratch_ = split.splits * mm.batch * mm.m * mm.n > kInt32Max;
+    wide_scratch_ = NeedsInt64(graph_, split.splits * mm.batch * mm.m * mm.n);
   }
   kir::Kernel program;
   program.name = kernel_.name;
   program.int64_indexing =
-      emitter_.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max || wide_scratch_;
+      NeedsInt64(graph_, std::max(emitter_.MaxAddress(), kernel_.rows * kernel_.length)) || wide_scratch_;
   program.helpers = emitter_.Helpers();
   program.computed = ComputedNodes();
   kir::Function function;
@@ -334,17 +338,19 @@ std::vector<kir::Statement> KernelWriter::DotBody(const DotLoop& loop, DotPart p
     line(1, fmt::format("# split-K: the {} partial products of this tile, summed in a fixed order",
                         split.splits));
     body.push_back(kir::Statement::Loop(1, "split", kir::LoopRange::Upto(std::to_string(split.splits))));
-    body.push_back(kir::Statement::Update(
-        2, "acc", kir::Combine::kAdd, kir::UpdateForm::kAugmented,
-        fmt::format("tl.load({} + ({}), omask, other=0.0)", split.partials, split.offset)));
+    body.push_back(kir::Statement::Sum(
+        2, "acc", fmt::format("tl.load({} + ({}), omask, other=0.0)", split.partials, split.offset)));
   } else {
     KLoopLines(loop, part, split, body);
     const int depth = loop.tap_range.empty() ? 2 : 3;
     body.insert(body.end(), loop.step.begin(), loop.step.end());
     if (gemv) {
-      body.push_back(kir::Statement::Update(depth, "acc", kir::Combine::kAdd, kir::UpdateForm::kAugmented,
-                                            "a * tl.trans(b)"));
-      line(1, "acc = tl.sum(acc, axis=1)[:, None]");
+      body.push_back(kir::Statement::Sum(depth, "acc", "a * tl.trans(b)"));
+      kir::Reduction row;  // the K lanes of the product summed
+      row.results = {"acc"};
+      row.operands = {"acc"};
+      row.keep_dims = true;
+      body.push_back(kir::Statement::Reduce(1, std::move(row)));
     } else {
       const std::string cast = DotOperandCast(MetaOf(graph_, kernel_.matmul->a).dtype);
       body.push_back(

@@ -238,11 +238,22 @@ TEST(MatmulWriterTest, AlignedCopiesPadRowsTo32Floats) {
 }
 
 TEST(MatmulWriterTest, AGemvSumsFmaProductsAfterTheKLoop) {
-  const KernelSource source = WriteProduct(testing::Fixture("level1_16_Matmul_with_transposed_A"), Gemv);
-  EXPECT_TRUE(Has(source.code, "acc = tl.zeros([BLOCK_M, BLOCK_K], dtype=tl.float32)")) << source.code;
-  EXPECT_TRUE(Has(source.code, "acc += a * tl.trans(b)")) << source.code;
-  EXPECT_TRUE(Has(source.code, "acc = tl.sum(acc, axis=1)[:, None]")) << source.code;
-  EXPECT_FALSE(Has(source.code, "tl.dot(")) << source.code;
+  const kir::Kernel gemv = LowerProduct(testing::Fixture("level1_16_Matmul_with_transposed_A"), Gemv);
+  ASSERT_EQ(gemv.functions.size(), 1U);
+  const kir::Function& function = gemv.functions[0];
+  const std::vector<kir::Statement> tiles = kir::RegisterTiles(function);
+  ASSERT_EQ(tiles.size(), 1U);
+  EXPECT_EQ(tiles[0].shape, (std::vector<std::string>{"BLOCK_M", "BLOCK_K"})) << "a lane per K step";
+  const std::vector<kir::UpdateSite> updates = kir::Updates(function);
+  ASSERT_EQ(updates.size(), 1U);
+  EXPECT_EQ(updates[0].statement.data, "a * tl.trans(b)") << "products on the CUDA cores";
+  EXPECT_EQ(updates[0].loops, std::vector<std::string>{"k0"});
+  const std::vector<kir::UpdateSite> sums = kir::Reductions(function);
+  ASSERT_EQ(sums.size(), 1U);
+  EXPECT_TRUE(sums[0].loops.empty()) << "the K lanes summed after the loop";
+  EXPECT_EQ(sums[0].statement.reduction->operands, std::vector<std::string>{"acc"});
+  EXPECT_EQ(sums[0].statement.reduction->combine, kir::Combine::kAdd);
+  EXPECT_TRUE(kir::Products(function).empty()) << "no tl.dot";
 }
 
 TEST(MatmulWriterTest, TilesATriangularWhereDropsSkipTheKLoop) {

@@ -88,8 +88,7 @@ kir::Kernel KernelWriter::PoolProgram() {
     element = fmt::format("tl.where(valid, {}, {})", element, is_max ? "float('-inf')" : "0.0");
     emitter_.PopCondition();
   }
-  emitter_.Add(kir::Statement::Update(0, "acc", is_max ? kir::Combine::kMax : kir::Combine::kAdd,
-                                      kir::UpdateForm::kExpanded, element));
+  emitter_.Add(kir::Statement::Fold(0, "acc", is_max ? kir::Combine::kMax : kir::Combine::kAdd, element));
   for (int s = pool.spatial; s-- > 0;) {
     emitter_.Append(emitter_.CloseStatements());
   }

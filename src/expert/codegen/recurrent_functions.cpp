@@ -83,8 +83,7 @@ class FunctionWriter {
          "b = tl.load(w_ptr + nindex * W_SN + kbindex * W_SK, mask=(kbindex < K) & nmask, other=0.0)");
     body.push_back(kir::Statement::Accumulate(2, "acc", {"a", "b", DotCast(), kernel_.design.precision}));
     if (spec_.has_biases) {
-      body.push_back(kir::Statement::Update(1, "acc", kir::Combine::kAdd, kir::UpdateForm::kAugmented,
-                                            "tl.load(b_ptr + nindex * B_S, mask=nmask, other=0.0)"));
+      body.push_back(kir::Statement::Sum(1, "acc", "tl.load(b_ptr + nindex * B_S, mask=nmask, other=0.0)"));
     }
     Line(body, 1,
          fmt::format("tl.store(out_ptr + mindex * N + nindex, acc{}, mask=mmask & nmask)",

@@ -14,12 +14,11 @@ namespace {
 kir::Statement FoldUpdate(ReductionKind kind, const std::string& a, const std::string& element,
                           const std::string& identity) {
   if (IsLogical(kind)) {
-    return kir::Statement::Update(0, a, kind == ReductionKind::kAny ? kir::Combine::kMax : kir::Combine::kMin,
-                                  kir::UpdateForm::kMasked, element, "mask");
+    return kir::Statement::FoldMasked(
+        0, a, kind == ReductionKind::kAny ? kir::Combine::kMax : kir::Combine::kMin, element, "mask");
   }
-  return kir::Statement::Update(0, a, kind == ReductionKind::kProd ? kir::Combine::kMul : kir::Combine::kAdd,
-                                kir::UpdateForm::kExpanded,
-                                fmt::format("tl.where(mask, {}, {})", element, identity));
+  return kir::Statement::Fold(0, a, kind == ReductionKind::kProd ? kir::Combine::kMul : kir::Combine::kAdd,
+                              fmt::format("tl.where(mask, {}, {})", element, identity));
 }
 
 }  // namespace
@@ -59,20 +58,14 @@ KernelWriter::Accumulator KernelWriter::Accumulate(const ReductionSpec& spec, co
     } else if (IsLogical(kind)) {
       element = "(" + value + " != 0).to(tl.int32)";
     }
-    const bool multiply = kind == ReductionKind::kProd;
     const std::string identity = Identity(kind, acc_type);
-    const std::string combine_fn = multiply ? "_egg_prod" : RowCombine(kind);
     if (looped) {
       acc.init.push_back(kir::Statement::Tile(0, a, {"XBLOCK", "RBLOCK"}, tl_acc, identity));
       acc.update.push_back(FoldUpdate(kind, a, element, identity));
-      acc.finish.push_back(multiply ? fmt::format("red{0} = tl.reduce({1}, 1, _egg_prod)[:, None]", tag, a)
-                                    : fmt::format("red{0} = {1}({2}, 1)[:, None]", tag, combine_fn, a));
+      acc.finish.push_back(RowReduce("red" + tag, a, kind));
     } else {
-      acc.update.push_back(kir::Statement::Text(
-          0, multiply ? fmt::format("red{0} = tl.reduce(tl.where(mask, {1}, {2}), 1, _egg_prod)[:, None]",
-                                    tag, element, identity)
-                      : fmt::format("red{0} = {1}(tl.where(mask, {2}, {3}), 1)[:, None]", tag, combine_fn,
-                                    element, identity)));
+      acc.update.push_back(
+          RowReduce("red" + tag, fmt::format("tl.where(mask, {}, {})", element, identity), kind));
     }
     const std::string red = "red" + tag;
     if (kind == ReductionKind::kSum || kind == ReductionKind::kProd) {
@@ -91,14 +84,12 @@ KernelWriter::Accumulator KernelWriter::Accumulate(const ReductionSpec& spec, co
     const std::string identity = Identity(kind, acc_type);
     if (looped) {
       acc.init.push_back(kir::Statement::Tile(0, a, {"XBLOCK", "RBLOCK"}, tl_acc, identity));
-      acc.update.push_back(
-          kir::Statement::Update(0, a, kind == ReductionKind::kMax ? kir::Combine::kMax : kir::Combine::kMin,
-                                 kir::UpdateForm::kMasked, value, "mask"));
-      acc.finish.push_back(fmt::format("red{} = tl.{}({}, 1)[:, None]", tag, NameOf(kind), a));
+      acc.update.push_back(kir::Statement::FoldMasked(
+          0, a, kind == ReductionKind::kMax ? kir::Combine::kMax : kir::Combine::kMin, value, "mask"));
+      acc.finish.push_back(RowReduce("red" + tag, a, kind));
     } else {
       acc.update.push_back(
-          kir::Statement::Text(0, fmt::format("red{} = tl.{}(tl.where(mask, {}, {}), 1)[:, None]", tag,
-                                              NameOf(kind), value, identity)));
+          RowReduce("red" + tag, fmt::format("tl.where(mask, {}, {})", value, identity), kind));
     }
     result(spec.outputs[0], "red" + tag, out_type);
     return acc;
@@ -113,29 +104,29 @@ void KernelWriter::AccumulateIndexed(const ReductionSpec& spec, const std::strin
   const std::string tl_acc = TritonDType(acc_type);
   const bool is_max = IsMaxLike(spec.kind);
   const std::string identity = Identity(is_max ? ReductionKind::kMax : ReductionKind::kMin, acc_type);
-  const std::string combine = is_max ? "_egg_argmax_combine" : "_egg_argmin_combine";
+  const std::string combine = ArgCombine(is_max);
   const std::string better = is_max ? ">" : "<";
   if (looped) {
     acc->init.push_back(kir::Statement::Tile(0, a + "v", {"XBLOCK", "RBLOCK"}, tl_acc, identity));
     acc->init.push_back(kir::Statement::Tile(0, a + "i", {"XBLOCK", "RBLOCK"}, "tl.int64"));
-    // The value in the accumulator's shape: a scalar one (read at no lane) would meet block-shaped booleans
-    // in
-    // `&`, which Triton's interpreter refuses.
-    // a (value, index) pair: the value decides, ties and nan included, so it is no Combine of one tile
-    for (std::string line :
-         {fmt::format("val{0} = tl.where(mask, {1}, {2})", tag, value, identity),
-          fmt::format("take{0} = mask & ((val{0} {1} {2}v) | ((val{0} != val{0}) & ({2}v == {2}v)))", tag,
-                      better, a),
-          fmt::format("{0}v = tl.where(take{1}, val{1}, {0}v)", a, tag),
-          fmt::format("{0}i = tl.where(take{1}, rindex.to(tl.int64) + tl.zeros_like({0}i), {0}i)", a, tag)}) {
-      acc->update.push_back(kir::Statement::Text(0, std::move(line)));
-    }
-    acc->finish.push_back(fmt::format("redv{0}, redi{0} = tl.reduce(({1}v, {1}i), 1, {2})", tag, a, combine));
-  } else {
+    // A (value, index) pair: where the value wins (a nan wins over a number, as torch's argmax has it) both
+    // tiles take the new lane. The value is in the accumulator's shape: a scalar one (read at no lane) would
+    // meet block-shaped booleans in `&`, which Triton's interpreter refuses.
+    const std::string take = "take" + tag;
+    acc->update.push_back(
+        kir::Statement::Text(0, fmt::format("val{0} = tl.where(mask, {1}, {2})", tag, value, identity)));
     acc->update.push_back(kir::Statement::Text(
-        0, fmt::format("redv{0}, redi{0} = tl.reduce((tl.where(mask, {1}, {2}), rindex.to(tl.int64) + "
-                       "tl.zeros([XBLOCK, RBLOCK], tl.int64)), 1, {3})",
-                       tag, value, identity, combine)));
+        0, fmt::format("{0} = mask & ((val{1} {2} {3}v) | ((val{1} != val{1}) & ({3}v == {3}v)))", take, tag,
+                       better, a)));
+    acc->update.push_back(kir::Statement::FoldMasked(0, a + "v", kir::Combine::kTake, "val" + tag, take));
+    acc->update.push_back(kir::Statement::FoldMasked(
+        0, a + "i", kir::Combine::kTake, fmt::format("rindex.to(tl.int64) + tl.zeros_like({}i)", a), take));
+    acc->finish.push_back(PairReduce(tag, {a + "v", a + "i"}, combine));
+  } else {
+    acc->update.push_back(PairReduce(tag,
+                                     {fmt::format("tl.where(mask, {}, {})", value, identity),
+                                      "rindex.to(tl.int64) + tl.zeros([XBLOCK, RBLOCK], tl.int64)"},
+                                     combine));
   }
   const std::string v = "redv" + tag + "[:, None]";
   const std::string i = "redi" + tag + "[:, None]";
@@ -172,8 +163,8 @@ void KernelWriter::EmitReductionPass(const ReductionSpec& spec, size_t number, b
     emitter_.Loop("roffset", RowLoop());
     emitter_.Append(TileLines(true));
     emitter_.Append(std::move(body));
-    for (const std::string& line : out->finish) {
-      emitter_.Line(line);
+    for (const kir::Statement& statement : out->finish) {
+      emitter_.Add(statement);
     }
   } else {
     for (const kir::Statement& statement : out->update) {
@@ -347,15 +338,13 @@ KernelWriter::Accumulator KernelWriter::WelfordAccumulate(const ReductionSpec& s
   using kir::Statement;
   using kir::UpdateForm;
   acc.update.push_back(Statement::Text(0, fmt::format("wv{} = ({}).to(tl.float32)", tag, input.code)));
-  acc.update.push_back(
-      Statement::Update(0, "wn" + tag, Combine::kAdd, UpdateForm::kExpanded, "tl.where(mask, 1.0, 0.0)"));
+  acc.update.push_back(Statement::Fold(0, "wn" + tag, Combine::kAdd, "tl.where(mask, 1.0, 0.0)"));
   acc.update.push_back(Statement::Text(0, fmt::format("wd{0} = wv{0} - wm{0}", tag)));
-  acc.update.push_back(Statement::Update(0, "wm" + tag, Combine::kAdd, UpdateForm::kMasked,
-                                         fmt::format("wd{0} / tl.maximum(wn{0}, 1.0)", tag), "mask"));
-  acc.update.push_back(Statement::Update(0, "ws" + tag, Combine::kAdd, UpdateForm::kMasked,
-                                         fmt::format("wd{0} * (wv{0} - wm{0})", tag), "mask"));
-  acc.finish.push_back(fmt::format(
-      "redm{0}, reds{0}, redn{0} = tl.reduce((wm{0}, ws{0}, wn{0}), 1, _egg_welford_combine)", tag));
+  acc.update.push_back(Statement::FoldMasked(0, "wm" + tag, Combine::kAdd,
+                                             fmt::format("wd{0} / tl.maximum(wn{0}, 1.0)", tag), "mask"));
+  acc.update.push_back(Statement::FoldMasked(0, "ws" + tag, Combine::kAdd,
+                                             fmt::format("wd{0} * (wv{0} - wm{0})", tag), "mask"));
+  acc.finish.push_back(WelfordReduce(tag, {"wm" + tag, "ws" + tag, "wn" + tag}));
   WelfordResults(spec, "redm" + tag + "[:, None]", "reds" + tag + "[:, None]", &acc);
   return acc;
 }
@@ -390,15 +379,15 @@ KernelWriter::Accumulator KernelWriter::OnlineAccumulate(const ReductionSpec& ma
       0, fmt::format("t{0} = tl.where(mask, ({1}).to(tl.float32), float('-inf'))", t, input.code)));
   acc.update.push_back(kir::Statement::Text(0, fmt::format("mn{0} = tl.maximum(m{0}, t{0})", t)));
   // the running sum rescaled to the new running max (the max's tile is set from mn, not folded)
-  acc.update.push_back(
-      kir::Statement::Update(0, "s" + t, kir::Combine::kAdd, kir::UpdateForm::kRescaled,
-                             fmt::format("tl.where(mask, tl.exp(t{0} - mn{0}), 0.0)", t),
-                             fmt::format("tl.where(mn{0} == float('-inf'), 0.0, tl.exp(m{0} - mn{0}))", t)));
-  acc.update.push_back(kir::Statement::Text(0, fmt::format("m{0} = mn{0}", t)));
-  acc.finish.push_back(fmt::format("redm{0} = tl.max(m{0}, 1)[:, None]", t));
-  acc.finish.push_back(fmt::format(
-      "reds{0} = tl.sum(s{0} * tl.where(m{0} == float('-inf'), 0.0, tl.exp(m{0} - redm{0})), 1)[:, None]",
-      t));
+  acc.update.push_back(kir::Statement::Rescale(
+      0, "s" + t, fmt::format("tl.where(mn{0} == float('-inf'), 0.0, tl.exp(m{0} - mn{0}))", t),
+      fmt::format("tl.where(mask, tl.exp(t{0} - mn{0}), 0.0)", t)));
+  acc.update.push_back(kir::Statement::Fold(0, "m" + t, kir::Combine::kTake, "mn" + t));
+  acc.finish.push_back(RowReduce("redm" + t, "m" + t, ReductionKind::kMax));
+  // each lane's sum rescaled from its own running max to the row's
+  acc.finish.push_back(RowReduce(
+      "reds" + t, fmt::format("s{0} * tl.where(m{0} == float('-inf'), 0.0, tl.exp(m{0} - redm{0}))", t),
+      ReductionKind::kSum));
   acc.results.emplace_back(
       max_spec.outputs[0],
       Operand{"redm" + t, ComputeDType(MetaOf(graph_, max_spec.outputs[0]).dtype), false});
@@ -438,8 +427,8 @@ void KernelWriter::EmitLoopGroup(const std::vector<Unit>& group) {
   emitter_.Append(TileLines(true));
   emitter_.Append(std::move(body));
   for (size_t i = 0; i < group.size(); ++i) {
-    for (const std::string& line : accumulators[i].finish) {
-      emitter_.Line(line);
+    for (const kir::Statement& statement : accumulators[i].finish) {
+      emitter_.Add(statement);
     }
     DefineResults(kernel_.reductions[group[i].spec], accumulators[i]);
   }

@@ -30,10 +30,11 @@ kir::Kernel KernelWriter::ScanProgram() {
       fmt::format("element = tl.where(mask, ({}).to({}), {})", input.code, tl_acc, sum ? "0" : "1"));
   if (sum) {
     emitter_.Line("scanned = tl.cumsum(element, 1) + carry");
-    emitter_.Line("carry = carry + tl.sum(element, 1)[:, None]");
+    emitter_.Add(kir::Statement::Fold(0, "carry", kir::Combine::kAdd, "tl.sum(element, 1)[:, None]"));
   } else {
     emitter_.Line("scanned = tl.cumprod(element, 1) * carry");
-    emitter_.Line("carry = carry * tl.reduce(element, 1, _egg_prod)[:, None]");
+    emitter_.Add(
+        kir::Statement::Fold(0, "carry", kir::Combine::kMul, "tl.reduce(element, 1, _egg_prod)[:, None]"));
   }
   const Operand scanned{"scanned", out_type, false};
   emitter_.DefineRow(output, scanned, Linearize(index, meta.shape));

@@ -55,7 +55,7 @@ std::vector<std::vector<KernelWriter::SplitPart>> KernelWriter::SplitPartials(co
   // Partial function: one loop, every reduction of the kernel accumulated together.
   KernelEmitter& partial = emitter_;
   std::vector<kir::Statement> init;
-  std::vector<std::string> finish;
+  std::vector<kir::Statement> finish;
   std::vector<std::vector<SplitPart>> parts(kernel_.reductions.size());
   partial.OpenScope(2);
   for (size_t i = 0; i < kernel_.reductions.size(); ++i) {
@@ -78,8 +78,8 @@ std::vector<std::vector<KernelWriter::SplitPart>> KernelWriter::SplitPartials(co
   partial.Loop("roffset", kir::LoopRange::Stepped("0", std::to_string(chunk), "RBLOCK"));
   partial.Append(TileLines(2, fmt::format("split * {} + roffset + ", chunk)));
   partial.Append(std::move(body));
-  for (const std::string& line : finish) {
-    partial.Line(line);
+  for (const kir::Statement& statement : finish) {
+    partial.Add(statement);
   }
   const Index slot = ScratchSlot(kernel_.rows, splits, "split");
   for (const auto& list : parts) {
@@ -96,7 +96,7 @@ std::vector<std::vector<KernelWriter::SplitPart>> KernelWriter::SplitPartials(co
   function.constexprs = {"XBLOCK", "RBLOCK"};
   function.comment = fmt::format("split ({} programs per row, partials) reduction, {} rows x {}: {}", splits,
                                  kernel_.rows, kernel_.length, Summary(graph_, kernel_));
-  program.int64_indexing = partial.MaxAddress() > kInt32Max || kernel_.rows * kernel_.length > kInt32Max;
+  program.int64_indexing = NeedsInt64(graph_, std::max(partial.MaxAddress(), kernel_.rows * kernel_.length));
   function.domain = {kir::Domain::Kind::kRows, kernel_.rows, program.int64_indexing, 0, {}, {}};
   function.body = partial.CloseStatements();
   program.functions.push_back(std::move(function));
@@ -194,14 +194,11 @@ KernelWriter::Accumulator KernelWriter::CombineSplitParts(const ReductionSpec& s
   Accumulator results;
   const std::string red = "red" + tag;
   if (loaded.size() == 3) {
-    combine.Line(
-        fmt::format("redm{0}, reds{0}, redn{0} = tl.reduce(({1}, {2}, {3}), 1, _egg_welford_combine)", tag,
-                    loaded[0], loaded[1], loaded[2]));
+    combine.Add(WelfordReduce(tag, loaded));
     WelfordResults(spec, "redm" + tag + "[:, None]", "reds" + tag + "[:, None]", &results);
   } else if (loaded.size() == 2) {
     const bool is_max = IsMaxLike(spec.kind);
-    combine.Line(fmt::format("redv{0}, redi{0} = tl.reduce(({1}, {2}), 1, {3})", tag, loaded[0], loaded[1],
-                             is_max ? "_egg_argmax_combine" : "_egg_argmin_combine"));
+    combine.Add(PairReduce(tag, loaded, ArgCombine(is_max)));
     if (spec.kind == ReductionKind::kArgmax || spec.kind == ReductionKind::kArgmin) {
       results.results.emplace_back(spec.outputs[0],
                                    Operand{"redi" + tag + "[:, None]", DType::kInt64, false});
@@ -216,10 +213,7 @@ KernelWriter::Accumulator KernelWriter::CombineSplitParts(const ReductionSpec& s
     }
   } else {
     const ReductionKind k = spec.kind;
-    const std::string fn = RowCombine(k);
-    combine.Line(k == ReductionKind::kProd
-                     ? fmt::format("{} = tl.reduce({}, 1, _egg_prod)[:, None]", red, loaded[0])
-                     : fmt::format("{} = {}({}, 1)[:, None]", red, fn, loaded[0]));
+    combine.Add(RowReduce(red, loaded[0], k));
     std::string value = red;
     if (k == ReductionKind::kMean) {
       value = fmt::format("({} / {})", red, spec.Length());

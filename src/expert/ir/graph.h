@@ -106,6 +106,9 @@ struct DynamicBatch {
   int64_t min = 1;
   int64_t max = 1;
   int64_t example = 1;  // the task's own batch, captured
+  // Every kernel indexes in int64: set when the samples the module is generated at straddle int32 offsets
+  // (a far sample past 2^31 where the range's top is under it), so that every sample has the same code.
+  bool wide_indexing = false;
 };
 
 struct Graph {

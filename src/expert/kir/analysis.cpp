@@ -55,6 +55,18 @@ void WalkLoops(const Function& function, Visit visit) {
   }
 }
 
+// The statements `keep` picks, each with the loops it runs in.
+template <typename Keep>
+std::vector<UpdateSite> SitesOf(const Function& function, Keep keep) {
+  std::vector<UpdateSite> sites;
+  WalkLoops(function, [&](const Statement& statement, const std::vector<std::string>& loops) {
+    if (keep(statement)) {
+      sites.push_back(UpdateSite{statement, loops});
+    }
+  });
+  return sites;
+}
+
 }  // namespace
 
 std::set<int> Reads(const Kernel& kernel) { return Buffers(kernel, Statement::Kind::kLoad); }
@@ -98,23 +110,17 @@ std::vector<LoopNest> Loops(const Function& function) {
 }
 
 std::vector<UpdateSite> Updates(const Function& function) {
-  std::vector<UpdateSite> updates;
-  WalkLoops(function, [&](const Statement& statement, const std::vector<std::string>& loops) {
-    if (statement.kind == Statement::Kind::kUpdate) {
-      updates.push_back(UpdateSite{statement, loops});
-    }
-  });
-  return updates;
+  return SitesOf(function,
+                 [](const Statement& statement) { return statement.kind == Statement::Kind::kUpdate; });
 }
 
 std::vector<UpdateSite> Products(const Function& function) {
-  std::vector<UpdateSite> products;
-  WalkLoops(function, [&](const Statement& statement, const std::vector<std::string>& loops) {
-    if (statement.product) {
-      products.push_back(UpdateSite{statement, loops});
-    }
-  });
-  return products;
+  return SitesOf(function, [](const Statement& statement) { return statement.product.has_value(); });
+}
+
+std::vector<UpdateSite> Reductions(const Function& function) {
+  return SitesOf(function,
+                 [](const Statement& statement) { return statement.kind == Statement::Kind::kReduce; });
 }
 
 std::vector<Statement> RegisterTiles(const Function& function) {

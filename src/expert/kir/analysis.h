@@ -43,8 +43,8 @@ std::vector<LoopNest> Loops(const Function& function);
 // statements.
 std::vector<Statement> RegisterTiles(const Function& function);
 
-// An update of a register tile (kUpdate) or a product into a fresh tile (kProduct), and the variables of the
-// loops it runs in, outermost first.
+// An update of a register tile (kUpdate), a product into a fresh tile (kProduct) or a reduction (kReduce),
+// and the variables of the loops it runs in, outermost first.
 struct UpdateSite {
   Statement statement;
   std::vector<std::string> loops;
@@ -53,5 +53,8 @@ struct UpdateSite {
 std::vector<UpdateSite> Updates(const Function& function);
 // Its matrix products (tl.dot), in order: accumulated into a tile or into a fresh one.
 std::vector<UpdateSite> Products(const Function& function);
+// Its reductions of tiles along an axis (kReduce), in order: the finishing sums of a looped reduction, a
+// persistent one's reduction of its row, an argmax's pair.
+std::vector<UpdateSite> Reductions(const Function& function);
 
 }  // namespace egg::expert::kir

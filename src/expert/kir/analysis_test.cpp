@@ -126,7 +126,8 @@ TEST(AnalysisTest, UpdatesAndProductsAreFoundInTheLoopsTheyRunIn) {
                    Statement::Dot(2, "s", {"q", "kt", "", Precision::kTf32x3}),
                    Statement::Accumulate(2, "acc", {"a", "b", "", Precision::kIeee}),
                    Statement::Text(1, "acc = tl.sum(acc, axis=1)[:, None]"),
-                   Statement::Update(1, "acc", Combine::kAdd, UpdateForm::kAugmented, "bias")};
+                   Statement::Reduce(1, Reduction{{"acc"}, {"acc"}, Combine::kAdd, "", 1, true}),
+                   Statement::Sum(1, "acc", "bias")};
   const std::vector<UpdateSite> updates = Updates(function);
   ASSERT_EQ(updates.size(), 2U) << "the fresh product s is no update; text is not read";
   EXPECT_EQ(updates[0].loops, std::vector<std::string>{"k0"});
@@ -139,6 +140,10 @@ TEST(AnalysisTest, UpdatesAndProductsAreFoundInTheLoopsTheyRunIn) {
   EXPECT_EQ(products[0].statement.product->precision, Precision::kTf32x3);
   EXPECT_EQ(products[1].statement.product->precision, Precision::kIeee);
   EXPECT_EQ(products[1].loops, std::vector<std::string>{"k0"});
+  const std::vector<UpdateSite> reductions = Reductions(function);
+  ASSERT_EQ(reductions.size(), 1U) << "the text line is not read";
+  EXPECT_TRUE(reductions[0].loops.empty()) << "after the K loop";
+  EXPECT_EQ(reductions[0].statement.reduction->results, std::vector<std::string>{"acc"});
 }
 
 }  // namespace

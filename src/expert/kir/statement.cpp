@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cassert>
 
 namespace egg::expert::kir {
 namespace {
@@ -52,10 +51,13 @@ std::string UpdateCode(const Statement& s) {
     case Combine::kMin:
       folded = fmt::format("tl.minimum({}, {})", t, value);
       break;
+    case Combine::kTake:
+      folded = value;
+      break;
   }
   switch (s.update) {
     case UpdateForm::kAugmented:
-      return fmt::format("{} += {}", t, value);  // kAdd (Statement::Update checks)
+      return fmt::format("{} += {}", t, value);  // a sum (Statement::Sum, Accumulate)
     case UpdateForm::kExpanded:
       return fmt::format("{} = {}", t, folded);
     case UpdateForm::kMasked:
@@ -66,11 +68,40 @@ std::string UpdateCode(const Statement& s) {
   return "";
 }
 
+// A statement that folds `value` into `tile` (the form's mask or scale set by the caller).
+Statement UpdateOf(int depth, std::string tile, Combine combine, UpdateForm form, std::string value) {
+  Statement statement;
+  statement.kind = Statement::Kind::kUpdate;
+  statement.depth = depth;
+  statement.name = std::move(tile);
+  statement.combine = combine;
+  statement.update = form;
+  statement.data = std::move(value);
+  return statement;
+}
+
 }  // namespace
 
 std::string Code(const Product& product) {
   return fmt::format("tl.dot({}{}, {}{}, input_precision=\"{}\")", product.a, product.cast, product.b,
                      product.cast, NameText(product.precision));
+}
+
+std::string Code(const Reduction& reduction) {
+  std::string call;
+  if (reduction.operands.size() > 1) {
+    call = fmt::format("tl.reduce(({}), {}, {})", fmt::join(reduction.operands, ", "), reduction.axis,
+                       reduction.function);
+  } else if (reduction.combine == Combine::kMul) {
+    call = fmt::format("tl.reduce({}, {}, _egg_prod)", reduction.operands.at(0), reduction.axis);
+  } else {
+    const char* name = reduction.combine == Combine::kMax   ? "max"
+                       : reduction.combine == Combine::kMin ? "min"
+                                                            : "sum";
+    call = fmt::format("tl.{}({}, {})", name, reduction.operands.at(0), reduction.axis);
+  }
+  return fmt::format("{} = {}{}", fmt::join(reduction.results, ", "), call,
+                     reduction.keep_dims ? "[:, None]" : "");
 }
 
 LoopRange LoopRange::Upto(std::string stop) {
@@ -133,25 +164,31 @@ Statement Statement::Text(int depth, std::string text) {
   return statement;
 }
 
-Statement Statement::Update(int depth, std::string tile, Combine combine, UpdateForm form, std::string value,
-                            std::string mask_or_scale) {
-  if (form == UpdateForm::kAugmented || form == UpdateForm::kRescaled) {
-    assert(combine == Combine::kAdd && "only a sum is written += or rescaled");
-  }
-  Statement statement;
-  statement.kind = Kind::kUpdate;
-  statement.depth = depth;
-  statement.name = std::move(tile);
-  statement.combine = combine;
-  statement.update = form;
-  statement.data = std::move(value);
-  (form == UpdateForm::kRescaled ? statement.scale : statement.mask) = std::move(mask_or_scale);
+Statement Statement::Sum(int depth, std::string tile, std::string value) {
+  return UpdateOf(depth, std::move(tile), Combine::kAdd, UpdateForm::kAugmented, std::move(value));
+}
+
+Statement Statement::Fold(int depth, std::string tile, Combine combine, std::string value) {
+  return UpdateOf(depth, std::move(tile), combine, UpdateForm::kExpanded, std::move(value));
+}
+
+Statement Statement::FoldMasked(int depth, std::string tile, Combine combine, std::string value,
+                                std::string mask) {
+  Statement statement = UpdateOf(depth, std::move(tile), combine, UpdateForm::kMasked, std::move(value));
+  statement.mask = std::move(mask);
+  return statement;
+}
+
+Statement Statement::Rescale(int depth, std::string tile, std::string scale, std::string value) {
+  Statement statement =
+      UpdateOf(depth, std::move(tile), Combine::kAdd, UpdateForm::kRescaled, std::move(value));
+  statement.scale = std::move(scale);
   return statement;
 }
 
 Statement Statement::Accumulate(int depth, std::string tile, Product product, std::string scale) {
-  const UpdateForm form = scale.empty() ? UpdateForm::kAugmented : UpdateForm::kRescaled;
-  Statement statement = Update(depth, std::move(tile), Combine::kAdd, form, "", std::move(scale));
+  Statement statement =
+      scale.empty() ? Sum(depth, std::move(tile), "") : Rescale(depth, std::move(tile), std::move(scale), "");
   statement.product = std::move(product);
   return statement;
 }
@@ -162,6 +199,14 @@ Statement Statement::Dot(int depth, std::string name, Product product) {
   statement.depth = depth;
   statement.name = std::move(name);
   statement.product = std::move(product);
+  return statement;
+}
+
+Statement Statement::Reduce(int depth, Reduction reduction) {
+  Statement statement;
+  statement.kind = Kind::kReduce;
+  statement.depth = depth;
+  statement.reduction = std::move(reduction);
   return statement;
 }
 
@@ -186,6 +231,8 @@ std::string Print(const Statement& statement) {
       return indent + UpdateCode(statement);
     case Statement::Kind::kProduct:
       return fmt::format("{}{} = {}", indent, statement.name, Code(*statement.product));
+    case Statement::Kind::kReduce:
+      return indent + Code(*statement.reduction);
   }
   return "";
 }

@@ -1,9 +1,9 @@
 // The kernel IR's statements: one line of a kernel body at its depth. Loads, stores, loops, register tiles,
 // the updates that fold values into those tiles and matrix products are typed (the buffer, the address as an
 // Index, the mask, the form of the load; a loop's variable and iteration space; a tile's shape, fill and
-// type; an update's tile and combining operation; a product's operands and precision), so that analyses read
-// them as data (kir/analysis.h); every other line is Triton text the emitter formed (expressions) and prints
-// as it is.
+// type; an update's tile and combining operation; a product's operands and precision; a reduction's tiles,
+// axis and combiner), so that analyses read them as data (kir/analysis.h); every other line is Triton text
+// the emitter formed (expressions) and prints as it is.
 #pragma once
 
 #include <optional>
@@ -57,13 +57,32 @@ struct LoopRange {
 // `range(0, 1600, BLOCK_K)`, `tl.static_range(5)`...
 std::string Code(const LoopRange& range);
 
-// How an update folds a value into a register tile.
-enum class Combine { kAdd, kMul, kMax, kMin };
+// How an update folds a value into a register tile: summed, multiplied, the larger or the smaller kept, or
+// the value taken in the tile's place (an argmax's pair where the new value wins, a running max set anew).
+enum class Combine { kAdd, kMul, kMax, kMin, kTake };
 
-// How the update is written: `acc += v` (kAdd); `acc = acc + v`, `acc = acc * v`, `acc = tl.maximum(acc, v)`;
-// only the lanes under a mask, the others keeping theirs: `acc = tl.where(mask, tl.maximum(acc, v), acc)`; an
-// online softmax's rescale of what the tile holds before the sum: `acc = acc * alpha[:, None] + v` (kAdd).
+// How the update is written: `acc += v` (a sum); `acc = acc + v`, `acc = acc * v`, `acc = tl.maximum(acc,
+// v)`, `acc = v`; only the lanes under a mask, the others keeping theirs: `acc = tl.where(mask,
+// tl.maximum(acc, v), acc)`; an online softmax's rescale of what the tile holds before the sum: `acc = acc *
+// alpha[:, None] + v`. Statement's factories (Sum, Fold, FoldMasked, Rescale, Accumulate) make only the pairs
+// that exist.
 enum class UpdateForm { kAugmented, kExpanded, kMasked, kRescaled };
+
+// Tiles reduced along an axis: one, by its combine (`tl.sum(acc, 1)`, `tl.max`, `tl.min`, a product as
+// `tl.reduce(acc, 1, _egg_prod)`), or several at once by a combine function the candidate file defines
+// (`tl.reduce((accv, acci), 1, _egg_argmax_combine)`); `keep_dims` keeps the axis as 1 (`[:, None]`).
+// Operands are code: a tile's name or an expression over tiles.
+struct Reduction {
+  std::vector<std::string> results;  // the names it defines, one per operand
+  std::vector<std::string> operands;
+  Combine combine = Combine::kAdd;  // one operand: kAdd, kMul, kMax or kMin
+  std::string function;             // several operands: the combine function
+  int axis = 1;
+  bool keep_dims = false;
+};
+
+// `red0 = tl.sum(acc0, 1)[:, None]`...
+std::string Code(const Reduction& reduction);
 
 // A matrix product of two tiles, `tl.dot(a, b, input_precision="...")`, each operand with `cast` after it (a
 // half type's `.to(tl.bfloat16)`: the tensor cores in that type; "" for none). Operands are code: a tile's
@@ -79,7 +98,7 @@ struct Product {
 std::string Code(const Product& product);
 
 struct Statement {
-  enum class Kind { kText, kLoad, kStore, kLoop, kTile, kUpdate, kProduct };
+  enum class Kind { kText, kLoad, kStore, kLoop, kTile, kUpdate, kProduct, kReduce };
   Kind kind = Kind::kText;
   int depth = 0;     // levels of four spaces
   std::string text;  // kText: the line (after its indentation)
@@ -116,18 +135,28 @@ struct Statement {
   std::string scale;
   std::optional<Product> product;
 
+  // kReduce: the reduction (its results are the names it defines).
+  std::optional<Reduction> reduction;
+
   // A text line; leading spaces (a continuation's, a line written indented) count as depth, four a level.
   static Statement Text(int depth, std::string text);
   static Statement Loop(int depth, std::string variable, LoopRange range);
   static Statement Tile(int depth, std::string name, std::vector<std::string> shape, std::string type,
                         std::string fill = "");
-  // `tile = tile <combine> value` in `form`; `mask` for kMasked, `scale` for kRescaled.
-  static Statement Update(int depth, std::string tile, Combine combine, UpdateForm form, std::string value,
-                          std::string mask_or_scale = "");
+  // `tile += value`.
+  static Statement Sum(int depth, std::string tile, std::string value);
+  // `tile = tile <combine> value` (`tile = value` for kTake).
+  static Statement Fold(int depth, std::string tile, Combine combine, std::string value);
+  // The same under `mask`: `tile = tl.where(mask, <folded>, tile)`.
+  static Statement FoldMasked(int depth, std::string tile, Combine combine, std::string value,
+                              std::string mask);
+  // `tile = tile * scale + value`.
+  static Statement Rescale(int depth, std::string tile, std::string scale, std::string value);
   // `tile += product`, or with `scale`: `tile = tile * scale + product`.
   static Statement Accumulate(int depth, std::string tile, Product product, std::string scale = "");
   // `name = product`: a fresh tile each time (a flash loop's scores).
   static Statement Dot(int depth, std::string name, Product product);
+  static Statement Reduce(int depth, Reduction reduction);
 };
 
 // The statement as Triton source, indented.

@@ -35,23 +35,38 @@ TEST(StatementTest, TextIsPrintedAtItsDepth) {
 }
 
 TEST(StatementTest, UpdatesPrintEachForm) {
-  EXPECT_EQ(Print(Statement::Update(2, "acc", Combine::kAdd, UpdateForm::kAugmented, "a * tl.trans(b)")),
-            "        acc += a * tl.trans(b)");
-  EXPECT_EQ(
-      Print(Statement::Update(1, "acc0", Combine::kAdd, UpdateForm::kExpanded, "tl.where(mask, t, 0.0)")),
-      "    acc0 = acc0 + tl.where(mask, t, 0.0)");
-  EXPECT_EQ(Print(Statement::Update(1, "acc0", Combine::kMul, UpdateForm::kExpanded, "t")),
-            "    acc0 = acc0 * t");
-  EXPECT_EQ(Print(Statement::Update(1, "acc", Combine::kMax, UpdateForm::kExpanded, "t")),
-            "    acc = tl.maximum(acc, t)");
-  EXPECT_EQ(Print(Statement::Update(1, "acc1", Combine::kMin, UpdateForm::kMasked, "t", "mask")),
+  EXPECT_EQ(Print(Statement::Sum(2, "acc", "a * tl.trans(b)")), "        acc += a * tl.trans(b)");
+  EXPECT_EQ(Print(Statement::Fold(1, "acc0", Combine::kAdd, "tl.where(mask, t, 0.0)")),
+            "    acc0 = acc0 + tl.where(mask, t, 0.0)");
+  EXPECT_EQ(Print(Statement::Fold(1, "acc0", Combine::kMul, "t")), "    acc0 = acc0 * t");
+  EXPECT_EQ(Print(Statement::Fold(1, "acc", Combine::kMax, "t")), "    acc = tl.maximum(acc, t)");
+  EXPECT_EQ(Print(Statement::FoldMasked(1, "acc1", Combine::kMin, "t", "mask")),
             "    acc1 = tl.where(mask, tl.minimum(acc1, t), acc1)");
-  EXPECT_EQ(Print(Statement::Update(1, "wm0", Combine::kAdd, UpdateForm::kMasked, "wd0 / wn0", "mask")),
+  EXPECT_EQ(Print(Statement::FoldMasked(1, "wm0", Combine::kAdd, "wd0 / wn0", "mask")),
             "    wm0 = tl.where(mask, wm0 + wd0 / wn0, wm0)");
-  const Statement rescaled = Statement::Update(1, "s0", Combine::kAdd, UpdateForm::kRescaled, "p", "alpha");
+  EXPECT_EQ(Print(Statement::Fold(1, "m0", Combine::kTake, "mn0")), "    m0 = mn0");
+  const Statement taken = Statement::FoldMasked(1, "acc0v", Combine::kTake, "val0", "take0");
+  EXPECT_EQ(Print(taken), "    acc0v = tl.where(take0, val0, acc0v)");
+  EXPECT_EQ(taken.update, UpdateForm::kMasked);
+  const Statement rescaled = Statement::Rescale(1, "s0", "alpha", "p");
   EXPECT_EQ(Print(rescaled), "    s0 = s0 * alpha + p");
   EXPECT_EQ(rescaled.scale, "alpha");
   EXPECT_TRUE(rescaled.mask.empty());
+}
+
+TEST(StatementTest, ReductionsPrintByTheirCombineOrFunction) {
+  Reduction sum{{"red0"}, {"acc0"}, Combine::kAdd, "", 1, true};
+  EXPECT_EQ(Print(Statement::Reduce(1, sum)), "    red0 = tl.sum(acc0, 1)[:, None]");
+  Reduction product{{"red1"}, {"acc1"}, Combine::kMul, "", 1, true};
+  EXPECT_EQ(Code(product), "red1 = tl.reduce(acc1, 1, _egg_prod)[:, None]");
+  Reduction largest{{"m"}, {"x"}, Combine::kMax, "", 0, false};
+  EXPECT_EQ(Code(largest), "m = tl.max(x, 0)");
+  Reduction smallest{{"m"}, {"x"}, Combine::kMin, "", 1, false};
+  EXPECT_EQ(Code(smallest), "m = tl.min(x, 1)");
+  Reduction pair{{"redv2", "redi2"}, {"acc2v", "acc2i"}, Combine::kAdd, "_egg_argmax_combine", 1, false};
+  const Statement reduced = Statement::Reduce(2, pair);
+  EXPECT_EQ(Print(reduced), "        redv2, redi2 = tl.reduce((acc2v, acc2i), 1, _egg_argmax_combine)");
+  EXPECT_EQ(reduced.kind, Statement::Kind::kReduce);
 }
 
 TEST(StatementTest, ProductsPrintTheirOperandsCastAndPrecision) {
