@@ -154,6 +154,14 @@ TEST(MatmulDesignTest, LargeFloat32TensorCoreProductsTakeTheKMajorSeed) {
     EXPECT_TRUE(DesignFits(kernel, seed0));
     EXPECT_EQ(DefaultDesign(kernel, 1, precision).algorithm, Algorithm::kTiled) << "B read in place";
   }
+  // tf32 over the K-major copy takes the tile measured fastest that way: 128x256x32 of 8 warps, 3 stages
+  const KernelDesign tf32 = DefaultDesign(kernel, 0, Precision::kTf32);
+  EXPECT_EQ(std::vector<int64_t>({tf32.xblock, tf32.yblock, tf32.rblock, tf32.num_warps, tf32.num_stages}),
+            std::vector<int64_t>({128, 256, 32, 8, 3}));
+  const KernelDesign exact = DefaultDesign(kernel, 0, Precision::kTf32x3);
+  EXPECT_EQ(std::vector<int64_t>({exact.xblock, exact.yblock, exact.num_warps}),
+            std::vector<int64_t>({128, 64, 4}))
+      << "tf32x3 keeps its own seed tile";
   EXPECT_FALSE(KMajorCopyFits(square, Precision::kIeee)) << "FMA products read B N-contiguous faster";
   EXPECT_EQ(DefaultDesign(kernel, 0, Precision::kIeee).algorithm, Algorithm::kTiled);
   KernelDesign ieee = DefaultDesign(kernel, 0, Precision::kTf32);

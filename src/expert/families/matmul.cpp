@@ -21,6 +21,34 @@ constexpr int64_t kMatVecStep = 512;
 // The longest K step of a mat-vec program (its products held elementwise: rows x step registers).
 constexpr int64_t kMaxMatVecStep = 2048;
 
+// Sets a seed's tile {BLOCK_M, BLOCK_N, BLOCK_K, warps, stages}, no side wider than the problem's (16 at
+// least).
+void ApplyTile(const MatmulSpec& mm, const int64_t* tile, KernelDesign& design) {
+  design.yblock = std::min(tile[1], std::max<int64_t>(16, NextPowerOfTwo(mm.n)));
+  // A convolution's few output channels per group leave the N tile narrow: its rows take the tile area
+  // back (fewer programs and K steps, which is also what the interpreter pays for).
+  const int64_t rows = mm.conv ? std::min(kConvMaxRows, tile[0] * tile[1] / design.yblock) : tile[0];
+  design.xblock = std::min(rows, std::max<int64_t>(16, NextPowerOfTwo(mm.m)));
+  design.rblock = std::min(tile[2], std::max<int64_t>(16, NextPowerOfTwo(mm.k)));
+  design.num_warps = static_cast<int>(tile[3]);
+  design.num_stages = static_cast<int>(tile[4]);
+}
+
+// Whether a design's tiles fit a program: its accumulator in the warps' registers, its staged operand ring in
+// shared memory.
+bool MatmulFits(const KernelPlan& kernel, const KernelDesign& design) {
+  if (!DotTiles(kernel, design)) {
+    return TileFitsThreads(design.xblock, design);
+  }
+  const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
+  const int64_t ring = design.num_stages * (design.xblock + design.yblock) * design.rblock *
+                       StagedOperandBytes(*kernel.matmul, design);
+  // a mat-vec program holds its rows' products elementwise: rows x K step
+  const int64_t accumulator =
+      design.xblock * (design.algorithm == Algorithm::kGemv ? design.rblock : design.yblock);
+  return accumulator <= threads * kMaxAccumulatorPerThread && ring <= kMaxMatmulSharedBytes;
+}
+
 class MatmulFamily : public KernelFamily {
  public:
   std::string_view Name() const override { return "matmul"; }
@@ -89,14 +117,7 @@ KernelDesign MatmulFamily::DefaultDesign(const KernelPlan& kernel, int seed, Pre
     return design;
   }
   design.algorithm = Algorithm::kTiled;
-  design.yblock = std::min(tile[1], std::max<int64_t>(16, NextPowerOfTwo(mm.n)));
-  // A convolution's few output channels per group leave the N tile narrow: its rows take the tile area
-  // back (fewer programs and K steps, which is also what the interpreter pays for).
-  const int64_t rows = mm.conv ? std::min(kConvMaxRows, tile[0] * tile[1] / design.yblock) : tile[0];
-  design.xblock = std::min(rows, std::max<int64_t>(16, NextPowerOfTwo(mm.m)));
-  design.rblock = std::min(tile[2], std::max<int64_t>(16, NextPowerOfTwo(mm.k)));
-  design.num_warps = static_cast<int>(tile[3]);
-  design.num_stages = static_cast<int>(tile[4]);
+  ApplyTile(mm, tile, design);
   design.precision = products;
   if (seed == 2 && ChannelsLastConvolutionFits(mm) && !DirectConvolutionFits(mm) &&
       mm.conv->in_channels / mm.conv->groups >= kMinDotSide) {
@@ -120,6 +141,13 @@ KernelDesign MatmulFamily::DefaultDesign(const KernelPlan& kernel, int seed, Pre
     const bool copy = seed == 0 && split == 1 && mm.batch * mm.m * mm.n * mm.k >= kCopyMinWork;
     if (copy && KMajorCopyFits(mm, products) && mm.b_n_major) {
       design.algorithm = Algorithm::kKMajor;
+      if (products == Precision::kTf32) {
+        // tf32 over a K-major B: 128x256x32 of 8 warps, 3 stages, the fastest of five tiles at 4096^3 on
+        // the H100 (0.398 ms, cuBLAS TF32 0.354); end to end on 1_1, 0.48 ms against 0.57 ms for the 128x128
+        // tile of 4 warps the search kept from seed 1 (bench/results/h100-fp32-precision, h100-gemm-search).
+        static const int64_t kKMajorTf32Tile[5] = {128, 256, 32, 8, 3};
+        ApplyTile(mm, kKMajorTf32Tile, design);
+      }
     } else if (copy && AlignedCopyFits(mm)) {
       design.algorithm = Algorithm::kAligned;
     }
@@ -254,9 +282,24 @@ void MatmulFamily::MappingMoves(const KernelPlan& kernel, MoveSink& sink) {
     KernelDesign design = kernel.design;
     design.xblock = tile[0];
     design.yblock = tile[1];
+    // A tile whose accumulator the incumbent's warps cannot hold takes the warps it needs (up to 8), and a
+    // staged ring past shared memory drops stages (down to 2): 128x256 comes with 8 warps, as tuned Hopper
+    // GEMMs run it (bench/results/h100-fp32-precision: tf32's fastest tile), instead of being pruned.
+    while (!MatmulFits(kernel, design) && design.num_warps < 8) {
+      design.num_warps *= 2;
+    }
+    while (!MatmulFits(kernel, design) && design.num_stages > 2) {
+      --design.num_stages;
+    }
+    const bool refit =
+        design.num_warps != kernel.design.num_warps || design.num_stages != kernel.design.num_stages;
     const int64_t programs = ((mm.m + tile[0] - 1) / tile[0]) * ((mm.n + tile[1] - 1) / tile[1]) * mm.batch;
-    sink.Add(kernel, design, fmt::format("tile {} {}x{}", kernel.name, tile[0], tile[1]),
-             fmt::format("output tiles of {}x{} ({} programs)", tile[0], tile[1], programs));
+    sink.Add(kernel, design,
+             refit ? fmt::format("tile {} {}x{} {}w {}s", kernel.name, tile[0], tile[1], design.num_warps,
+                                 design.num_stages)
+                   : fmt::format("tile {} {}x{}", kernel.name, tile[0], tile[1]),
+             fmt::format("output tiles of {}x{} ({} programs, {} warps, {} stages)", tile[0], tile[1],
+                         programs, design.num_warps, design.num_stages));
   }
 }
 
@@ -302,16 +345,7 @@ std::string MatmulFamily::Rule() const {
 }
 
 bool MatmulFamily::FitsResources(const KernelPlan& kernel, const KernelDesign& design) const {
-  if (!DotTiles(kernel, design)) {
-    return TileFitsThreads(design.xblock, design);
-  }
-  const int64_t threads = int64_t{kThreadsPerWarp} * design.num_warps;
-  const int64_t ring = design.num_stages * (design.xblock + design.yblock) * design.rblock *
-                       StagedOperandBytes(*kernel.matmul, design);
-  // a mat-vec program holds its rows' products elementwise: rows x K step
-  const int64_t accumulator =
-      design.xblock * (design.algorithm == Algorithm::kGemv ? design.rblock : design.yblock);
-  return accumulator <= threads * kMaxAccumulatorPerThread && ring <= kMaxMatmulSharedBytes;
+  return MatmulFits(kernel, design);
 }
 
 std::string MatmulFamily::Unwritable(const KernelPlan& kernel, const KernelDesign& design) const {

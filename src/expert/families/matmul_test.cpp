@@ -175,6 +175,14 @@ TEST(MatmulFamilyTest, MovesPerStage) {
   EXPECT_EQ(Moves(SearchStage::kAlgorithm, gemm).all_moves, std::vector<std::string>{"algorithm k tiled"});
   EXPECT_EQ(Moves(SearchStage::kMapping, gemm).all_moves.size(), 7U);
   EXPECT_EQ(Moves(SearchStage::kMapping, gemm).all_moves[0], "tile k 128x128");
+  // 128x256 and 256x128 need 8 warps for their accumulators: the move brings them (from the default's 4)
+  const RecordingSink mapping = Moves(SearchStage::kMapping, gemm);
+  for (const RecordingSink::Recorded& move : mapping.moves) {
+    EXPECT_TRUE(Matmul().FitsResources(gemm, move.design)) << move.move;
+    const bool wide = move.design.xblock * move.design.yblock > 128 * 128;
+    EXPECT_EQ(move.design.num_warps, wide ? 8 : gemm.design.num_warps) << move.move;
+  }
+  EXPECT_EQ(mapping.all_moves[4], "tile k 128x256 8w " + std::to_string(gemm.design.num_stages) + "s");
   EXPECT_EQ(Moves(SearchStage::kTiling, gemm).all_moves,
             (std::vector<std::string>{"tile k block_k 16", "tile k block_k 64", "tile k block_k 128"}));
   const RecordingSink memory = Moves(SearchStage::kMemory, gemm);
