@@ -130,7 +130,8 @@ def _time_compiled(model, inputs, settings, device, compiled=None) -> tuple:
     from egg_worker import loader, timing
 
     try:
-        compiled = compiled or torch.compile(model)
+        # `is None`, not truthiness: torch.compile's module forwards len() to the task's Model, which has none
+        compiled = torch.compile(model) if compiled is None else compiled
         started_s = time.perf_counter()
         compiled(*inputs)
         torch.cuda.synchronize(device)

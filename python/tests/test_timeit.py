@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import torch
 
 from conftest import candidate_path, task_path
@@ -63,6 +64,29 @@ def test_gpu_path_times_eager_compile_then_the_candidate_under_their_settings(mo
     text = timeit.render(result)
     assert "speedup (medians): 4.00x vs eager, 2.00x vs torch.compile" in text
     assert "launch-bound" in text and "timer cuda-events" in text and "30 timed calls" in text
+
+
+def test_one_compiled_module_is_timed_at_every_batch_though_it_has_no_len(monkeypatch):
+    # torch.compile(Model, dynamic=True) is made once and handed to each batch; testing it for truth called len(),
+    # which the compiled module forwards to Model: every batch's compile baseline failed on the H100.
+    timed = []
+    monkeypatch.setattr(timing, "time_cuda", lambda fn, args, settings, device: timed.append(fn) or fake_stats(1.0))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
+    monkeypatch.setattr(torch, "compile", lambda model: pytest.fail("compiled again"))
+    compiled = NoLen()
+    stats, compile_s, error = timeit._time_compiled(None, [torch.ones(2)], None, torch.device("cpu"), compiled)
+    assert error == "" and compile_s is not None and stats["median"] == 1.0
+    assert timed == [compiled]
+
+
+class NoLen(torch.nn.Module):
+    """Like torch.compile's module around a task's Model: len() raises."""
+
+    def __len__(self):
+        raise TypeError("Model does not support len()")
+
+    def forward(self, *args):
+        return None
 
 
 class Compiled(torch.nn.Module):
