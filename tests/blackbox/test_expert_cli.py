@@ -78,6 +78,15 @@ def rows(egg: Egg, sql: str) -> list:
 
 # ---- egg compile ----
 
+def two_products(algorithm, mm_precision, bmm_precision):
+    """The design record of a task with a plain product (egg_k0_mm, 32x32 tiles) and a batched one (egg_k1_bmm,
+    16x16), both in `algorithm`."""
+    tiles = {"rblock": 16, "num_warps": 4, "num_stages": 2}
+    return json.dumps({"seed": 1, "kernels": {
+        "egg_k0_mm": {"algorithm": algorithm, "xblock": 32, "yblock": 32, **tiles, "precision": mm_precision},
+        "egg_k1_bmm": {"algorithm": algorithm, "xblock": 16, "yblock": 16, **tiles, "precision": bmm_precision}}})
+
+
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     """softmax_8x32 at seeds 0 and 1 and as the design record {"seed": 2}, and the conv task, compiled once."""
@@ -144,19 +153,14 @@ def compiled(tmp_path_factory):
         "lstm_graph": ["lstm_bidir_state.py", "--out", "out/lstm_graph.py", "--json",
                        "--design", '{"seed": 0, "plan": {"cuda_graph": true}}'],
         # both products over aligned copies of their operands (29- and 41-float rows; a computed transposed view)
-        "aligned": ["irregular_products.py", "--out", "out/aligned.py", "--json", "--design", json.dumps(
-            {"seed": 1, "kernels": {
-                "egg_k0_mm": {"algorithm": "aligned", "xblock": 32, "yblock": 32, "rblock": 16, "num_warps": 4,
-                              "num_stages": 2, "precision": "ieee"},
-                "egg_k1_bmm": {"algorithm": "aligned", "xblock": 16, "yblock": 16, "rblock": 16, "num_warps": 4,
-                               "num_stages": 2, "precision": "tf32x3"}}})],
+        "aligned": ["irregular_products.py", "--out", "out/aligned.py", "--json", "--design",
+                    two_products("aligned", "ieee", "tf32x3")],
         # the same products with B transposed into K-contiguous rows first (tensor-core products)
-        "kmajor": ["irregular_products.py", "--out", "out/kmajor.py", "--json", "--design", json.dumps(
-            {"seed": 1, "kernels": {
-                "egg_k0_mm": {"algorithm": "kmajor", "xblock": 32, "yblock": 32, "rblock": 16, "num_warps": 4,
-                              "num_stages": 2, "precision": "tf32x3"},
-                "egg_k1_bmm": {"algorithm": "kmajor", "xblock": 16, "yblock": 16, "rblock": 16, "num_warps": 4,
-                               "num_stages": 2, "precision": "tf32"}}})],
+        "kmajor": ["irregular_products.py", "--out", "out/kmajor.py", "--json", "--design",
+                   two_products("kmajor", "tf32x3", "tf32")],
+        # kmajor over dense A operands whose rows are whole 32-float lines: A read in place, only B copied
+        "kmajor_dense": ["dense_products.py", "--out", "out/kmajor_dense.py", "--json", "--design",
+                         two_products("kmajor", "tf32x3", "tf32")],
         # a design that does not fit its kernel (a K step of 64 over 2 channels a tap): the seed's, with a warning
         "unfit": ["conv_relu_bias.py", "--out", "out/conv_unfit.py", "--json", "--design", json.dumps(
             {"seed": 1, "kernels": {"egg_k0_convolution": {"algorithm": "nhwc", "xblock": 64, "yblock": 16,
@@ -410,6 +414,18 @@ def test_kmajor_design_copies_b_transposed_then_reads_its_tiles_along_k(compiled
     assert "b = tl.load(ptr1 + (416*bindex + kbindex + 32*nindex), kbmask & nmask, other=0.0)" in text
 
 
+def test_kmajor_reads_a_dense_aligned_a_in_place_and_copies_only_b(compiled):
+    egg, runs = compiled
+    assert [k["design"]["algorithm"] for k in json.loads(runs["kmajor_dense"].stdout)["kernels"]] == ["kmajor"] * 2
+    lines = code_lines((egg.workdir / "out" / "kmajor_dense.py").read_text())
+    launches = [line.strip().split("[")[0] for line in lines if "](" in line and "egg_k" in line]
+    assert launches == ["egg_k0_mm_kmajor_b", "egg_k0_mm", "egg_k1_bmm_kmajor_b", "egg_k1_bmm"], launches
+    text = "\n".join(lines)
+    # A's tiles at its own strides (rows of 64; x's batches of 23 x 32), read through the emitter as tiled does
+    assert "+ (kaindex + 64*mindex), mmask & kamask, other=0.0)" in text, text
+    assert "+ (736*bindex + kaindex + 32*mindex), mmask & kamask, other=0.0)" in text, text
+
+
 def test_split_k_candidate_launches_partials_then_their_sum(compiled):
     egg, _ = compiled
     lines = code_lines((egg.workdir / "out" / "deepk_ragged.py").read_text())
@@ -528,7 +544,7 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
                                        "small_s1.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_s1.py",
                                        "mv_split.py", "att_s0.py", "att_s1.py", "att_tiles.py", "nhwc.py",
-                                       "dense_nhwc.py", "aligned.py", "kmajor.py", "silu.py"])
+                                       "dense_nhwc.py", "aligned.py", "kmajor.py", "kmajor_dense.py", "silu.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -542,7 +558,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "att_s1.py": "attention.py", "att_tiles.py": "attention.py", "unfold.py": "unfold_patches.py",
             "pad.py": "pad_borders.py", "index.py": "index_lookup.py", "nhwc.py": "nhwc_convs.py",
             "dense_nhwc.py": "dense_cat_conv.py", "aligned.py": "irregular_products.py",
-            "kmajor.py": "irregular_products.py", "silu.py": "linear_silu.py", **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
+            "kmajor.py": "irregular_products.py", "kmajor_dense.py": "dense_products.py", "silu.py": "linear_silu.py", **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "ok" and result["correct"] is True, result["reason"]
@@ -555,7 +571,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "small_s0.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py", "tri.py",
                                        "att_s0.py", "att_tiles.py", "att_masked.py", "nhwc.py", "dense_nhwc.py",
-                                       "aligned.py", "kmajor.py"])
+                                       "aligned.py", "kmajor.py", "kmajor_dense.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""

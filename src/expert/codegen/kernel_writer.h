@@ -219,9 +219,12 @@ class KernelWriter {
   // The aligned algorithm's loads of A and B from their copies (scratch 0 and 1), and those copies' kernels.
   // Where the aligned and kmajor algorithms copy the operands: A as [batch * m, k] rows, B as [batch * k, n]
   // rows (aligned) or transposed as [batch * n, k] rows (kmajor), each row at a stride of whole 32-float
-  // sectors. The copies' launches and the product's loads both read it.
+  // sectors. A dense K-major A whose rows already start on 32-float lines is read in place: its copy would be
+  // the same bytes. The copies' launches and the product's loads both read it.
   struct OperandCopies {
     bool kmajor = false;
+    bool a_copied = true;
+    int b_scratch = 0;  // B's scratch buffer: ScratchId(1) after A's copy, else ScratchId(0)
     int64_t a_rows = 0;
     int64_t a_stride = 0;
     int64_t b_rows = 0;

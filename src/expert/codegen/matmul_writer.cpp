@@ -32,8 +32,9 @@ kir::Kernel KernelWriter::MatmulProgram() {
   if (aligned) {
     LoadAlignedOperands(b, m, n, ka, kb);
   }
+  const bool a_copied = aligned && CopiesOf(mm).a_copied;  // else A is read in place, as tiled reads it
   const Operand a =
-      aligned ? Operand{"a", DType::kFloat32, false} : EmitDotOperand(mm.a, operand_index(m, ka));
+      a_copied ? Operand{"a", DType::kFloat32, false} : EmitDotOperand(mm.a, operand_index(m, ka));
   const Operand bt =
       aligned ? Operand{"b", DType::kFloat32, false} : EmitDotOperand(mm.b, operand_index(kb, n));
   if (a.scalar || bt.scalar) {
@@ -44,11 +45,13 @@ kir::Kernel KernelWriter::MatmulProgram() {
   // pipelines both into shared memory: 4096^3 at tol 1e-4 went from 3.28 to 2.47 ms on the H200. With one
   // operand computed in registers, the other is selected too: a loaded V beside a computed P in 1_97's second
   // product measured 18.9 ms against 15.5 ms with both selected (bench/results/h200-expert-tol1e-4).
-  const bool loaded = aligned || (emitter_.ZeroWhereMasked(a, {"mmask", "kamask"}) &&
-                                  emitter_.ZeroWhereMasked(bt, {"kbmask", "nmask"}));
-  if (!aligned) {
+  const bool loaded = (a_copied || emitter_.ZeroWhereMasked(a, {"mmask", "kamask"})) &&
+                      (aligned || emitter_.ZeroWhereMasked(bt, {"kbmask", "nmask"}));
+  if (!a_copied) {
     emitter_.Line(loaded ? "a = " + a.code
                          : fmt::format("a = tl.where(mmask & kamask, ({}).to(tl.float32), 0.0)", a.code));
+  }
+  if (!aligned) {
     emitter_.Line(loaded ? "b = " + bt.code
                          : fmt::format("b = tl.where(kbmask & nmask, ({}).to(tl.float32), 0.0)", bt.code));
   }
@@ -97,8 +100,8 @@ std::vector<kir::Statement> KernelWriter::DroppedTilePrologue(int out, const std
 
 void KernelWriter::LoadAlignedOperands(const Index& b, const Index& m, const Index& n, const Index& ka,
                                        const Index& kb) {
-  // Both operands from their copies (scratch 0 and 1, written by the first launches): A's rows at the aligned
-  // stride, B's K rows at it (aligned) or, transposed, its N rows along K (kmajor).
+  // The operands from their copies (written by the first launches): A's rows at the aligned stride (unless A
+  // is read in place), B's K rows at it (aligned) or, transposed, its N rows along K (kmajor).
   const MatmulSpec& mm = *kernel_.matmul;
   const OperandCopies copies = CopiesOf(mm);
   // A copy past int32 offsets: the rows' K index in int64 too (mindex and bindex are by the template)
@@ -108,18 +111,22 @@ void KernelWriter::LoadAlignedOperands(const Index& b, const Index& m, const Ind
     emitter_.Line("kbwide = kbindex.to(tl.int64)");
   }
   const Index k_rows = wide_scratch_ ? Index::Var("kbwide", mm.k) : kb;
-  emitter_.Append({ScratchTileLoad("a", ScratchId(0), (b * mm.m + m) * copies.a_stride + ka, "mmask & kamask",
-                                   kir::TileSide::kA),
-                   ScratchTileLoad("b", ScratchId(1),
-                                   copies.kmajor ? (b * mm.n + n) * copies.b_stride + k_rows
-                                                 : (b * mm.k + k_rows) * copies.b_stride + n,
-                                   "kbmask & nmask", kir::TileSide::kB)});
+  if (copies.a_copied) {
+    emitter_.Append({ScratchTileLoad("a", ScratchId(0), (b * mm.m + m) * copies.a_stride + ka,
+                                     "mmask & kamask", kir::TileSide::kA)});
+  }
+  emitter_.Append({ScratchTileLoad(
+      "b", copies.b_scratch,
+      copies.kmajor ? (b * mm.n + n) * copies.b_stride + k_rows : (b * mm.k + k_rows) * copies.b_stride + n,
+      "kbmask & nmask", kir::TileSide::kB)});
 }
 
 KernelWriter::OperandCopies KernelWriter::CopiesOf(const MatmulSpec& mm) const {
   OperandCopies copies;
   copies.kmajor = kernel_.design.algorithm == Algorithm::kKMajor;
-  copies.a_rows = mm.batch * mm.m;
+  copies.a_copied = !(mm.a_k_major && AlignedStride(mm.k) == mm.k);
+  copies.b_scratch = ScratchId(copies.a_copied ? 1 : 0);
+  copies.a_rows = copies.a_copied ? mm.batch * mm.m : 0;
   copies.a_stride = AlignedStride(mm.k);
   copies.b_rows = mm.batch * (copies.kmajor ? mm.n : mm.k);
   copies.b_columns = copies.kmajor ? mm.k : mm.n;
@@ -172,14 +179,18 @@ void KernelWriter::AddAlignedCopies(kir::Kernel& program) {
   const Index b_column = Index::Var("cindex", copies.b_columns);
   // B[.., k, n]: kmajor's rows are n, its columns k
   b_index.insert(kmajor ? b_index.end() - 1 : b_index.end(), b_column);
-  program.scratch.push_back({copies.a_rows * copies.a_stride, DType::kFloat32});
+  if (copies.a_copied) {
+    program.scratch.push_back({copies.a_rows * copies.a_stride, DType::kFloat32});
+  }
   program.scratch.push_back({copies.b_rows * copies.b_stride, DType::kFloat32});
-  PrependRepack(program, mm.b, b_index, copies.b_rows, copies.b_columns, copies.b_stride, ScratchId(1),
+  PrependRepack(program, mm.b, b_index, copies.b_rows, copies.b_columns, copies.b_stride, copies.b_scratch,
                 kmajor ? "_kmajor_b" : "_aligned_b",
                 kmajor ? "B transposed into K-contiguous rows of a 32-float stride (what tf32 MMA reads)"
                        : "B copied into rows of a 32-float stride");
-  PrependRepack(program, mm.a, a_index, copies.a_rows, mm.k, copies.a_stride, ScratchId(0), "_aligned_a",
-                "A copied into rows of a 32-float stride");
+  if (copies.a_copied) {
+    PrependRepack(program, mm.a, a_index, copies.a_rows, mm.k, copies.a_stride, ScratchId(0), "_aligned_a",
+                  "A copied into rows of a 32-float stride");
+  }
 }
 
 Operand KernelWriter::EmitDotOperand(int value, const std::vector<Index>& index) {

@@ -179,6 +179,25 @@ kir::Kernel LowerProduct(const Graph& graph, void (*edit)(KernelDesign&)) {
                                   [&](KernelPlan& kernel) { edit(kernel.design); });
 }
 
+TEST(MatmulWriterTest, KMajorReadsADenseAlignedAInPlace) {
+  // 8 x [32 x 64] @ [64 x 64]: A's rows of 64 floats already start on 32-float lines, so only B is copied
+  const Graph graph = testing::LoadGraph(
+      testing::Scaled(testing::FixtureJson("level1_3_Batched_matrix_multiplication"), 48, 64));
+  const KernelSource source = WriteProduct(graph, KMajor);
+  ASSERT_EQ(source.launches.size(), 2U);
+  EXPECT_TRUE(source.launches[0].function.ends_with("_kmajor_b")) << source.launches[0].function;
+  ASSERT_EQ(source.scratch.size(), 1U);
+  EXPECT_EQ(source.scratch[0].numel, 8 * 64 * 64);
+  EXPECT_EQ(source.launches[0].pointers, (std::vector<int>{1, ScratchId(0)}));
+  const std::vector<int>& gemm = source.launches[1].pointers;
+  EXPECT_EQ(std::count(gemm.begin(), gemm.end(), 0), 1) << "the product reads A itself";
+  EXPECT_EQ(std::count(gemm.begin(), gemm.end(), ScratchId(0)), 1) << "and B's copy";
+  const kir::Kernel program = LowerProduct(graph, KMajor);
+  EXPECT_EQ(kir::Reads(program), (std::set<int>{0, 1}));
+  EXPECT_EQ(kir::StagedTileLoads(program).a, 1);
+  EXPECT_EQ(kir::StagedTileLoads(program).b, 1);
+}
+
 TEST(MatmulWriterTest, TheProgramAnswersWhatItReadsWritesAndStagesPerKStep) {
   const Graph graph = testing::Fixture("level1_16_Matmul_with_transposed_A");
   const kir::Kernel tiled = LowerProduct(graph, Tiles);

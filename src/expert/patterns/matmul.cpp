@@ -183,13 +183,14 @@ std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node) {
   }
   spec.a = node.args[first].value;
   spec.b = node.args[first + 1].value;
-  spec.b_n_major = graph.Producer(spec.b) == nullptr;
   const auto& a = ValueAt(graph, spec.a).meta;
   const auto& b = ValueAt(graph, spec.b).meta;
   const auto& out = ValueAt(graph, node.value).meta;
   if (!a || !b || !out || !ProductTypes(a->dtype, b->dtype, out->dtype)) {
     return std::nullopt;
   }
+  spec.a_k_major = graph.Producer(spec.a) == nullptr && a->IsContiguous();
+  spec.b_n_major = graph.Producer(spec.b) == nullptr && b->IsContiguous();
   spec.dtype = out->dtype;
   spec.batched = node.op == "aten.bmm.default";
   const size_t rank = spec.batched ? 3 : 2;

@@ -52,6 +52,9 @@ struct MatmulSpec {
   // B is known to be N-contiguous in memory: an input, parameter or buffer read as it is (torch.matmul's
   // [K, N]), not a view of one (nn.Linear's weight.T, or a view chain whose order only the lowering knows).
   bool b_n_major = false;
+  // A is known to be K-contiguous and dense in memory ([batch, m, k] row-major): an input, parameter or
+  // buffer read as it is whose strides say so.
+  bool a_k_major = false;
 };
 std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node);
 

@@ -32,7 +32,12 @@ TEST(MatmulPatternTest, BIsKnownNMajorWhenItIsAnInputReadAsItIs) {
   const Graph batched = testing::Fixture("level1_3_Batched_matrix_multiplication");
   EXPECT_TRUE(ParseMatmul(batched, testing::NodeWithOp(batched, "aten.bmm.default"))->b_n_major);
   const Graph transposed_a = testing::Fixture("level1_16_Matmul_with_transposed_A");
-  EXPECT_TRUE(ParseMatmul(transposed_a, testing::NodeWithOp(transposed_a, "aten.mm.default"))->b_n_major);
+  const auto mm_at = ParseMatmul(transposed_a, testing::NodeWithOp(transposed_a, "aten.mm.default"));
+  EXPECT_TRUE(mm_at->b_n_major);
+  // A: K-major where it is an input read as it is (bmm's), not through a transpose (a.T) or nn.Linear's x
+  EXPECT_TRUE(ParseMatmul(batched, testing::NodeWithOp(batched, "aten.bmm.default"))->a_k_major);
+  EXPECT_FALSE(mm_at->a_k_major);
+  EXPECT_TRUE(addmm->a_k_major) << "nn.Linear's input x [batch, K]";
 }
 
 TEST(MatmulPatternTest, HalfProductsOfOneTypeAreLoweredMixedOnesAreNot) {
