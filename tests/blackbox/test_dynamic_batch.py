@@ -71,7 +71,10 @@ def test_a_module_whose_far_sample_passes_int32_offsets_indexes_in_int64(egg, tm
     # KernelBench convolution, 2_1, at --max-batch 128); now every batch indexes in int64, and is correct.
     task = TASKS / "dynamic_wide_rows.py"
     candidate = tmp_path / "wide.py"
-    proc = egg.run("compile", task, "--device", "cpu", "--dynamic", "batch", "--max-batch", "2", "--out", candidate)
+    # 64k elements a program: the interpreter's cost is per program (the default 1024 took 13 s here)
+    design = '{"seed": 0, "kernels": {"egg_k0_mul_2": {"algorithm": "flat", "xblock": 65536}}}'
+    proc = egg.run("compile", task, "--device", "cpu", "--dynamic", "batch", "--max-batch", "2", "--out", candidate,
+                   "--design", design)
     assert proc.returncode == 0, proc.stderr
     assert "tl.program_id(0).to(tl.int64)" in candidate.read_text()
     module = _load(candidate)
