@@ -273,12 +273,13 @@ void Pipeline::Record(StageRecord* record, DecisionRecord decision, bool quiet) 
   record->decisions.push_back(std::move(decision));
 }
 
-void Pipeline::NoteUnwritten(StageRecord* record, int round, int index, const std::string& failure) {
-  if (failure.empty()) {
+void Pipeline::NoteUnwritten(StageRecord* record, int index,
+                             const agents::AgentResult<agents::CodeProposal>& proposal) {
+  if (proposal.value || proposal.stop != agents::StopReason::kNone || proposal.failure.empty()) {
     return;
   }
-  Record(record, {record->spec.name, round, fmt::format("unwritten-{}", index + 1),
-                  fmt::format("proposal {}", index + 1), false, "not written: " + failure,
+  Record(record, {record->spec.name, 0, fmt::format("unwritten-{}", index + 1),
+                  fmt::format("proposal {}", index + 1), false, "not written: " + proposal.failure,
                   incumbent_ ? incumbent_->MedianMs() : std::nullopt, std::nullopt, ""});
 }
 
@@ -309,9 +310,7 @@ void Pipeline::RunSeeds(StageRecord* record) {
     const agents::StageContext context = Context(record->spec, *record, 0);
     auto proposal = proposals.Get(index);
     NoteStop(proposal.stop, proposal.failure);
-    if (!proposal.value && proposal.stop == agents::StopReason::kNone) {
-      NoteUnwritten(record, 0, index, proposal.failure);
-    }
+    NoteUnwritten(record, index, proposal);
     if (!proposal.value || IsDuplicate(record, 0, *proposal.value)) {
       continue;
     }
@@ -333,9 +332,8 @@ void Pipeline::RunScreenedSeeds(StageRecord* record) {
     NoteStop(proposal.stop, proposal.failure);
     if (proposal.value) {
       proposals.push_back(*proposal.value);
-    } else if (proposal.stop == agents::StopReason::kNone) {
-      NoteUnwritten(record, 0, index, proposal.failure);
     }
+    NoteUnwritten(record, index, proposal);
   }
   const std::vector<size_t> order = Screen(record, 0, &proposals);
   for (size_t index : order) {

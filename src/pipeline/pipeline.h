@@ -143,10 +143,11 @@ class Pipeline {
   double Now() const;
   void NoteStop(agents::StopReason stop, const std::string& failure);
   void Finalize(StageRecord* record);
+  // A seed the Code agent could not write (the expert compiler's problem, an LLM reply with no code; not a
+  // stop): a decision of its own, in the trajectory and the store, so that the empty slot says why.
+  void NoteUnwritten(StageRecord* record, int index,
+                     const agents::AgentResult<agents::CodeProposal>& proposal);
   // True (and a rejected decision recorded) when this run already evaluated the same source.
-  // A seed the Code agent could not write (the expert compiler's problem, an LLM reply with no code): a
-  // decision of its own, in the trajectory and the store, so that the empty slot says why.
-  void NoteUnwritten(StageRecord* record, int round, int index, const std::string& failure);
   bool IsDuplicate(StageRecord* record, int round, const agents::CodeProposal& proposal);
   // Reports `event` to options_.progress with the incumbent, the search's elapsed time and its budget added.
   void Emit(ProgressEvent event) const;

@@ -472,9 +472,11 @@ std::optional<CandidateDesign> LoopedOverTheBatch(const Candidate& top, const Ca
 }
 
 // The file at each sample batch (BatchSamplePoints) from `design`, merged (dynamic_batch.h); `mismatch` gets
-// the sample whose design differed from the top's, if that is why there is no source.
+// the sample whose design differed from the top's, if that is why there is no source, and `form_changed` is
+// set when the samples' code differed in form.
 Candidate MergeDynamic(const Graph& graph, const std::string& task_source, const std::string& task_name,
-                       const CandidateDesign& design, std::optional<Candidate>* mismatch) {
+                       const CandidateDesign& design, std::optional<Candidate>* mismatch,
+                       bool* form_changed = nullptr) {
   const DynamicBatch& dynamic = *graph.dynamic;
   Candidate top = GenerateAt(graph, task_source, task_name, design, &dynamic);
   if (!top.source) {
@@ -508,6 +510,9 @@ Candidate MergeDynamic(const Graph& graph, const std::string& task_source, const
   if (!merged.source) {
     top.problem = "dynamic batch: " + merged.problem;
   }
+  if (form_changed != nullptr) {
+    *form_changed = merged.form_changed;
+  }
   return top;
 }
 
@@ -516,9 +521,9 @@ Candidate MergeDynamic(const Graph& graph, const std::string& task_source, const
 // int64 offsets hold at every batch.
 Candidate MergeDynamicOrWide(const Graph& graph, const std::string& task_source, const std::string& task_name,
                              const CandidateDesign& design, std::optional<Candidate>* mismatch) {
-  Candidate merged = MergeDynamic(graph, task_source, task_name, design, mismatch);
-  if (merged.source || *mismatch || graph.dynamic->wide_indexing ||
-      merged.problem.find("changes form") == std::string::npos) {
+  bool form_changed = false;
+  Candidate merged = MergeDynamic(graph, task_source, task_name, design, mismatch, &form_changed);
+  if (merged.source || !form_changed || graph.dynamic->wide_indexing) {
     return merged;
   }
   Graph wide = graph;

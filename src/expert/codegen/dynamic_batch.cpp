@@ -194,7 +194,7 @@ class Merger {
   MergedSource Merge() {
     scopes_ = Scopes(samples_[0].source, tokens_[0]);
     if (!Compare() || !Place()) {
-      return {std::nullopt, problem_};
+      return {std::nullopt, problem_, form_changed_};
     }
     return {Write(), ""};
   }
@@ -241,6 +241,7 @@ class Merger {
     for (size_t s = 1; s < samples_.size(); ++s) {
       if (tokens_[s].size() != tokens_[0].size()) {
         const size_t k = FirstChange(s);
+        form_changed_ = true;
         problem_ =
             fmt::format("the generated code changes form between batch {} and {} (`{}` at {}, `{}` at {})",
                         samples_[0].batch, samples_[s].batch, LineOf(0, k), samples_[0].batch, LineOf(s, k),
@@ -257,6 +258,7 @@ class Merger {
         continue;
       }
       if (tokens_[0][k].kind != Token::Kind::kNumber || !tokens_[0][k].integer) {
+        form_changed_ = true;
         return Fail(k, fmt::format("the generated code changes form with the batch: `{}` at batch {}",
                                    Text(0, k), samples_[0].batch));
       }
@@ -271,6 +273,7 @@ class Merger {
     std::vector<int64_t> values;
     for (size_t s = 0; s < samples_.size(); ++s) {
       if (tokens_[s][k].kind != Token::Kind::kNumber || !tokens_[s][k].integer) {
+        form_changed_ = true;
         return Fail(k, "the generated code changes form with the batch");
       }
       values.push_back(std::stoll(Text(s, k)));
@@ -370,6 +373,7 @@ class Merger {
   std::set<std::string> takes_batch_;
   std::vector<Scope> scopes_;  // of samples_[0]'s tokens
   std::string problem_;
+  bool form_changed_ = false;
 };
 
 }  // namespace

@@ -26,7 +26,8 @@ struct BatchSample {
 
 struct MergedSource {
   std::optional<std::string> source;
-  std::string problem;  // when there is no source
+  std::string problem;        // when there is no source
+  bool form_changed = false;  // the problem: the samples' code differs in more than integer literals
 };
 
 // The batches a dynamic candidate is generated at: max first, then max + 1 (the two that fix each line), then

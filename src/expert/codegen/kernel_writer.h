@@ -216,7 +216,6 @@ class KernelWriter {
   // The lines that skip the K loop of a tile whose every lane a where(index-only cond, product, ...) drops
   // (sets k_end); none when the product has no such reader.
   std::vector<kir::Statement> DroppedTilePrologue(int out, const std::vector<Index>& out_index);
-  // The aligned algorithm's loads of A and B from their copies (scratch 0 and 1), and those copies' kernels.
   // Where the aligned and kmajor algorithms copy the operands: A as [batch * m, k] rows, B as [batch * k, n]
   // rows (aligned) or transposed as [batch * n, k] rows (kmajor), each row at a stride of whole 32-float
   // sectors. A dense K-major A whose rows already start on 32-float lines is read in place: its copy would be
@@ -232,8 +231,10 @@ class KernelWriter {
     int64_t b_stride = 0;
   };
   OperandCopies CopiesOf(const MatmulSpec& mm) const;
-  void LoadAlignedOperands(const Index& b, const Index& m, const Index& n, const Index& ka, const Index& kb);
-  void AddAlignedCopies(kir::Kernel& program);
+  // The aligned and kmajor algorithms' loads of the operands from their copies, and those copies' kernels.
+  void LoadAlignedOperands(const OperandCopies& copies, const Index& b, const Index& m, const Index& n,
+                           const Index& ka, const Index& kb);
+  void AddAlignedCopies(const OperandCopies& copies, kir::Kernel& program);
 
   // The row stride of an operand's aligned copy: `columns` rounded up to 32 floats, so that every row starts
   // on a 128-byte line and the tile loads vectorize.

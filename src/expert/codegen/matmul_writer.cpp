@@ -29,10 +29,11 @@ kir::Kernel KernelWriter::MatmulProgram() {
     loop.prologue = DroppedTilePrologue(out, operand_index(m, n));
   }
   emitter_.OpenScope(2);
+  const OperandCopies copies = CopiesOf(mm);
   if (aligned) {
-    LoadAlignedOperands(b, m, n, ka, kb);
+    LoadAlignedOperands(copies, b, m, n, ka, kb);
   }
-  const bool a_copied = aligned && CopiesOf(mm).a_copied;  // else A is read in place, as tiled reads it
+  const bool a_copied = aligned && copies.a_copied;  // else A is read in place, as tiled reads it
   const Operand a =
       a_copied ? Operand{"a", DType::kFloat32, false} : EmitDotOperand(mm.a, operand_index(m, ka));
   const Operand bt =
@@ -75,7 +76,7 @@ kir::Kernel KernelWriter::MatmulProgram() {
   const auto out_index = mm.batched ? std::vector<Index>{b, m, n} : std::vector<Index>{m, n};
   kir::Kernel program = FinishMatmul(std::move(loop), out, out_index, flat);
   if (aligned) {
-    AddAlignedCopies(program);
+    AddAlignedCopies(copies, program);
   }
   return program;
 }
@@ -98,12 +99,11 @@ std::vector<kir::Statement> KernelWriter::DroppedTilePrologue(int out, const std
   return emitter_.CloseStatements();
 }
 
-void KernelWriter::LoadAlignedOperands(const Index& b, const Index& m, const Index& n, const Index& ka,
-                                       const Index& kb) {
+void KernelWriter::LoadAlignedOperands(const OperandCopies& copies, const Index& b, const Index& m,
+                                       const Index& n, const Index& ka, const Index& kb) {
   // The operands from their copies (written by the first launches): A's rows at the aligned stride (unless A
   // is read in place), B's K rows at it (aligned) or, transposed, its N rows along K (kmajor).
   const MatmulSpec& mm = *kernel_.matmul;
-  const OperandCopies copies = CopiesOf(mm);
   // A copy past int32 offsets: the rows' K index in int64 too (mindex and bindex are by the template)
   wide_scratch_ =
       NeedsInt64(graph_, std::max(copies.a_rows * copies.a_stride, copies.b_rows * copies.b_stride));
@@ -162,12 +162,11 @@ void KernelWriter::MarkStagedTiles(std::vector<kir::Statement>& step) {
   }
 }
 
-void KernelWriter::AddAlignedCopies(kir::Kernel& program) {
+void KernelWriter::AddAlignedCopies(const OperandCopies& copies, kir::Kernel& program) {
   // The copies, A as [batch * m, k] and B as [batch * k, n] rows (kmajor: [batch * n, k], transposed) at the
   // aligned strides: read through the emitter, so a transposed view or a computed operand is copied in the
   // product's own orientation.
   const MatmulSpec& mm = *kernel_.matmul;
-  const OperandCopies copies = CopiesOf(mm);
   const bool kmajor = copies.kmajor;
   auto rows_of = [&](int64_t rows) {
     return mm.batched ? Delinearize(Index::Var("pindex", mm.batch * rows), {mm.batch, rows})

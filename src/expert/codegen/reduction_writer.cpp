@@ -336,7 +336,6 @@ KernelWriter::Accumulator KernelWriter::WelfordAccumulate(const ReductionSpec& s
   }
   using kir::Combine;
   using kir::Statement;
-  using kir::UpdateForm;
   acc.update.push_back(Statement::Text(0, fmt::format("wv{} = ({}).to(tl.float32)", tag, input.code)));
   acc.update.push_back(Statement::Fold(0, "wn" + tag, Combine::kAdd, "tl.where(mask, 1.0, 0.0)"));
   acc.update.push_back(Statement::Text(0, fmt::format("wd{0} = wv{0} - wm{0}", tag)));
