@@ -14,6 +14,9 @@ namespace egg::expert {
 namespace {
 
 constexpr int64_t kConvMaxRows = 256;  // BLOCK_M of a convolution with a narrow N tile
+// Output tiles a wide (128x256) tile must still make to be the in-place product's seed: about a wave of an
+// H100's or H200's 132 SMs.
+constexpr int64_t kMinWideTiles = 128;
 // A mat-vec program: 16 rows x a K step of 512 products held elementwise (64 fp32 registers a thread at 4
 // warps), summed once after the K loop.
 constexpr int64_t kMatVecRows = 16;
@@ -32,6 +35,11 @@ void ApplyTile(const MatmulSpec& mm, const int64_t* tile, KernelDesign& design) 
   design.rblock = std::min(tile[2], std::max<int64_t>(16, NextPowerOfTwo(mm.k)));
   design.num_warps = static_cast<int>(tile[3]);
   design.num_stages = static_cast<int>(tile[4]);
+}
+
+// The output tiles of a product in `tile`'s {BLOCK_M, BLOCK_N}.
+int64_t WideTiles(const MatmulSpec& mm, const int64_t* tile) {
+  return mm.batch * ((mm.m + tile[0] - 1) / tile[0]) * ((mm.n + tile[1] - 1) / tile[1]);
 }
 
 // Whether a design's tiles fit a program: its accumulator in the warps' registers, its staged operand ring in
@@ -139,17 +147,22 @@ KernelDesign MatmulFamily::DefaultDesign(const KernelPlan& kernel, int seed, Pre
     // misaligned; seed 1 keeps them in place.
     constexpr int64_t kCopyMinWork = int64_t{1} << 30;  // multiply-adds
     const bool copy = seed == 0 && split == 1 && mm.batch * mm.m * mm.n * mm.k >= kCopyMinWork;
+    // tf32 over K-contiguous operands: 128x256x32 of 8 warps, 3 stages, the fastest of five tiles at 4096^3
+    // on the H100 (0.398 ms, cuBLAS TF32 0.354); end to end on 1_1, 0.48 ms against 0.57 ms for the 128x128
+    // tile of 4 warps the search kept from seed 1 (bench/results/h100-fp32-precision, h100-gemm-search).
+    static const int64_t kKMajorTf32Tile[5] = {128, 256, 32, 8, 3};
     if (copy && KMajorCopyFits(mm, products) && mm.b_n_major) {
       design.algorithm = Algorithm::kKMajor;
       if (products == Precision::kTf32) {
-        // tf32 over a K-major B: 128x256x32 of 8 warps, 3 stages, the fastest of five tiles at 4096^3 on
-        // the H100 (0.398 ms, cuBLAS TF32 0.354); end to end on 1_1, 0.48 ms against 0.57 ms for the 128x128
-        // tile of 4 warps the search kept from seed 1 (bench/results/h100-fp32-precision, h100-gemm-search).
-        static const int64_t kKMajorTf32Tile[5] = {128, 256, 32, 8, 3};
         ApplyTile(mm, kKMajorTf32Tile, design);
       }
     } else if (copy && AlignedCopyFits(mm)) {
       design.algorithm = Algorithm::kAligned;
+    } else if (copy && products == Precision::kTf32 && mm.a_k_major && mm.b_k_major &&
+               WideTiles(mm, kKMajorTf32Tile) >= kMinWideTiles) {
+      // Both read in place along K, as kmajor reads its copy (1_17, nn.Linear's weight): the same tile where
+      // it still makes most of a wave of programs (an MLP's 128-row batch keeps the table's smaller tiles).
+      ApplyTile(mm, kKMajorTf32Tile, design);
     }
   }
   return design;

@@ -72,6 +72,30 @@ TEST(MatmulFamilyTest, DefaultDesignsBySeedPrecisionAndShape) {
   EXPECT_EQ(Matmul().DefaultDesign(Gemm(1024, 1024, 1027), 1, Precision::kUnset).algorithm,
             Algorithm::kTiled);
 
+  // tf32 over a big product: B N-contiguous is transposed K-major (kmajor); both K-contiguous in place keep
+  // the tiles kmajor reads its copy in (tiled, 128x256x32 of 8 warps); small products keep the seed table's
+  KernelPlan big = Gemm(4096, 4096, 4096);
+  big.matmul->b_n_major = true;
+  const KernelDesign copied = Matmul().DefaultDesign(big, 0, Precision::kTf32);
+  EXPECT_EQ(copied.algorithm, Algorithm::kKMajor);
+  EXPECT_EQ(copied.yblock, 256);
+  big.matmul->b_n_major = false;
+  big.matmul->a_k_major = big.matmul->b_k_major = true;
+  const KernelDesign in_place = Matmul().DefaultDesign(big, 0, Precision::kTf32);
+  EXPECT_EQ(in_place.algorithm, Algorithm::kTiled);
+  EXPECT_EQ(in_place.xblock, 128);
+  EXPECT_EQ(in_place.yblock, 256);
+  EXPECT_EQ(in_place.num_warps, 8);
+  EXPECT_EQ(Matmul().DefaultDesign(big, 0, Precision::kTf32x3).yblock, 64) << "tf32x3 keeps its table's tile";
+  big.matmul->a_k_major = false;
+  EXPECT_EQ(Matmul().DefaultDesign(big, 0, Precision::kTf32).yblock, 64) << "A read through a view";
+  KernelPlan small = Gemm(256, 256, 256);
+  small.matmul->a_k_major = small.matmul->b_k_major = true;
+  EXPECT_EQ(Matmul().DefaultDesign(small, 0, Precision::kTf32).yblock, 64);
+  KernelPlan mlp = Gemm(128, 16384, 16384);  // 64 wide tiles: half a wave
+  mlp.matmul->a_k_major = mlp.matmul->b_k_major = true;
+  EXPECT_EQ(Matmul().DefaultDesign(mlp, 0, Precision::kTf32).yblock, 64);
+
   const KernelPlan matvec = Gemm(1024, 1, 4096);
   EXPECT_EQ(matvec.design.algorithm, Algorithm::kGemv);
   EXPECT_EQ(matvec.design.xblock, 16);

@@ -205,6 +205,8 @@ std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node) {
   if (b->shape[o] != spec.k || (spec.batched && b->shape[0] != spec.batch) || spec.m * spec.n * spec.k == 0) {
     return std::nullopt;
   }
+  spec.b_k_major = !spec.b_n_major && b->stride.size() == rank && b->stride[o] == 1 &&
+                   b->stride[o + 1] == spec.k && (!spec.batched || b->stride[0] == spec.n * spec.k);
   if (addmm) {
     if (node.args[0].kind != Arg::Kind::kValue || !ValueAt(graph, node.args[0].value).meta) {
       return std::nullopt;

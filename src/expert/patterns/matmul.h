@@ -55,6 +55,9 @@ struct MatmulSpec {
   // A is known to be K-contiguous and dense in memory ([batch, m, k] row-major): an input, parameter or
   // buffer read as it is whose strides say so.
   bool a_k_major = false;
+  // B's traced strides are K-contiguous and dense ([batch, n, k] in memory, read as [k, n]: torch.matmul(A,
+  // B.T), nn.Linear's weight): its tiles are read along K in place, as `kmajor` reads its copy.
+  bool b_k_major = false;
 };
 std::optional<MatmulSpec> ParseMatmul(const Graph& graph, const Node& node);
 

@@ -38,6 +38,10 @@ TEST(MatmulPatternTest, BIsKnownNMajorWhenItIsAnInputReadAsItIs) {
   EXPECT_TRUE(ParseMatmul(batched, testing::NodeWithOp(batched, "aten.bmm.default"))->a_k_major);
   EXPECT_FALSE(mm_at->a_k_major);
   EXPECT_TRUE(addmm->a_k_major) << "nn.Linear's input x [batch, K]";
+  // B K-contiguous by its traced strides: nn.Linear's weight.T ([N, K] read as [K, N]), not B as stored
+  EXPECT_TRUE(addmm->b_k_major);
+  EXPECT_FALSE(mm_at->b_k_major);
+  EXPECT_FALSE(ParseMatmul(batched, testing::NodeWithOp(batched, "aten.bmm.default"))->b_k_major);
 }
 
 TEST(MatmulPatternTest, HalfProductsOfOneTypeAreLoweredMixedOnesAreNot) {
