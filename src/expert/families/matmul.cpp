@@ -57,6 +57,34 @@ bool MatmulFits(const KernelPlan& kernel, const KernelDesign& design) {
   return accumulator <= threads * kMaxAccumulatorPerThread && ring <= kMaxMatmulSharedBytes;
 }
 
+// Seed 0's operands for a product of one program per tile: with enough work that two copies of the operands
+// (one read and one write of each) cost little beside the product, B transposed K-major for tensor-core
+// float32 products (tf32, tf32x3) where it is known N-contiguous (not an nn.Linear weight, K-major already),
+// else aligned where the rows are misaligned; seed 1 keeps them in place.
+void SeedOperandLayout(const MatmulSpec& mm, Precision products, KernelDesign& design) {
+  constexpr int64_t kCopyMinWork = int64_t{1} << 30;  // multiply-adds
+  if (mm.batch * mm.m * mm.n * mm.k < kCopyMinWork) {
+    return;
+  }
+  // tf32 over K-contiguous operands: 128x256x32 of 8 warps, 3 stages, the fastest of five tiles at 4096^3
+  // on the H100 (0.398 ms, cuBLAS TF32 0.354); end to end on 1_1, 0.48 ms against 0.57 ms for the 128x128
+  // tile of 4 warps the search kept from seed 1 (bench/results/h100-fp32-precision, h100-gemm-search).
+  static const int64_t kKMajorTf32Tile[5] = {128, 256, 32, 8, 3};
+  if (KMajorCopyFits(mm, products) && mm.b_n_major) {
+    design.algorithm = Algorithm::kKMajor;
+    if (products == Precision::kTf32) {
+      ApplyTile(mm, kKMajorTf32Tile, design);
+    }
+  } else if (AlignedCopyFits(mm)) {
+    design.algorithm = Algorithm::kAligned;
+  } else if (products == Precision::kTf32 && mm.a_k_major && mm.b_k_major &&
+             WideTiles(mm, kKMajorTf32Tile) >= kMinWideTiles) {
+    // Both read in place along K, as kmajor reads its copy (1_17, nn.Linear's weight): the same tile where it
+    // still makes most of a wave of programs (an MLP's 128-row batch keeps the table's smaller tiles).
+    ApplyTile(mm, kKMajorTf32Tile, design);
+  }
+}
+
 class MatmulFamily : public KernelFamily {
  public:
   std::string_view Name() const override { return "matmul"; }
@@ -141,28 +169,8 @@ KernelDesign MatmulFamily::DefaultDesign(const KernelPlan& kernel, int seed, Pre
     const int64_t split = SplitKFactor(mm, design);
     design.algorithm = split > 1 ? Algorithm::kSplitK : Algorithm::kTiled;
     design.split = split > 1 ? split : 0;
-    // Enough work that two copies of the operands (one read and one write of each) cost little beside the
-    // product: seed 0 copies them, B transposed K-major for tensor-core float32 products (tf32, tf32x3) where
-    // it is known N-contiguous (not an nn.Linear weight, K-major already), else aligned where the rows are
-    // misaligned; seed 1 keeps them in place.
-    constexpr int64_t kCopyMinWork = int64_t{1} << 30;  // multiply-adds
-    const bool copy = seed == 0 && split == 1 && mm.batch * mm.m * mm.n * mm.k >= kCopyMinWork;
-    // tf32 over K-contiguous operands: 128x256x32 of 8 warps, 3 stages, the fastest of five tiles at 4096^3
-    // on the H100 (0.398 ms, cuBLAS TF32 0.354); end to end on 1_1, 0.48 ms against 0.57 ms for the 128x128
-    // tile of 4 warps the search kept from seed 1 (bench/results/h100-fp32-precision, h100-gemm-search).
-    static const int64_t kKMajorTf32Tile[5] = {128, 256, 32, 8, 3};
-    if (copy && KMajorCopyFits(mm, products) && mm.b_n_major) {
-      design.algorithm = Algorithm::kKMajor;
-      if (products == Precision::kTf32) {
-        ApplyTile(mm, kKMajorTf32Tile, design);
-      }
-    } else if (copy && AlignedCopyFits(mm)) {
-      design.algorithm = Algorithm::kAligned;
-    } else if (copy && products == Precision::kTf32 && mm.a_k_major && mm.b_k_major &&
-               WideTiles(mm, kKMajorTf32Tile) >= kMinWideTiles) {
-      // Both read in place along K, as kmajor reads its copy (1_17, nn.Linear's weight): the same tile where
-      // it still makes most of a wave of programs (an MLP's 128-row batch keeps the table's smaller tiles).
-      ApplyTile(mm, kKMajorTf32Tile, design);
+    if (seed == 0 && split == 1) {
+      SeedOperandLayout(mm, products, design);
     }
   }
   return design;
