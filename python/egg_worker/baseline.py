@@ -7,7 +7,9 @@ timed region) and its error against the exact reference (the eager output under 
 that decides a candidate's correctness), with `within_tol` the main check's verdict at the request's `tol`.
 Every compile starts from a reset dynamo cache, as a user's process would. A torch.compile failure is that
 run's `error` (one line); a failing reference forward gives status runtime_error. On the cpu or with timing
-disabled nothing is timed or compiled: only eager runs, for the errors. Results are cached per (task, content
+disabled nothing is timed or compiled: only eager runs, for the errors. For a dynamic batch (`dynamic`), every
+setting also times eager and one torch.compile(dynamic=True) (the form torch.compile users serve many batch sizes
+with) at each batch a candidate is checked at (evaluate.dynamic_batches): `by_batch`. Results are cached per (task, content
 hash, device, seeds, timing settings, tol, settings, runs).
 """
 
@@ -17,7 +19,7 @@ import time
 import torch
 
 from egg_worker import loader, precision, timing
-from egg_worker.evaluate import DEFAULT_INIT_SEED, DEFAULT_SEED, DEFAULT_TOL, compare_outputs, flatten
+from egg_worker.evaluate import DEFAULT_INIT_SEED, DEFAULT_SEED, DEFAULT_TOL, compare_outputs, dynamic_batches, flatten
 from egg_worker.loader import RequestError, one_line
 
 COMPILE_MODES = {"compile": "default", "max-autotune": "max-autotune"}
@@ -39,6 +41,7 @@ class BaselineRequest:
     settings: tuple
     runs: tuple
     precision: str = "fp32"  # the task's inputs and Model cast to bf16 or fp16 (loader.load_task)
+    batch_max: int = -1  # a dynamic batch: the largest batch, 0 the task's own; -1 none (evaluate.EvalRequest's)
 
 
 def _names(value, known, default, what: str) -> tuple:
@@ -67,6 +70,7 @@ def parse_request(request: dict) -> BaselineRequest:
             settings=_names(request.get("settings"), precision.SETTINGS, precision.DEFAULT_ORDER, "settings"),
             runs=_names(request.get("runs"), RUNS, DEFAULT_RUNS, "runs"),
             precision=loader.precision_name(request.get("precision")),
+            batch_max=int((request.get("dynamic") or {}).get("batch_max", 0)) if request.get("dynamic") else -1,
         )
     except (TypeError, ValueError) as error:
         raise RequestError(f"bad baseline request: {one_line(error)}") from None
@@ -123,6 +127,44 @@ def _measure_setting(model, inputs, reference, request: BaselineRequest, name: s
     return entry
 
 
+def _time_dynamic(model, batches: dict, request: BaselineRequest) -> dict:
+    """Under the current setting: eager and one torch.compile(dynamic=True) module timed at each batch
+    ({batch: inputs}); the compile's first call (outside the timed region) is its compile time."""
+    times = {batch: {"eager": None, "compile": None, "compile_s": None, "error": ""} for batch in batches}
+    for batch, inputs in batches.items():
+        try:
+            times[batch]["eager"] = timing.time_cuda(model, inputs, request.timing, request.device)
+        except Exception as error:
+            times[batch]["error"] = f"eager failed: {one_line(error)}"
+    try:
+        torch._dynamo.reset()
+        compiled = torch.compile(model, dynamic=True)
+        for batch, inputs in batches.items():
+            started_s = time.perf_counter()
+            compiled(*_cloned(inputs))
+            torch.cuda.synchronize(request.device)
+            times[batch]["compile_s"] = time.perf_counter() - started_s
+            times[batch]["compile"] = timing.time_cuda(compiled, inputs, request.timing, request.device)
+    except Exception as error:
+        for entry in times.values():
+            entry["error"] = entry["error"] or one_line(error)
+    return times
+
+
+def _measure_batches(task, model, request: BaselineRequest) -> list:
+    """A dynamic batch's baselines at every batch a candidate is checked at, under each setting:
+    [{batch, settings: {name: {eager, compile, compile_s, error}}}] (inputs of the request's seed at that batch)."""
+    example = loader.example_batch(loader.make_inputs(task, request.seed, request.device))
+    batches = {batch: loader.make_batch_inputs(task, request.seed, request.device, batch)
+               for batch in dynamic_batches(request.batch_max, example)}
+    by_setting = {}
+    for name in request.settings:
+        with precision.applied(precision.get(name)):
+            by_setting[name] = _time_dynamic(model, batches, request)
+    return [{"batch": batch, "settings": {name: by_setting[name][batch] for name in request.settings}}
+            for batch in batches]
+
+
 def _measure(task, request: BaselineRequest) -> dict:
     model = loader.reference_model(task, request.device, request.init_seed)
     inputs = loader.make_inputs(task, request.seed, request.device)
@@ -134,7 +176,10 @@ def _measure(task, request: BaselineRequest) -> dict:
         return {"status": "runtime_error", "reason": f"reference forward failed: {one_line(error)}",
                 "settings": {}}
     settings = {name: _measure_setting(model, inputs, reference, request, name) for name in request.settings}
-    return {"status": "ok", "reason": "", "tol": request.tol, "settings": settings}
+    result = {"status": "ok", "reason": "", "tol": request.tol, "settings": settings}
+    if request.batch_max >= 0 and request.device.type == "cuda" and request.timing.enabled:
+        result["by_batch"] = _measure_batches(task, model, request)
+    return result
 
 
 def handle_baseline(request: dict) -> dict:

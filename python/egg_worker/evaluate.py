@@ -853,8 +853,10 @@ def _run_trials(context: Context, model, result: dict) -> None:
 DYNAMIC_BATCHES = (1, 3, 17)
 
 
-def dynamic_batches(request: EvalRequest, example: int) -> list:
-    top = request.batch_max or example
+def dynamic_batches(batch_max: int, example: int) -> list:
+    """The batches a dynamic-batch candidate is checked (and on a GPU timed) at: DYNAMIC_BATCHES within its range
+    and the range's top (batch_max, 0: the task's own batch `example`)."""
+    top = batch_max or example
     return sorted({b for b in DYNAMIC_BATCHES if b <= top} | {top})
 
 
@@ -864,7 +866,7 @@ def _run_batch_trials(context: Context, model, result: dict) -> None:
     request = context.request
     example = loader.example_batch(loader.make_inputs(context.task, request.seed, context.device))
     checked = []
-    for index, batch in enumerate(dynamic_batches(request, example)):
+    for index, batch in enumerate(dynamic_batches(request.batch_max, example)):
         seed = request.seed + BATCH_SEED_OFFSET + index
         inputs = loader.make_batch_inputs(context.task, seed, context.device, batch)
         pristine = guards.clone_inputs(inputs)
@@ -884,6 +886,20 @@ def _time_candidate(context: Context, model) -> dict:
     inputs = loader.make_inputs(context.task, context.request.seed, context.device)
     timer = timing.time_cuda_synchronized if context.side_streams else timing.time_cuda
     return run_candidate_code(context, "timing", timer, model, inputs, context.request.timing, context.device)
+
+
+def _time_batches(context: Context, model, batches: list) -> list:
+    """A dynamic-batch candidate timed at each batch it was checked at (on inputs of the request's seed at that
+    batch, as the baseline op times the task's Model on): [{batch, time_ms}]. The C++ side divides the baseline
+    op's per-batch times by these (harness/baselines.cpp, AddSpeedups)."""
+    timer = timing.time_cuda_synchronized if context.side_streams else timing.time_cuda
+    rows = []
+    for batch in batches:
+        inputs = loader.make_batch_inputs(context.task, context.request.seed, context.device, batch)
+        stats = run_candidate_code(context, f"timing at batch {batch}", timer, model, inputs, context.request.timing,
+                                   context.device)
+        rows.append({"batch": batch, "time_ms": stats})
+    return rows
 
 
 def _time_candidate_cpu_wall(context: Context, model) -> dict:
@@ -911,6 +927,8 @@ def _evaluate(context: Context, result: dict) -> None:
                 return
         if context.device.type == "cuda" and context.request.timing.enabled:
             result["time_ms"]["candidate"] = _time_candidate(context, model)
+            if result.get("batch_sizes"):
+                result["by_batch"] = _time_batches(context, model, result["batch_sizes"])
         elif context.request.timing.enabled and context.request.timing.cpu_wall:
             result["time_ms"]["candidate"] = _time_candidate_cpu_wall(context, model)
         _check_patches(context, "end of evaluation")

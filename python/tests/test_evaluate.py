@@ -252,3 +252,24 @@ def test_a_half_candidate_more_accurate_than_pytorch_passes_against_the_float32_
     # in float32 there is no half answer to excuse: the rule never applies
     exact = worker.evaluate("shift_cancel_64", "shift_cancel_ok", tol=1e-4)
     assert exact["status"] == "ok" and exact["float32_answer"] is False and exact["flags"] == [], exact
+
+
+def test_a_dynamic_candidate_is_timed_at_each_checked_batch_on_inputs_of_that_batch(monkeypatch):
+    # The GPU path's per-batch timing, faked on the cpu: each batch's inputs are drawn at that batch (the seed the
+    # baseline op draws its inputs from), and the candidate runs under the fence as in every timing.
+    import torch
+    from egg_worker import evaluate as ev, guards, loader, timing
+
+    timed = []
+    monkeypatch.setattr(timing, "time_cuda",
+                        lambda fn, args, settings, device: timed.append(args[0].shape) or {"mean": 1.0, "n": 1})
+    request = ev.parse_request({"task": task_path("dynamic_layernorm"), "candidate": candidate_path("relu_ok"),
+                                "device": "cpu", "seed": 4, "dynamic": {"batch_max": 8}})
+    task = loader.load_task(request.task)
+    model = loader.reference_model(task, request.device, 0)
+    context = ev.Context(request=request, task=task, reference=None, reference_key=(), snapshot=guards.take_snapshot())
+    rows = ev._time_batches(context, model, [1, 3, 8])
+    assert [row["batch"] for row in rows] == [1, 3, 8] and all(row["time_ms"] == {"mean": 1.0, "n": 1} for row in rows)
+    assert [shape[0] for shape in timed] == [1, 3, 8]
+    assert torch.equal(loader.make_batch_inputs(task, 4, request.device, 3)[0],
+                       loader.make_batch_inputs(task, 4, request.device, 3)[0])

@@ -49,6 +49,10 @@ void PrintProtocol(const Json& protocol) {
       protocol.value("statistic", "median"), protocol.value("precision", Json::object()).dump());
 }
 
+std::string SpeedupText(const Json& speedup) {
+  return speedup.is_number() ? fmt::format("{:.2f}x", speedup.get<double>()) : "-";
+}
+
 std::string RunCell(const Json& run, const Json& speedup) {
   const Json time = run.value("time_ms", Json());
   if (!time.is_object()) {
@@ -113,6 +117,16 @@ void PrintHuman(const harness::EvalResult& r) {
   if (!r.batch_sizes.empty()) {
     fmt::print("dynamic batch: also correct at batch {}, with the kernels (no fallback)\n",
                fmt::join(r.batch_sizes, ", "));
+  }
+  if (r.by_batch.is_array()) {
+    for (const Json& entry : r.by_batch) {
+      const Json runs = entry.value("speedups", Json::object()).value(r.baseline, Json::object());
+      if (!runs.empty()) {
+        fmt::print("  at batch {}: {} vs eager, {} vs torch.compile(dynamic=True) ({})\n",
+                   entry.value("batch", int64_t{0}), SpeedupText(runs.value("eager", Json())),
+                   SpeedupText(runs.value("compile", Json())), r.baseline);
+      }
+    }
   }
   if (r.float32_answer) {
     fmt::print(

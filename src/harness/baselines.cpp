@@ -70,6 +70,48 @@ std::string BandwidthNote(const EvalResult& result) {
       result.baseline);
 }
 
+// The baselines' entry for `batch` in the baseline op's by_batch, or null.
+const Json* BatchBaselines(const Json& by_batch, int64_t batch) {
+  if (!by_batch.is_array()) {
+    return nullptr;
+  }
+  for (const Json& entry : by_batch) {
+    if (entry.is_object() && entry.value("batch", int64_t{-1}) == batch) {
+      return &entry;
+    }
+  }
+  return nullptr;
+}
+
+// Each timed batch of a dynamic-batch candidate beside its baselines at that batch: the baselines' times and
+// mean ratios per setting (torch.compile here is one dynamic=True module serving every batch).
+void AddBatchSpeedups(const BaselineResult& baseline, EvalResult* result) {
+  if (!result->by_batch.is_array()) {
+    return;
+  }
+  for (Json& entry : result->by_batch) {
+    const Json* base = BatchBaselines(baseline.by_batch, entry.value("batch", int64_t{-1}));
+    const Json candidate = entry.value("time_ms", Json());
+    if (base == nullptr || !candidate.is_object() || candidate.value("mean", 0.0) <= 0) {
+      continue;
+    }
+    Json times = {{"candidate", candidate}};
+    Json speedups = Json::object();
+    const Json settings = base->value("settings", Json::object());
+    for (const auto& [setting, runs] : settings.items()) {
+      times[setting] = runs;
+      for (const char* run : {"eager", "compile"}) {
+        const Json time = runs.value(run, Json());
+        if (time.is_object() && time.value("mean", 0.0) > 0) {
+          speedups[setting][run] = time.value("mean", 0.0) / candidate.value("mean", 0.0);
+        }
+      }
+    }
+    entry["time_ms"] = times;
+    entry["speedups"] = speedups;
+  }
+}
+
 }  // namespace
 
 const PrecisionBaseline* BaselineResult::Find(const std::string& setting) const {
@@ -153,6 +195,7 @@ void AddSpeedups(const BaselineResult& baseline, EvalResult* result) {
   result->speedup_vs_compile = Ratio(result->time_ms.compile, *candidate, &Stats::mean);
   result->speedup_median_vs_eager = Ratio(result->time_ms.eager, *candidate, &Stats::median);
   result->speedup_median_vs_compile = Ratio(result->time_ms.compile, *candidate, &Stats::median);
+  AddBatchSpeedups(baseline, result);
   const bool suspicious = result->speedup_vs_eager.value_or(0) > kSuspiciousSpeedup ||
                           result->speedup_vs_compile.value_or(0) > kSuspiciousSpeedup;
   if (suspicious) {

@@ -31,6 +31,9 @@ struct PrecisionBaseline {
 
 struct BaselineResult {
   std::vector<PrecisionBaseline> settings;  // in the order asked
+  // a dynamic batch on a GPU: [{batch, settings: {<setting>: {eager, compile, compile_s, error}}}], eager and
+  // torch.compile(dynamic=True) at each batch a candidate is checked at (python/egg_worker/baseline.py)
+  Json by_batch;
 
   const PrecisionBaseline* Find(const std::string& setting) const;
   bool Empty() const { return settings.empty(); }
@@ -53,7 +56,8 @@ Json BaselineJson(const BaselineResult& baseline);
 
 // Fills the result's baseline fields: time_ms.eager/compile and speedup_vs_* of the headline setting, the
 // per-setting `speedups`, `baseline`/`beside_baseline`, and the >10x review flag with the achieved bandwidth
-// of candidate and baseline over the bytes any implementation must move (io_bytes).
+// of candidate and baseline over the bytes any implementation must move (io_bytes); for a dynamic batch, each
+// timed batch's speedups against that batch's baselines (`by_batch`).
 void AddSpeedups(const BaselineResult& baseline, EvalResult* result);
 
 // The baseline flags a user gives (`--baselines default,strict,tf32,max-autotune`): settings, and whether

@@ -66,5 +66,35 @@ TEST(BaselinesTest, NoSpeedupForAWrongOrUntimedCandidate) {
   EXPECT_TRUE(wrong.speedups.is_null());
 }
 
+TEST(BaselinesTest, ADynamicBatchHasItsSpeedupsAtEachTimedBatch) {
+  BaselineResult baseline = ParseBaselineSettings(Settings({"strict", "default"}));
+  auto runs = [](double eager, double compile) {
+    return Json{{"eager", {{"mean", eager}, {"median", eager}}},
+                {"compile", {{"mean", compile}, {"median", compile}}},
+                {"compile_s", 9.0},
+                {"error", ""}};
+  };
+  baseline.by_batch =
+      Json::array({{{"batch", 1}, {"settings", {{"strict", runs(0.4, 0.2)}}}},
+                   {{"batch", 64}, {"settings", {{"strict", runs(3.0, 1.5)}, {"default", runs(2.5, 1.0)}}}}});
+  EvalResult result;
+  result.tol = 1e-4;
+  result.correct = true;
+  result.time_ms.candidate = Stats{1.0, 1.0};
+  result.by_batch = Json::array({{{"batch", 1}, {"time_ms", {{"mean", 0.1}, {"median", 0.1}}}},
+                                 {{"batch", 3}, {"time_ms", {{"mean", 0.2}, {"median", 0.2}}}},
+                                 {{"batch", 64}, {"time_ms", {{"mean", 1.0}, {"median", 1.0}}}}});
+  AddSpeedups(baseline, &result);
+  EXPECT_DOUBLE_EQ(result.by_batch[0]["speedups"]["strict"]["eager"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(result.by_batch[0]["speedups"]["strict"]["compile"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(result.by_batch[0]["time_ms"]["candidate"]["mean"].get<double>(), 0.1);
+  EXPECT_DOUBLE_EQ(result.by_batch[0]["time_ms"]["strict"]["compile_s"].get<double>(), 9.0);
+  EXPECT_FALSE(result.by_batch[1].contains("speedups")) << "no baseline timed at batch 3";
+  EXPECT_DOUBLE_EQ(result.by_batch[2]["speedups"]["default"]["compile"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(result.by_batch[2]["speedups"]["strict"]["eager"].get<double>(), 3.0);
+  const EvalResult again = Json(result).get<EvalResult>();
+  EXPECT_EQ(again.by_batch, result.by_batch) << "by_batch reaches report.json and the store";
+}
+
 }  // namespace
 }  // namespace egg::harness

@@ -113,6 +113,7 @@ void to_json(Json& j, const EvalResult& r) {
       {"float32_answer", r.float32_answer},
       {"io_bytes", r.io_bytes},
       {"batch_sizes", r.batch_sizes},
+      {"by_batch", r.by_batch},
       {"triton_launches", r.triton_launches},
       {"triton_kernels", r.triton_kernels},
       {"triton_time_share", r.triton_time_share},
@@ -160,6 +161,7 @@ void from_json(const Json& j, EvalResult& r) {
   ReadValue(j, "float32_answer", r.float32_answer);
   ReadOptional(j, "io_bytes", r.io_bytes);
   ReadValue(j, "batch_sizes", r.batch_sizes);
+  ReadValue(j, "by_batch", r.by_batch);
   ReadValue(j, "triton_launches", r.triton_launches);
   ReadValue(j, "triton_kernels", r.triton_kernels);
   ReadOptional(j, "triton_time_share", r.triton_time_share);

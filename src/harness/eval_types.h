@@ -113,6 +113,10 @@ struct EvalResult {
       false;  // bf16/fp16: passed against the float32 answer, not allclose to PyTorch's half one
   std::optional<int64_t> io_bytes;  // inputs, outputs, parameters and buffers: what any implementation moves
   std::vector<int64_t> batch_sizes;  // a dynamic batch: the other batches the candidate was checked at
+  // ... and on a GPU timed at: [{batch, time_ms: {candidate, <setting>: {eager, compile}}, speedups:
+  // {<setting>: {eager, compile}}}], compile being torch.compile(dynamic=True) (harness/baselines.h,
+  // AddSpeedups)
+  Json by_batch;
   int triton_launches = 0;
   std::vector<std::string> triton_kernels;
   std::optional<double> triton_time_share;

@@ -173,6 +173,7 @@ BaselineResult Evaluator::Baseline(const std::string& task_path, const std::stri
     throw WorkerError("the task's reference failed: " + StringAt(result, "/reason", "?"));
   }
   BaselineResult baseline = ParseBaselineSettings(result.value("settings", Json()));
+  baseline.by_batch = result.value("by_batch", Json());
   baselines_[memo_key] = baseline;
   return baseline;
 }

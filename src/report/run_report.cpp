@@ -70,6 +70,30 @@ std::string Speedup(const Json& value) {
   return value.is_number() ? fmt::format("{:.2f}x", value.get<double>()) : "-";
 }
 
+// A dynamic batch's speedups at each batch it was timed at, against the headline setting's eager and one
+// torch.compile(dynamic=True) module: "" when there are none.
+std::string BatchLines(const Json& by_batch, const std::string& headline) {
+  std::string out;
+  if (!by_batch.is_array()) {
+    return out;
+  }
+  for (const Json& entry : by_batch) {
+    const Json runs = entry.value("speedups", Json::object()).value(headline, Json::object());
+    const Json candidate = entry.value("time_ms", Json::object()).value("candidate", Json::object());
+    if (runs.empty()) {
+      continue;
+    }
+    if (out.empty()) {
+      out = fmt::format(
+          "dynamic batch, speedups at each batch (vs PyTorch {}; torch.compile(dynamic=True)):\n", headline);
+    }
+    out += fmt::format("- batch {}: candidate {} (mean), {} eager, {} torch.compile\n",
+                       entry.value("batch", int64_t{0}), Ms(candidate.value("mean", Json())),
+                       Speedup(runs.value("eager", Json())), Speedup(runs.value("compile", Json())));
+  }
+  return out;
+}
+
 // The final candidate's tolerance and its speedup against every PyTorch baseline setting, headline first.
 std::string ResultSection(const Json& final) {
   if (!final.is_object()) {
@@ -85,8 +109,8 @@ std::string ResultSection(const Json& final) {
   const Json batches = final.value("batch_sizes", Json::array());
   if (batches.is_array() && !batches.empty()) {
     out += fmt::format(
-        "dynamic batch: also correct at batch {}, with the kernels (no fallback); the times below are at "
-        "the task's own batch\n",
+        "dynamic batch: also correct at batch {}, with the kernels (no fallback); the times just below are "
+        "at the task's own batch\n",
         fmt::join(batches.get<std::vector<int64_t>>(), ", "));
   }
   const Json speedups = final.value("speedups", Json());
@@ -100,7 +124,7 @@ std::string ResultSection(const Json& final) {
     out += fmt::format("- vs PyTorch {}{}: {} eager, {} torch.compile\n", setting, role,
                        Speedup(runs.value("eager", Json())), Speedup(runs.value("compile", Json())));
   }
-  return out;
+  return out + BatchLines(final.value("by_batch", Json()), headline);
 }
 
 // The LLM's usage, then its failed attempts by kind and the request changes the servers asked for.

@@ -65,5 +65,24 @@ TEST(RunReportTest, TrajectorySaysTheBatchesADynamicResultWasCheckedAt) {
   EXPECT_EQ(TrajectoryMarkdown(report).find("dynamic batch"), std::string::npos);
 }
 
+TEST(RunReportTest, TrajectoryGivesADynamicResultsSpeedupsAtEachTimedBatch) {
+  const Json at_batch = {{"batch", 3},
+                         {"time_ms", {{"candidate", {{"mean", 0.05}}}}},
+                         {"speedups", {{"strict", {{"eager", 1.5}, {"compile", 0.8}}}}}};
+  const Json report = {{"task", "t.py"},
+                       {"final",
+                        {{"tol", 1e-4},
+                         {"baseline", "strict"},
+                         {"speedups", {{"strict", {{"eager", 2.0}, {"compile", 1.2}}}}},
+                         {"by_batch", Json::array({at_batch, {{"batch", 17}}})}}}};
+  const std::string text = TrajectoryMarkdown(report);
+  EXPECT_NE(
+      text.find("dynamic batch, speedups at each batch (vs PyTorch strict; torch.compile(dynamic=True)):\n"
+                "- batch 3: candidate 0.0500 ms (mean), 1.50x eager, 0.80x torch.compile\n"),
+      std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("batch 17"), std::string::npos) << "an untimed batch has no line";
+}
+
 }  // namespace
 }  // namespace egg::report
