@@ -19,4 +19,4 @@ ctest --test-dir build --output-on-failure -j2
 echo "== worker tests"
 TRITON_INTERPRET=1 PYTHONPATH="$root/python" "$python" -m pytest -q -p no:cacheprovider python/tests
 echo "== black-box tests of ./egg"
-"$python" -m pytest -q -p no:cacheprovider tests/blackbox
+"$python" -m pytest -q -p no:cacheprovider --durations=25 tests/blackbox
