@@ -15,6 +15,8 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from fp32_precision import mm as mm_pointers  # the pointer-load product: B at any strides
+
 # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages)
 CONFIGS = ((128, 256, 32, 8, 3), (128, 256, 32, 8, 4), (128, 128, 32, 4, 4), (128, 128, 64, 4, 3),
            (256, 128, 32, 8, 3))
@@ -26,26 +28,6 @@ def grouped(tile, tiles_m, tiles_n):
     group = tile // (8 * tiles_n)
     rows = tl.minimum(tiles_m - group * 8, 8)
     return group * 8 + (tile % (8 * tiles_n)) % rows, (tile % (8 * tiles_n)) // rows
-
-
-@triton.jit
-def mm_pointers(a_ptr, b_ptr, c_ptr, M, N, K, B_KMAJOR: tl.constexpr, PRECISION: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """C = A @ B with masked pointer loads; B is [N, K] (K-major) or [K, N] as stored."""
-    tile_m, tile_n = grouped(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N))
-    m = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
-    n = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        ka = k0 + tl.arange(0, BLOCK_K)[None, :]
-        kb = k0 + tl.arange(0, BLOCK_K)[:, None]
-        a = tl.load(a_ptr + m * K + ka, mask=(m < M) & (ka < K), other=0.0)
-        if B_KMAJOR:
-            b = tl.load(b_ptr + n * K + kb, mask=(kb < K) & (n < N), other=0.0)
-        else:
-            b = tl.load(b_ptr + kb * N + n, mask=(kb < K) & (n < N), other=0.0)
-        acc += tl.dot(a, b, input_precision=PRECISION)
-    tl.store(c_ptr + m * N + n, acc, mask=(m < M) & (n < N))
 
 
 @triton.jit
@@ -112,7 +94,8 @@ def variants(a, b, precision, config):
     def pointers(kmajor, copy=True):
         def run():
             bt = (b.t().contiguous() if copy else transposed) if kmajor else b
-            mm_pointers[grid](a, bt, c, M, N, K, kmajor, precision, bm, bn, bk, **options)
+            strides = (1, K) if kmajor else (N, 1)  # B[k, n] at bt's [N, K] rows, or as stored
+            mm_pointers[grid](a, bt, c, M, N, K, *strides, precision, bm, bn, bk, **options)
             return c
         return run
 
