@@ -205,7 +205,8 @@ Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
                             "speedups",         "baselines",
                             "vacuous",          "float32_answer",
                             "io_bytes",         "flags",
-                            "timing_protocol"}) {
+                            "timing_protocol",  "batch_sizes",
+                            "by_batch"}) {
       row[key] = final.value(key, Json());
     }
     row["precision"] = final.value("precision", "fp32");

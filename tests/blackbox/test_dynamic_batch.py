@@ -121,6 +121,18 @@ def test_dynamic_design_record_and_report_say_the_range(egg, tmp_path):
     assert "for egg_B in\n# 1..64" in candidate.read_text()
 
 
+def test_bench_rows_of_a_dynamic_batch_say_the_batches_checked(egg, tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "dynamic_layernorm.py").write_text((TASKS / "dynamic_layernorm.py").read_text())
+    proc = egg.run("bench", suite, "--device", "cpu", "--dynamic", "batch", "--max-batch", "20", "--seeds", "1",
+                   "--trials", "1", "--rounds", "0", "--no-report", "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads((tmp_path / "out" / "results.json").read_text())["tasks"]
+    assert row["correct"] is True and row["batch_sizes"] == [1, 3, 17, 20], row
+    assert row["by_batch"] is None, "nothing is timed on the cpu, at any batch"
+
+
 def test_timeit_checks_each_batch_of_a_dynamic_file(egg, tmp_path):
     task = TASKS / "dynamic_linear_gelu.py"
     candidate = tmp_path / "dynamic.py"
