@@ -145,9 +145,10 @@ def _time_dynamic(model, batches: dict, request: BaselineRequest) -> dict:
             torch.cuda.synchronize(request.device)
             times[batch]["compile_s"] = time.perf_counter() - started_s
             times[batch]["compile"] = timing.time_cuda(compiled, inputs, request.timing, request.device)
-    except Exception as error:
+    except Exception as error:  # the batch it failed at and those after it have no compiled time
         for entry in times.values():
-            entry["error"] = entry["error"] or one_line(error)
+            if entry["compile"] is None:
+                entry["error"] = entry["error"] or one_line(error)
     return times
 
 

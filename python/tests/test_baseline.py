@@ -123,6 +123,26 @@ def test_a_failed_dynamic_compile_is_each_batch_s_error(monkeypatch):
                         row["settings"]["strict"]["eager"]["median"] == 1.0 for row in rows)
 
 
+def test_a_dynamic_compile_failing_at_one_batch_keeps_the_batches_before_it(monkeypatch):
+    class FailsAtThree(torch.nn.Module):
+        def forward(self, x):
+            if x.shape[0] == 3:
+                raise RuntimeError("guard failure")
+            return x
+
+    monkeypatch.setattr(baseline.timing, "time_cuda", lambda fn, args, settings, device: _fake_stats(1.0))
+    monkeypatch.setattr(torch, "compile", lambda model, dynamic=None: FailsAtThree())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
+    request = baseline.parse_request({"task": task_path("dynamic_layernorm"), "device": "cpu",
+                                      "settings": ["strict"], "dynamic": {"batch_max": 8}})
+    task = loader.load_task(request.task)
+    rows = baseline._measure_batches(task, loader.reference_model(task, request.device, 0), request)
+    entries = {row["batch"]: row["settings"]["strict"] for row in rows}
+    assert entries[1]["compile"]["median"] == 1.0 and entries[1]["error"] == ""
+    assert entries[3]["compile"] is None and entries[3]["error"] == "RuntimeError: guard failure"
+    assert entries[8]["compile"] is None and entries[8]["error"] == "RuntimeError: guard failure"
+
+
 def test_the_cpu_baseline_of_a_dynamic_batch_times_no_batch():
     result = baseline.handle_baseline({"task": task_path("dynamic_layernorm"), "device": "cpu",
                                        "timing": {"enabled": True}, "dynamic": {"batch_max": 8}})
