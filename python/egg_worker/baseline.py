@@ -14,7 +14,6 @@ hash, device, seeds, timing settings, tol, settings, runs).
 """
 
 import dataclasses
-import time
 
 import torch
 
@@ -105,10 +104,7 @@ def _measure_compiled(model, inputs, reference, request: BaselineRequest, mode: 
     try:
         torch._dynamo.reset()
         compiled = torch.compile(model, mode=mode)
-        started_s = time.perf_counter()
-        compiled(*_cloned(inputs))
-        torch.cuda.synchronize(request.device)
-        compile_s = time.perf_counter() - started_s
+        compile_s = timing.first_call_s(compiled, _cloned(inputs), request.device)
         accuracy = _accuracy(compiled, inputs, reference, request.tol)
         time_ms = timing.time_cuda(compiled, inputs, request.timing, request.device)
     except Exception as error:
@@ -140,10 +136,7 @@ def _time_dynamic(model, batches: dict, request: BaselineRequest) -> dict:
         torch._dynamo.reset()
         compiled = torch.compile(model, dynamic=True)
         for batch, inputs in batches.items():
-            started_s = time.perf_counter()
-            compiled(*_cloned(inputs))
-            torch.cuda.synchronize(request.device)
-            times[batch]["compile_s"] = time.perf_counter() - started_s
+            times[batch]["compile_s"] = timing.first_call_s(compiled, _cloned(inputs), request.device)
             times[batch]["compile"] = timing.time_cuda(compiled, inputs, request.timing, request.device)
     except Exception as error:  # the batch it failed at and those after it have no compiled time
         for entry in times.values():

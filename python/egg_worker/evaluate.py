@@ -882,24 +882,24 @@ def _run_batch_trials(context: Context, model, result: dict) -> None:
     result["batch_sizes"] = checked
 
 
-def _time_candidate(context: Context, model) -> dict:
-    inputs = loader.make_inputs(context.task, context.request.seed, context.device)
+def _time_candidate(context: Context, model, inputs=None, when: str = "timing") -> dict:
+    """The candidate timed on `inputs` (default: the request seed's), under the fence as every call of it."""
+    if inputs is None:
+        inputs = loader.make_inputs(context.task, context.request.seed, context.device)
     timer = timing.time_cuda_synchronized if context.side_streams else timing.time_cuda
-    return run_candidate_code(context, "timing", timer, model, inputs, context.request.timing, context.device)
+    return run_candidate_code(context, when, timer, model, inputs, context.request.timing, context.device)
 
 
 def _time_batches(context: Context, model, batches: list) -> list:
     """A dynamic-batch candidate timed at each batch it was checked at (on inputs of the request's seed at that
     batch, as the baseline op times the task's Model on): [{batch, time_ms}]. The C++ side divides the baseline
     op's per-batch times by these (harness/baselines.cpp, AddSpeedups)."""
-    timer = timing.time_cuda_synchronized if context.side_streams else timing.time_cuda
-    rows = []
-    for batch in batches:
-        inputs = loader.make_batch_inputs(context.task, context.request.seed, context.device, batch)
-        stats = run_candidate_code(context, f"timing at batch {batch}", timer, model, inputs, context.request.timing,
-                                   context.device)
-        rows.append({"batch": batch, "time_ms": stats})
-    return rows
+    return [{"batch": batch,
+             "time_ms": _time_candidate(context, model,
+                                        loader.make_batch_inputs(context.task, context.request.seed, context.device,
+                                                                 batch),
+                                        f"timing at batch {batch}")}
+            for batch in batches]
 
 
 def _time_candidate_cpu_wall(context: Context, model) -> dict:

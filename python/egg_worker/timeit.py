@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import sys
-import time
 import types
 
 import torch
@@ -132,10 +131,7 @@ def _time_compiled(model, inputs, settings, device, compiled=None) -> tuple:
     try:
         # `is None`, not truthiness: torch.compile's module forwards len() to the task's Model, which has none
         compiled = torch.compile(model) if compiled is None else compiled
-        started_s = time.perf_counter()
-        compiled(*inputs)
-        torch.cuda.synchronize(device)
-        compile_s = time.perf_counter() - started_s
+        compile_s = timing.first_call_s(compiled, inputs, device)
         return timing.time_cuda(compiled, inputs, settings, device), compile_s, ""
     except Exception as error:
         return None, None, loader.one_line(error)

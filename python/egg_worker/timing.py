@@ -166,6 +166,15 @@ def _cpu_wall_loop(fn, args, settings: TimingSettings) -> list:
 HOST_CALLS = 20
 
 
+def first_call_s(fn, args, device: torch.device) -> float:
+    """Seconds of one call, to the end of its GPU work: a torch.compile module's first call at some inputs (which
+    compiles), reported as its compile time and kept out of the timed calls."""
+    started_s = time.perf_counter()
+    fn(*args)
+    torch.cuda.synchronize(device)
+    return time.perf_counter() - started_s
+
+
 def host_call_ms(fn, args, calls: int = HOST_CALLS) -> dict:
     """Stats of the host time one call takes to return (its launches issued, not waited for), the device idle
     before each: a call whose host time is near its CUDA-event time is launch-bound (the GPU waits on Python)."""
