@@ -48,17 +48,18 @@ def binary() -> str:
     return found
 
 
-def export(module: torch.nn.Module, example_inputs, path: str, max_batch: int = 0) -> list:
+def export(module: torch.nn.Module, example_inputs, path: str, max_batch: int = 0, dim: int = 0) -> list:
     """Saves the module's eval-mode forward on `example_inputs` as a torch.export program (.pt2) at `path`;
     returns the plain attributes that forward reads (egg_worker.settings: values the program holds). `max_batch`
-    > 0: dim 0 of every tensor input is one dynamic size, 1..max_batch (egg's --dynamic batch)."""
+    > 0: dim `dim` (0: the batch) of every tensor input that has it is one dynamic size, 1..max_batch (egg's
+    --dynamic batch or dimN)."""
     from egg_worker import capture, settings
 
     was_training = module.training
     module.eval()
     try:
         with torch.no_grad():
-            shapes = capture.batch_shapes(module, list(example_inputs), max_batch) if max_batch else None
+            shapes = capture.batch_shapes(module, list(example_inputs), max_batch, dim) if max_batch else None
             program = torch.export.export(module, tuple(example_inputs), dynamic_shapes=shapes, strict=False)
             with settings.recording(module) as reads:
                 module(*example_inputs)
@@ -107,6 +108,15 @@ def _failure(status: int, tail: list, out: str) -> str:
     return f"egg optimize exited with status {status}: {last}"
 
 
+def _dynamic_dim(dynamic) -> int:
+    """The dimension `dynamic` names ("batch" is dim 0, "dim2" dim 2), 0 for None; EggError for anything else."""
+    if dynamic is None or dynamic == "batch":
+        return 0
+    if isinstance(dynamic, str) and dynamic.startswith("dim") and dynamic[3:].isdigit():
+        return int(dynamic[3:])
+    raise EggError(f"egg.optimize's dynamic is None, 'batch' or 'dimN' (dim1, dim2...), not {dynamic!r}")
+
+
 def optimize(module: torch.nn.Module, example_inputs, *, tol=None, backend: str = "expert", out=None,
              device=None, quick: bool = False, verbose: bool = False, options=(), dynamic=None,
              max_batch=None) -> torch.nn.Module:
@@ -114,24 +124,27 @@ def optimize(module: torch.nn.Module, example_inputs, *, tol=None, backend: str 
     (egg.load). `tol` (default the binary's, 1e-4), `backend` (expert or hybrid), `device` (cuda or cpu),
     `quick` and the extra command-line `options` go to `egg optimize`; `out` is its output folder (default
     egg-out/<class name>); `verbose` shows its progress on stderr. `dynamic="batch"`: one compiled module for
-    every batch (dim 0 of each tensor input) up to `max_batch` (default: the example's), egg's --dynamic batch.
-    Raises EggError."""
+    every batch (dim 0 of each tensor input) up to `max_batch` (default: the example's), egg's --dynamic batch;
+    `dynamic="dim1"` (or dim2, ...) the same for the sizes of that dimension of each tensor input that has it (a
+    sequence length), egg's --dynamic dim1. Raises EggError."""
     if not isinstance(module, torch.nn.Module):
         raise EggError(f"egg.optimize takes a torch.nn.Module, not {type(module).__name__}")
-    if dynamic not in (None, "batch"):
-        raise EggError(f"egg.optimize's dynamic is None or 'batch', not {dynamic!r}")
+    dim = _dynamic_dim(dynamic)
     if max_batch is not None and (dynamic is None or int(max_batch) < 1):
-        raise EggError("egg.optimize's max_batch needs dynamic='batch' and is at least 1")
+        raise EggError("egg.optimize's max_batch needs dynamic ('batch' or 'dimN') and is at least 1")
     out = out or os.path.join("egg-out", type(module).__name__)
     os.makedirs(out, exist_ok=True)
     program_path = os.path.join(out, PROGRAM_FILE)
     batch_max = 0
-    if dynamic == "batch":
+    if dynamic is not None:
         from egg_worker import loader
 
-        batch_max = int(max_batch) if max_batch is not None else loader.example_batch(list(example_inputs))
-        options = ("--dynamic", "batch", "--max-batch", batch_max, *options)
-    read_settings = export(module, example_inputs, program_path, batch_max)
+        try:
+            batch_max = int(max_batch) if max_batch is not None else loader.example_batch(list(example_inputs), dim)
+        except loader.TaskError as error:
+            raise EggError(f"egg.optimize's dynamic={dynamic!r}: {error}") from None
+        options = ("--dynamic", dynamic, "--max-batch", batch_max, *options)
+    read_settings = export(module, example_inputs, program_path, batch_max, dim)
     with open(os.path.join(out, SETTINGS_FILE), "w", encoding="utf-8") as record:
         json.dump({"class": type(module).__qualname__, "settings": read_settings}, record, indent=1)
     status, tail = _run(_command(program_path, out, tol, backend, device, quick, options), verbose)

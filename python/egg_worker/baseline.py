@@ -40,7 +40,8 @@ class BaselineRequest:
     settings: tuple
     runs: tuple
     precision: str = "fp32"  # the task's inputs and Model cast to bf16 or fp16 (loader.load_task)
-    batch_max: int = -1  # a dynamic batch: the largest batch, 0 the task's own; -1 none (evaluate.EvalRequest's)
+    batch_max: int = -1  # a dynamic dimension: its largest size, 0 the task's own; -1 none (evaluate.EvalRequest's)
+    batch_dim: int = 0  # which dimension of every tensor input is dynamic (0: the batch)
 
 
 def _names(value, known, default, what: str) -> tuple:
@@ -69,7 +70,8 @@ def parse_request(request: dict) -> BaselineRequest:
             settings=_names(request.get("settings"), precision.SETTINGS, precision.DEFAULT_ORDER, "settings"),
             runs=_names(request.get("runs"), RUNS, DEFAULT_RUNS, "runs"),
             precision=loader.precision_name(request.get("precision")),
-            batch_max=int((request.get("dynamic") or {}).get("batch_max", 0)) if request.get("dynamic") else -1,
+            batch_max=loader.dynamic_fields(request)[0],
+            batch_dim=loader.dynamic_fields(request)[1],
         )
     except (TypeError, ValueError) as error:
         raise RequestError(f"bad baseline request: {one_line(error)}") from None
@@ -148,8 +150,8 @@ def _time_dynamic(model, batches: dict, request: BaselineRequest) -> dict:
 def _measure_batches(task, model, request: BaselineRequest) -> list:
     """A dynamic batch's baselines at every batch a candidate is checked at, under each setting:
     [{batch, settings: {name: {eager, compile, compile_s, error}}}] (inputs of the request's seed at that batch)."""
-    example = loader.example_batch(loader.make_inputs(task, request.seed, request.device))
-    batches = {batch: loader.make_batch_inputs(task, request.seed, request.device, batch)
+    example = loader.example_batch(loader.make_inputs(task, request.seed, request.device), request.batch_dim)
+    batches = {batch: loader.make_batch_inputs(task, request.seed, request.device, batch, request.batch_dim)
                for batch in dynamic_batches(request.batch_max, example)}
     by_setting = {}
     for name in request.settings:

@@ -116,12 +116,18 @@ def size_entry(size):
     if len(symbols) != 1:
         raise NotLinearInBatch(f"size {expr} depends on {len(symbols)} symbols")
     symbol = next(iter(symbols))
+    # a stride torch writes for a size that may be 1 is Min(8, 8*s) in torch's own Min and Max: as sympy's, over
+    # torch's positive symbol, each settles where its arguments' order does not depend on the size
+    expr = sympy.expand(expr.replace(lambda e: type(e).__name__ in ("Min", "Max") and e.args,
+                                     lambda e: getattr(sympy, type(e).__name__)(*e.args)))
+    if expr.is_Integer:
+        return int(expr)
     try:
         poly = sympy.Poly(expr, symbol)
     except sympy.PolynomialError:
-        raise NotLinearInBatch(f"size {expr} is not a polynomial in the batch") from None
+        raise NotLinearInBatch(f"size {expr} is not a polynomial in the dynamic size") from None
     if poly.degree() > 1 or not all(c.is_Integer for c in poly.all_coeffs()):
-        raise NotLinearInBatch(f"size {expr} is not linear in the batch")
+        raise NotLinearInBatch(f"size {expr} is not linear in the dynamic size")
     a, d = poly.all_coeffs()
     return {"sym": [int(a), int(d)]}
 
@@ -310,13 +316,14 @@ def _tensor_attributes_as_buffers(model) -> None:
                 module.register_buffer(name, value, persistent=False)
 
 
-def batch_shapes(model, inputs: list, batch_max: int):
-    """torch.export's dynamic_shapes for a dynamic batch: dim 0 of every tensor input is one symbol, 1..batch_max,
-    laid out as `model.forward`'s parameters take the inputs (a `*inputs` parameter takes the rest as one tuple)."""
+def batch_shapes(model, inputs: list, batch_max: int, dim: int = 0):
+    """torch.export's dynamic_shapes for a dynamic dimension: dim `dim` (0: the batch) of every tensor input that
+    has it is one symbol, 1..batch_max, laid out as `model.forward`'s parameters take the inputs (a `*inputs`
+    parameter takes the rest as one tuple)."""
     from torch.export import Dim
 
-    batch = Dim("batch", min=1, max=batch_max)
-    specs = [{0: batch} if isinstance(x, torch.Tensor) and x.dim() >= 1 else None for x in inputs]
+    batch = Dim("batch" if dim == 0 else f"dim{dim}", min=1, max=batch_max)
+    specs = [{dim: batch} if isinstance(x, torch.Tensor) and x.dim() > dim else None for x in inputs]
     shapes = []
     for parameter in inspect.signature(model.forward).parameters.values():
         if parameter.kind == inspect.Parameter.VAR_POSITIONAL:
@@ -326,13 +333,13 @@ def batch_shapes(model, inputs: list, batch_max: int):
     return tuple(shapes[:len(specs)])
 
 
-def _exported(model, inputs: list, batch_max: int = 0):
+def _exported(model, inputs: list, batch_max: int = 0, dim: int = 0):
     # scaled_dot_product_attention in its math form (the matrix products and softmax egg plans), whatever the
     # device: on CUDA the default dispatch records one fused library op (_scaled_dot_product_efficient_attention
     # for float32 on the H200) that no decomposition breaks up, which would leave the attention to PyTorch.
     with sdpa_kernel([SDPBackend.MATH]):
         with torch.no_grad():
-            shapes = batch_shapes(model, inputs, batch_max) if batch_max else None
+            shapes = batch_shapes(model, inputs, batch_max, dim) if batch_max else None
             exported = torch.export.export(model, tuple(inputs), dynamic_shapes=shapes, strict=False)
         return decomposed(exported, decomposition_table())
 
@@ -372,18 +379,19 @@ def _batch_range(exported, batch_max: int) -> dict:
     """The dynamic batch's range as torch.export proved it: {"min", "max"} (a forward may narrow ours)."""
     ranges = list(exported.range_constraints.values())
     if not ranges:
-        raise NotLinearInBatch("the forward specializes the batch to one size")
+        raise NotLinearInBatch("the forward specializes the dynamic dimension to one size")
     lower, upper = int(ranges[0].lower), int(ranges[0].upper) if ranges[0].upper.is_integer else batch_max
     return {"min": max(lower, 1), "max": min(upper, batch_max)}
 
 
-def capture(model, inputs: list, batch_max: int = 0) -> dict:
+def capture(model, inputs: list, batch_max: int = 0, dim: int = 0) -> dict:
     """Export and decompose `model` on `inputs`; the IR, with `returns` saying how the forward packs outputs and
     `settings` the plain attributes its forward read (egg_worker.settings), whose values the graph holds.
-    `batch_max` > 0: the batch (dim 0 of every tensor input) is one symbol from 1 to batch_max, and every size
-    that depends on it is written as the linear form {"sym": [a, d]}; the IR's "dynamic" gives its range."""
+    `batch_max` > 0: dim `dim` of every tensor input that has it (0: the batch) is one symbol from 1 to batch_max,
+    and every size that depends on it is written as the linear form {"sym": [a, d]}; the IR's "dynamic" gives its
+    dimension ("dim": "batch" or "dim1"..., "axis": the index) and range."""
     try:
-        exported = _exported(model, inputs, batch_max)
+        exported = _exported(model, inputs, batch_max, dim)
     except RuntimeError as error:
         # A plain tensor attribute that forward reassigns (33_VanillaRNN's `self.hidden`) is a constant the
         # decomposition refuses to see mutated; as a buffer its new value is a mutation (ModelNew writes it back
@@ -391,14 +399,15 @@ def capture(model, inputs: list, batch_max: int = 0) -> dict:
         if MUTATED_CONSTANT not in str(error):
             raise
         _tensor_attributes_as_buffers(model)
-        exported = _exported(model, inputs, batch_max)
+        exported = _exported(model, inputs, batch_max, dim)
     with torch.no_grad(), gpulock.held("capture forward"), settings.recording(model) as reads:
         reference_output = model(*inputs)
     ir = graph_ir(exported, inputs)
     ir["returns"] = _returns_kind(reference_output)
     ir["settings"] = reads.entries()
     if batch_max:
-        ir["dynamic"] = {"dim": "batch", "example": loader.example_batch(inputs), **_batch_range(exported, batch_max)}
+        ir["dynamic"] = {"dim": "batch" if dim == 0 else f"dim{dim}", "axis": dim,
+                         "example": loader.example_batch(inputs, dim), **_batch_range(exported, batch_max)}
     return ir
 
 
@@ -410,21 +419,31 @@ def handle_capture(request: dict) -> dict:
     with gpulock.held("capture inputs"):  # export traces with fake tensors: only these and the one real forward use the GPU
         model = loader.build_model(task.Model, task, device, init_seed)
         inputs = loader.make_inputs(task, seed, device)
+    dynamic = request.get("dynamic") or {}
     try:
-        dynamic = request.get("dynamic") or {}
-        batch_max = int(dynamic.get("batch_max", 0)) or loader.example_batch(inputs) if dynamic else 0
-        if dynamic and loader.example_batch(inputs) < 2:
-            raise NotLinearInBatch("the task's inputs have batch 1, a size torch.export keeps fixed (its inputs need a "
-                                   "batch of 2 or more)")
+        batch_max, dim = loader.dynamic_fields(request)
+    except (TypeError, ValueError) as error:
+        raise loader.RequestError(f"bad capture request: {loader.one_line(error)}") from None
+    name = loader.dim_name(dim)
+    try:
+        try:
+            example = loader.example_batch(inputs, dim) if dynamic else 0
+        except loader.TaskError as error:
+            raise NotLinearInBatch(str(error)) from None
+        batch_max = max(batch_max, 0) or example
+        if dynamic and example < 2:
+            raise NotLinearInBatch(f"the task's inputs have {name} 1, a size torch.export keeps fixed (its inputs "
+                                   f"need a {name} of 2 or more)")
         if dynamic and batch_max < 2:
-            raise NotLinearInBatch(f"a range of batches 1..{batch_max} holds one batch (--max-batch sets a larger one)")
-        ir = capture(model, inputs, batch_max)
+            raise NotLinearInBatch(f"a range of {name} sizes 1..{batch_max} holds one size (--max-batch sets a "
+                                   "larger one)")
+        ir = capture(model, inputs, batch_max, dim)
     except NotLinearInBatch as error:
-        return {"status": "unsupported", "reason": f"no dynamic batch: {error}"}
+        return {"status": "unsupported", "reason": f"no dynamic {name}: {error}"}
     except Exception as error:
-        if dynamic and "onstraint" in str(error):  # torch.export: the forward fixes the batch it was given
+        if dynamic and "onstraint" in str(error):  # torch.export: the forward fixes the size it was given
             return {"status": "unsupported",
-                    "reason": f"no dynamic batch: the forward fixes the batch size ({loader.one_line(error)})"}
+                    "reason": f"no dynamic {name}: the forward fixes the {name} size ({loader.one_line(error)})"}
         return {"status": "unsupported", "reason": f"capture failed: {loader.one_line(error)}"}
     finally:
         del model, inputs

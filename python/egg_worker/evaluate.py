@@ -72,7 +72,8 @@ class EvalRequest:
     robust_trial: bool
     variants: bool = False
     precision: str = "fp32"  # fp32, bf16 or fp16: the task's inputs and the models cast (loader.load_task)
-    batch_max: int = -1  # a dynamic batch (--dynamic batch): the largest batch, 0 the task's own; -1 none
+    batch_max: int = -1  # a dynamic dimension (--dynamic): its largest size, 0 the task's own; -1 none
+    batch_dim: int = 0  # which dimension of every tensor input is dynamic (0: the batch)
 
 
 def _required_path(request: dict, field: str) -> str:
@@ -96,7 +97,8 @@ def parse_request(request: dict) -> EvalRequest:
             robust_trial=bool(request.get("robust_trial", False)),
             variants=bool(request.get("variants", False)),
             precision=loader.precision_name(request.get("precision")),
-            batch_max=int((request.get("dynamic") or {}).get("batch_max", 0)) if request.get("dynamic") else -1,
+            batch_max=loader.dynamic_fields(request)[0],
+            batch_dim=loader.dynamic_fields(request)[1],
         )
     except (TypeError, ValueError) as error:
         raise RequestError(f"bad evaluate request: {one_line(error)}") from None
@@ -864,22 +866,25 @@ def _run_batch_trials(context: Context, model, result: dict) -> None:
     """A dynamic-batch candidate at other batches (loader.make_batch_inputs): each must launch its kernels (no
     fallback to the task's forward inside the range) and pass the trials' comparison."""
     request = context.request
-    example = loader.example_batch(loader.make_inputs(context.task, request.seed, context.device))
+    dim = request.batch_dim
+    example = loader.example_batch(loader.make_inputs(context.task, request.seed, context.device), dim)
     checked = []
     for index, batch in enumerate(dynamic_batches(request.batch_max, example)):
         seed = request.seed + BATCH_SEED_OFFSET + index
-        inputs = loader.make_batch_inputs(context.task, seed, context.device, batch)
+        inputs = loader.make_batch_inputs(context.task, seed, context.device, batch, dim)
         pristine = guards.clone_inputs(inputs)
-        references = reference_outputs(context, ("batch", batch, seed), inputs, poison=True)
+        references = reference_outputs(context, ("batch", dim, batch, seed), inputs, poison=True)
         context.expected_outputs = references
-        call = _call_candidate(context, model, inputs, f"batch {batch}")
-        _check_call(context, call, inputs, pristine, references, f"{index} at batch {batch}")
+        call = _call_candidate(context, model, inputs, loader.dim_at(dim, batch))
+        _check_call(context, call, inputs, pristine, references, f"{index} at {loader.dim_at(dim, batch)}")
         comparison = judge_outputs(context, call.outputs, references, lambda: pristine)
         checked.append(batch)
         if not comparison.passed:
-            result["status"], result["reason"] = "mismatch", f"batch {batch}: {comparison.reason}"
+            result["status"], result["reason"] = "mismatch", f"{loader.dim_at(dim, batch)}: {comparison.reason}"
             break
     result["batch_sizes"] = checked
+    if dim:
+        result["batch_dim"] = dim
 
 
 def _time_candidate(context: Context, model, inputs=None, when: str = "timing") -> dict:
@@ -894,11 +899,12 @@ def _time_batches(context: Context, model, batches: list) -> list:
     """A dynamic-batch candidate timed at each batch it was checked at (on inputs of the request's seed at that
     batch, as the baseline op times the task's Model on): [{batch, time_ms}]. The C++ side divides the baseline
     op's per-batch times by these (harness/baselines.cpp, AddSpeedups)."""
+    request = context.request
     return [{"batch": batch,
              "time_ms": _time_candidate(context, model,
-                                        loader.make_batch_inputs(context.task, context.request.seed, context.device,
-                                                                 batch),
-                                        f"timing at batch {batch}")}
+                                        loader.make_batch_inputs(context.task, request.seed, context.device, batch,
+                                                                 request.batch_dim),
+                                        f"timing at {loader.dim_at(request.batch_dim, batch)}")}
             for batch in batches]
 
 

@@ -265,26 +265,53 @@ def _on_device(value, device: torch.device):
     return value
 
 
-def example_batch(inputs: list) -> int:
-    """The batch of a task's inputs: dim 0 of its first tensor input with a dimension (a dynamic batch's)."""
+def dynamic_fields(request: dict) -> tuple:
+    """A request's dynamic dimension (egg's --dynamic): (batch_max, dim), batch_max the range's top (0: the task's
+    own size) or -1 with no "dynamic" field, dim the dimension of every tensor input that is a runtime size (0: the
+    batch; "dim" absent means 0)."""
+    dynamic = request.get("dynamic")
+    if not dynamic:
+        return -1, 0
+    if not isinstance(dynamic, dict):
+        raise ValueError("dynamic must be an object such as {\"batch_max\": 32, \"dim\": 1}")
+    dim = int(dynamic.get("dim", 0))
+    if dim < 0:
+        raise ValueError(f"dynamic dim must be 0 or more, not {dim}")
+    return int(dynamic.get("batch_max", 0)), dim
+
+
+def dim_name(dim: int) -> str:
+    """A dynamic dimension in messages: "batch" for dim 0, else "dim 1", "dim 2"..."""
+    return "batch" if dim == 0 else f"dim {dim}"
+
+
+def dim_at(dim: int, size: int) -> str:
+    """One size of a dynamic dimension in messages: "batch 3", "dim 1 size 3"."""
+    return f"batch {size}" if dim == 0 else f"dim {dim} size {size}"
+
+
+def example_batch(inputs: list, dim: int = 0) -> int:
+    """The size of a dynamic dimension in a task's inputs: dim `dim` of its first tensor input that has one (dim 0:
+    the batch)."""
     for value in inputs:
-        if isinstance(value, torch.Tensor) and value.dim() >= 1:
-            return int(value.shape[0])
-    raise TaskError("no tensor input has a batch dimension")
+        if isinstance(value, torch.Tensor) and value.dim() > dim:
+            return int(value.shape[dim])
+    raise TaskError("no tensor input has a batch dimension" if dim == 0 else f"no tensor input has a dim {dim}")
 
 
-def make_batch_inputs(task: Task, seed: int, device: torch.device, batch: int) -> list:
-    """Inputs at another batch, for a dynamic-batch candidate: get_inputs() drawn under seed, seed + 1, ... and
-    every tensor input's rows (dim 0) taken from the draws in turn until there are `batch` of them; the other
-    inputs are the first draw's. Each row is then one the task itself could draw (indices in range, positive
-    values where it draws them positive)."""
+def make_batch_inputs(task: Task, seed: int, device: torch.device, batch: int, dim: int = 0) -> list:
+    """Inputs at another size of the dynamic dimension `dim` (0: the batch), for a dynamic candidate: get_inputs()
+    drawn under seed, seed + 1, ... and every tensor input with that dimension takes its slices along it from the
+    draws in turn until there are `batch` of them; the other inputs are the first draw's. Each slice is then one
+    the task itself could draw (indices in range, positive values where it draws them positive)."""
     first = make_inputs(task, seed, device)
-    draws, rows = [first], example_batch(first)
+    draws, rows = [first], example_batch(first, dim)
     while rows < batch:
         draws.append(make_inputs(task, seed + len(draws), device))
-        rows += example_batch(draws[-1])
-    return [torch.cat([draw[i] for draw in draws])[:batch].contiguous()
-            if isinstance(value, torch.Tensor) and value.dim() >= 1 else value for i, value in enumerate(first)]
+        rows += example_batch(draws[-1], dim)
+    cut = (slice(None),) * dim + (slice(0, batch),)
+    return [torch.cat([draw[i] for draw in draws], dim=dim)[cut].contiguous()
+            if isinstance(value, torch.Tensor) and value.dim() > dim else value for i, value in enumerate(first)]
 
 
 def make_inputs(task: Task, seed: int, device: torch.device) -> list:

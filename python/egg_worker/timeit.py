@@ -9,7 +9,8 @@ The baselines run under `--precision` (egg_worker.precision; default: PyTorch's 
 `--candidate-precision` (default strict, as in egg's worker). Library kernels on side streams switch ModelNew to
 the synchronized timer, as in the harness. Without a GPU (or with TRITON_INTERPRET=1) the kernels run in Triton's
 interpreter and nothing is timed: correctness only. `--batch-sizes 1,17,64` (a dynamic-batch candidate, egg's
-`--dynamic batch`) also checks and times each of those batches (inputs from loader.make_batch_inputs) against
+`--dynamic batch`; with `--dim N` sizes of dim N, egg's `--dynamic dimN`) also checks and times each of those
+batches (inputs from loader.make_batch_inputs) against
 eager and torch.compile(Model, dynamic=True), the form torch.compile users serve many batch sizes with (one
 compiled module; each batch's first call, which may compile, timed apart). Exit 0 when ModelNew agrees with Model, 1 when it does not or
 fails, 2 for bad arguments or a broken task.
@@ -54,6 +55,9 @@ def parse_args(argv):
     parser.add_argument("--timing-budget", type=float, default=10.0, help="seconds of timed calls per model")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile(Model)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--dim", type=int, default=0,
+                        help="the dynamic dimension --batch-sizes are sizes of (egg's --dynamic dimN; default 0, the "
+                             "batch)")
     parser.add_argument("--batch-sizes", default="",
                         help="also check and time these batches (comma-separated; a dynamic-batch candidate) against "
                              "eager and torch.compile(dynamic=True)")
@@ -64,6 +68,8 @@ def parse_args(argv):
         parser.error("--batch-sizes takes batch sizes separated by commas, such as 1,17,64")
     if any(b < 1 for b in args.batch_sizes):
         parser.error("--batch-sizes must be at least 1")
+    if args.dim < 0:
+        parser.error("--dim must be 0 or more")
     if args.tol is None:
         args.tol = DEFAULT_TOL if args.dtype == "fp32" else HALF_TOL
     if args.trials < 1 or not args.tol > 0 or args.warmup < 0 or args.timing_trials < 1 or args.timing_budget < 0:
@@ -162,7 +168,7 @@ def _at_batch(task, reference, model, compiled, batch: int, args, device) -> dic
     and ModelNew timed on the same inputs."""
     from egg_worker import evaluate, launches, loader, precision, timing
 
-    inputs = loader.make_batch_inputs(task, args.seed, device, batch)
+    inputs = loader.make_batch_inputs(task, args.seed, device, batch, args.dim)
     expected = evaluate.flatten(reference(*inputs))
     with launches.count_launches() as launched:
         outputs = evaluate.flatten(_call(f"batch {batch}", model, *inputs))

@@ -496,7 +496,7 @@ def test_a_dynamic_batch_capture_writes_batch_sizes_as_linear_forms():
     torch.manual_seed(0)
     ir = capture.capture(Flatten().eval(), [torch.randn(4, 3, 8)], batch_max=32)
     assert_well_formed(ir)
-    assert ir["dynamic"] == {"dim": "batch", "min": 1, "max": 32, "example": 4}
+    assert ir["dynamic"] == {"dim": "batch", "axis": 0, "min": 1, "max": 32, "example": 4}
     (x,) = ir["inputs"]
     assert x["meta"]["shape"] == [{"sym": [1, 0]}, 3, 8]
     assert x["meta"]["stride"] == [24, 8, 1] and x["meta"]["offset"] == 0
@@ -512,6 +512,28 @@ def test_a_dynamic_batch_capture_writes_batch_sizes_as_linear_forms():
     assert ops(ir)[-1].startswith("aten.sum.") and ir["nodes"][-1]["meta"]["shape"] == []
     static = capture.capture(Flatten().eval(), [torch.randn(4, 3, 8)])
     assert "dynamic" not in static and static["inputs"][0]["meta"]["shape"] == [4, 3, 8]
+
+
+def test_a_dynamic_dim_1_capture_makes_the_sequence_length_the_symbol():
+    """dim=1: dim 1 of every tensor input that has one is the symbol S (a [B, S, D] sequence); the linear layer's
+    rows are B*S = 4*S, a weight's sizes stay fixed, and "dynamic" names the dimension."""
+    class Project(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 6)
+
+        def forward(self, x, scale):
+            return torch.softmax(self.fc(x), dim=1) * scale
+
+    torch.manual_seed(0)
+    ir = capture.capture(Project().eval(), [torch.randn(4, 5, 8), torch.randn(6)], batch_max=64, dim=1)
+    assert_well_formed(ir)
+    assert ir["dynamic"] == {"dim": "dim1", "axis": 1, "min": 1, "max": 64, "example": 5}
+    x, scale = ir["inputs"]
+    assert x["meta"]["shape"] == [4, {"sym": [1, 0]}, 8] and x["meta"]["stride"] == [{"sym": [8, 0]}, 8, 1]
+    assert scale["meta"]["shape"] == [6], "a tensor without a dim 1 keeps its size"
+    assert any(node["op"] == "aten.view.default" and node["meta"]["shape"] == [{"sym": [4, 0]}, 8]
+               for node in ir["nodes"]), "the linear layer's 2-d view has 4*S rows"
 
 
 def test_a_forward_that_fixes_the_batch_has_no_dynamic_batch(tmp_path):
@@ -542,7 +564,7 @@ def test_a_forward_that_fixes_the_batch_has_no_dynamic_batch(tmp_path):
 
 @pytest.mark.parametrize("batch, batch_max, reason", [
     (1, 4, "the task's inputs have batch 1"),
-    (3, 1, "a range of batches 1..1 holds one batch"),
+    (3, 1, "a range of batch sizes 1..1 holds one size"),
 ])
 def test_a_dynamic_batch_of_one_size_is_refused_in_one_line(tmp_path, batch, batch_max, reason):
     task = write_task(tmp_path, "one_batch", f"""

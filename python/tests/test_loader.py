@@ -171,6 +171,27 @@ def test_batch_inputs_take_their_rows_from_get_inputs_draws(tmp_path):
     assert torch.equal(loader.make_batch_inputs(task, 7, cpu, 4)[0], draws[0][0]), "the task's batch: its draw"
 
 
+def test_inputs_at_another_size_of_dim_1_take_their_slices_along_it(tmp_path):
+    """A dynamic dim 1 (a sequence length): tensor inputs with a dim 1 are cut and joined along it, the others (here
+    the 1-d index) are the first draw's."""
+    path = tmp_path / "task.py"
+    path.write_text(BATCH_TASK)
+    task = loader.load_task(str(path))
+    cpu = torch.device("cpu")
+    draws = [loader.make_inputs(task, seed, cpu) for seed in (7, 8)]
+    assert loader.example_batch(draws[0], 1) == 3
+    five = loader.make_batch_inputs(task, 7, cpu, 5, 1)
+    assert five[0].shape == (4, 5) and five[0].is_contiguous()
+    assert torch.equal(five[0], torch.cat([draws[0][0], draws[1][0][:, :2]], dim=1))
+    assert torch.equal(five[1], draws[0][1]) and five[2] == 0.5
+    with pytest.raises(loader.TaskError, match="no tensor input has a dim 2"):
+        loader.example_batch(draws[0], 2)
+    assert loader.dynamic_fields({}) == (-1, 0)
+    assert loader.dynamic_fields({"dynamic": {"batch_max": 9, "dim": 1}}) == (9, 1)
+    with pytest.raises(ValueError, match="dynamic dim must be 0 or more"):
+        loader.dynamic_fields({"dynamic": {"dim": -1}})
+
+
 def test_example_batch_needs_a_tensor_input_with_a_dimension():
     assert loader.example_batch([3, torch.tensor(1.0), torch.zeros(5, 2)]) == 5
     with pytest.raises(loader.TaskError, match="no tensor input has a batch dimension"):

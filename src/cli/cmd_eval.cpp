@@ -114,15 +114,17 @@ void PrintHuman(const harness::EvalResult& r) {
     fmt::print(
         "vacuous: the reference output is the same for every input; the trials cannot judge this task\n");
   }
+  const std::string dim = harness::DimLabel(r.batch_dim);
+  const std::string size = r.batch_dim == 0 ? "batch" : "size";
   if (!r.batch_sizes.empty()) {
-    fmt::print("dynamic batch: also correct at batch {}, with the kernels (no fallback)\n",
+    fmt::print("dynamic {}: also correct at {} {}, with the kernels (no fallback)\n", dim, size,
                fmt::join(r.batch_sizes, ", "));
   }
   if (r.by_batch.is_array()) {
     for (const Json& entry : r.by_batch) {
       const Json runs = entry.value("speedups", Json::object()).value(r.baseline, Json::object());
       if (!runs.empty()) {
-        fmt::print("  at batch {}: {} vs eager, {} vs torch.compile(dynamic=True) ({})\n",
+        fmt::print("  at {} {}: {} vs eager, {} vs torch.compile(dynamic=True) ({})\n", size,
                    entry.value("batch", int64_t{0}), SpeedupText(runs.value("eager", Json())),
                    SpeedupText(runs.value("compile", Json())), r.baseline);
       }

@@ -135,13 +135,29 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* options) {
 void AddDynamicOptions(CLI::App& command, harness::EvalOptions* options) {
   command
       .add_option_function<std::string>(
-          "--dynamic", [options](const std::string& value) { options->dynamic_batch = value == "batch"; },
+          "--dynamic",
+          [options](const std::string& value) {
+            options->dynamic_batch = true;
+            options->dynamic_dim = harness::ParseDynamicDim(value).value_or(0);
+          },
           "batch: one compiled module for every batch size up to --max-batch (dim 0 of every tensor "
-          "input a runtime size), checked at several sizes")
-      ->check(CLI::IsMember({"batch"}));
+          "input a runtime size), checked at several sizes; dimN: the same for dim N of every tensor input "
+          "that has one (dim1: a sequence length)")
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            if (harness::ParseDynamicDim(value)) {
+              return "";
+            }
+            return value.find(',') != std::string::npos
+                       ? "one dynamic dimension at a time (batch or dimN), not " + value
+                       : "batch or dimN (dim1, dim2, ...), not " + value;
+          },
+          "batch|dimN"));
   command
-      .add_option("--max-batch", options->max_batch,
-                  "With --dynamic batch: the largest batch the kernels hold for (default: the task's own)")
+      .add_option(
+          "--max-batch,--max-size", options->max_batch,
+          "With --dynamic: the largest size of the dynamic dimension the kernels hold for (default: the "
+          "task's own)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
 }
 

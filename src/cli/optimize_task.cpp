@@ -164,6 +164,7 @@ expert::Graph Capture(HarnessSession& session, const std::string& task_path, con
   capture.precision = args.eval.precision;
   capture.dynamic_batch = args.eval.dynamic_batch;
   capture.max_batch = args.eval.max_batch;
+  capture.dynamic_dim = args.eval.dynamic_dim;
   expert::ParsedGraph parsed = expert::CaptureGraph(*session.worker, task_path, capture);
   if (!parsed.graph) {
     throw ConfigError("the expert backend cannot capture this task: " + parsed.problem);

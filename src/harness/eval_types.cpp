@@ -1,6 +1,10 @@
 #include "harness/eval_types.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <utility>
 
 #include "common/error.h"
@@ -113,6 +117,7 @@ void to_json(Json& j, const EvalResult& r) {
       {"float32_answer", r.float32_answer},
       {"io_bytes", r.io_bytes},
       {"batch_sizes", r.batch_sizes},
+      {"batch_dim", r.batch_dim},
       {"by_batch", r.by_batch},
       {"triton_launches", r.triton_launches},
       {"triton_kernels", r.triton_kernels},
@@ -161,6 +166,7 @@ void from_json(const Json& j, EvalResult& r) {
   ReadValue(j, "float32_answer", r.float32_answer);
   ReadOptional(j, "io_bytes", r.io_bytes);
   ReadValue(j, "batch_sizes", r.batch_sizes);
+  ReadValue(j, "batch_dim", r.batch_dim);
   ReadValue(j, "by_batch", r.by_batch);
   ReadValue(j, "triton_launches", r.triton_launches);
   ReadValue(j, "triton_kernels", r.triton_kernels);
@@ -200,9 +206,34 @@ Json OptionsKeyJson(const EvalOptions& o) {
     key["precision"] = o.precision;
   }
   if (o.dynamic_batch) {  // checked at other batches too
-    key["dynamic"] = {{"batch_max", o.max_batch}};
+    key["dynamic"] = DynamicField(o.max_batch, o.dynamic_dim);
   }
   return key;
+}
+
+Json DynamicField(int64_t max_batch, int dim) {
+  Json field = {{"batch_max", max_batch}};
+  if (dim != 0) {  // a dynamic batch's requests and keys as they were before other dimensions
+    field["dim"] = dim;
+  }
+  return field;
+}
+
+std::string DimLabel(int dim) { return dim == 0 ? "batch" : fmt::format("dim {}", dim); }
+
+std::optional<int> ParseDynamicDim(const std::string& text) {
+  if (text == "batch") {
+    return 0;
+  }
+  constexpr int kMaxDim = 16;
+  const std::string digits = text.size() > 3 && text.starts_with("dim") ? text.substr(3) : "";
+  if (digits.empty() || digits.size() > 2 || !std::all_of(digits.begin(), digits.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) != 0;
+      })) {
+    return std::nullopt;
+  }
+  const int dim = std::stoi(digits);
+  return dim < kMaxDim ? std::optional<int>(dim) : std::nullopt;
 }
 
 void CheckPrecision(const std::string& precision) {

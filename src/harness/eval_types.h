@@ -79,11 +79,12 @@ struct EvalOptions {
   bool cpu_wall_timing = false;  // device cpu: time the interpreter's wall clock, for search decisions only
   std::vector<std::string> baseline_settings = {"default", "strict", "tf32"};  // harness/baselines.h
   bool max_autotune = false;  // also time torch.compile(mode="max-autotune") under each setting
-  // --dynamic batch: the batch (dim 0 of every tensor input) is a runtime size, from 1 to max_batch (0: the
-  // task's own batch); the capture says so and each evaluation also checks other batch sizes
-  // (docs/harness.md).
+  // --dynamic batch (or dimN): the batch (dim 0 of every tensor input; dim N of each that has one) is a
+  // runtime size, from 1 to max_batch (0: the task's own size); the capture says so and each evaluation also
+  // checks other sizes (docs/harness.md).
   bool dynamic_batch = false;
   int64_t max_batch = 0;
+  int dynamic_dim = 0;
 };
 
 struct EvalResult {
@@ -113,6 +114,7 @@ struct EvalResult {
       false;  // bf16/fp16: passed against the float32 answer, not allclose to PyTorch's half one
   std::optional<int64_t> io_bytes;  // inputs, outputs, parameters and buffers: what any implementation moves
   std::vector<int64_t> batch_sizes;  // a dynamic batch: the other batches the candidate was checked at
+  int batch_dim = 0;                 // the dimension batch_sizes and by_batch are sizes of (0: the batch)
   // ... and on a GPU timed at: [{batch, time_ms: {candidate, <setting>: {eager, compile}}, speedups:
   // {<setting>: {eager, compile}}}], compile being torch.compile(dynamic=True) (harness/baselines.h,
   // AddSpeedups)
@@ -166,5 +168,12 @@ void from_json(const Json& j, RobustTrial& robust);
 void to_json(Json& j, const EvalResult& result);
 void from_json(const Json& j, EvalResult& result);
 Json OptionsKeyJson(const EvalOptions& options);
+// The "dynamic" field of a worker request (and of a cache key) for a dynamic dimension up to `max_batch` (0:
+// the task's own size): {"batch_max"}, with "dim" when the dimension is not the batch.
+Json DynamicField(int64_t max_batch, int dim);
+// A dynamic dimension in messages: "batch" for dim 0, "dim 1" for dim 1.
+std::string DimLabel(int dim);
+// --dynamic's value: "batch" (dim 0) or "dimN" as N, nullopt for anything else.
+std::optional<int> ParseDynamicDim(const std::string& text);
 
 }  // namespace egg::harness

@@ -50,7 +50,7 @@ Json BaseRequest(const std::string& op, const std::string& task_path, const Eval
                {"precision", options.precision},
                {"timing", TimingJson(options)}};
   if (options.dynamic_batch) {
-    request["dynamic"] = {{"batch_max", options.max_batch}};
+    request["dynamic"] = DynamicField(options.max_batch, options.dynamic_dim);
   }
   return request;
 }

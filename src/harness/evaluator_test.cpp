@@ -228,6 +228,34 @@ TEST_F(EvaluatorTest, HalfPrecisionTravelsInEveryRequestAndKeysItsRowsApart) {
   EXPECT_EQ(Json(bf16).get<EvalResult>().precision, "bf16");
 }
 
+TEST(EvalTypesTest, DynamicDimensionsAreBatchOrDimN) {
+  EXPECT_EQ(ParseDynamicDim("batch"), 0);
+  EXPECT_EQ(ParseDynamicDim("dim0"), 0);
+  EXPECT_EQ(ParseDynamicDim("dim2"), 2);
+  for (const char* bad : {"dim", "dim-1", "dim1,dim2", "seq", "dimx", "dim99", ""}) {
+    EXPECT_FALSE(ParseDynamicDim(bad)) << bad;
+  }
+  EXPECT_EQ(DynamicField(32, 0), (Json{{"batch_max", 32}})) << "a dynamic batch keeps the keys it had";
+  EXPECT_EQ(DynamicField(0, 1), (Json{{"batch_max", 0}, {"dim", 1}}));
+  EXPECT_EQ(DimLabel(0), "batch");
+  EXPECT_EQ(DimLabel(3), "dim 3");
+}
+
+TEST_F(EvaluatorTest, ADynamicDimensionTravelsInTheRequestAndKeysItsRowsApart) {
+  options_.timing = false;
+  options_.dynamic_batch = true;
+  worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
+  Evaluator evaluator(worker_, store_.get());
+  const EvalResult batch = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_EQ(worker_.requests.back()["dynamic"], (Json{{"batch_max", 0}}));
+  options_.dynamic_dim = 1;
+  worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
+  const EvalResult dim1 = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_FALSE(dim1.cached) << "the dimension is part of the key";
+  EXPECT_NE(dim1.key, batch.key);
+  EXPECT_EQ(worker_.requests.back()["dynamic"], (Json{{"batch_max", 0}, {"dim", 1}}));
+}
+
 TEST(EvalTypesTest, PrecisionsAndTheirTolerances) {
   EXPECT_DOUBLE_EQ(DefaultTolerance("fp32"), 1e-4);
   EXPECT_DOUBLE_EQ(DefaultTolerance("bf16"), 1e-2);

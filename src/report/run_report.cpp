@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 
+#include "harness/eval_types.h"
+
 namespace egg::report {
 namespace {
 
@@ -72,7 +74,9 @@ std::string Speedup(const Json& value) {
 
 // A dynamic batch's speedups at each batch it was timed at, against the headline setting's eager and one
 // torch.compile(dynamic=True) module: "" when there are none.
-std::string BatchLines(const Json& by_batch, const std::string& headline) {
+std::string BatchLines(const Json& by_batch, const std::string& headline, int dim) {
+  const std::string label = harness::DimLabel(dim);
+  const std::string size = dim == 0 ? "batch" : "size";
   std::string out;
   if (!by_batch.is_array()) {
     return out;
@@ -84,10 +88,10 @@ std::string BatchLines(const Json& by_batch, const std::string& headline) {
       continue;
     }
     if (out.empty()) {
-      out = fmt::format(
-          "dynamic batch, speedups at each batch (vs PyTorch {}; torch.compile(dynamic=True)):\n", headline);
+      out = fmt::format("dynamic {}, speedups at each {} (vs PyTorch {}; torch.compile(dynamic=True)):\n",
+                        label, size, headline);
     }
-    out += fmt::format("- batch {}: candidate {} (mean), {} eager, {} torch.compile\n",
+    out += fmt::format("- {} {}: candidate {} (mean), {} eager, {} torch.compile\n", size,
                        entry.value("batch", int64_t{0}), Ms(candidate.value("mean", Json())),
                        Speedup(runs.value("eager", Json())), Speedup(runs.value("compile", Json())));
   }
@@ -107,11 +111,13 @@ std::string ResultSection(const Json& final) {
             "not allclose to it)"
           : "");
   const Json batches = final.value("batch_sizes", Json::array());
+  const int dim = final.value("batch_dim", 0);
   if (batches.is_array() && !batches.empty()) {
     out += fmt::format(
-        "dynamic batch: also correct at batch {}, with the kernels (no fallback); the times just below are "
-        "at the task's own batch\n",
-        fmt::join(batches.get<std::vector<int64_t>>(), ", "));
+        "dynamic {}: also correct at {} {}, with the kernels (no fallback); the times just below are "
+        "at the task's own {}\n",
+        harness::DimLabel(dim), dim == 0 ? "batch" : "size",
+        fmt::join(batches.get<std::vector<int64_t>>(), ", "), dim == 0 ? "batch" : "size");
   }
   const Json speedups = final.value("speedups", Json());
   if (!speedups.is_object()) {
@@ -124,7 +130,7 @@ std::string ResultSection(const Json& final) {
     out += fmt::format("- vs PyTorch {}{}: {} eager, {} torch.compile\n", setting, role,
                        Speedup(runs.value("eager", Json())), Speedup(runs.value("compile", Json())));
   }
-  return out + BatchLines(final.value("by_batch", Json()), headline);
+  return out + BatchLines(final.value("by_batch", Json()), headline, dim);
 }
 
 // The LLM's usage, then its failed attempts by kind and the request changes the servers asked for.

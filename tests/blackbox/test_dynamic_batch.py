@@ -65,6 +65,58 @@ def test_one_file_is_correct_at_batch_1_3_and_17_without_fallback(egg, tmp_path,
     assert len([w for w in caught if "egg:" in str(w.message)]) == 1, [str(w.message) for w in caught]
 
 
+def test_a_dynamic_dim_1_file_is_correct_at_sequence_1_3_and_17_without_fallback(egg, tmp_path):
+    # --dynamic dim1: a [batch, sequence, features] input whose sequence length is the runtime size, through a
+    # matrix product over batch*sequence rows, a softmax along the sequence and a norm over the features
+    task = TASKS / "dynamic_sequence.py"
+    candidate = tmp_path / "seq.py"
+    proc = egg.run("compile", task, "--device", "cpu", "--dynamic", "dim1", "--max-size", "32", "--out", candidate)
+    assert proc.returncode == 0, proc.stderr
+    assert "# Dynamic dim 1:" in candidate.read_text()
+    module = _load(candidate)
+    torch.manual_seed(0)
+    reference = module.Model(*module.get_init_inputs())
+    model = module.ModelNew(*module.get_init_inputs())
+    model.load_state_dict(reference.state_dict())
+    for sequence in (1, 3, 17):
+        x = torch.randn(2, sequence, 32)
+        own_forward, module.Model.forward = module.Model.forward, _fallback
+        try:
+            got = model(x)
+        finally:
+            module.Model.forward = own_forward
+        torch.testing.assert_close(got, reference(x), atol=1e-4, rtol=1e-4, msg=f"sequence {sequence}")
+    with pytest.warns(RuntimeWarning, match="the size of dim 1 is outside the 1..32 the kernels hold for"):
+        x = torch.randn(2, 33, 32)
+        torch.testing.assert_close(model(x), reference(x))
+    other_batch = torch.randn(3, 5, 32)  # dim 0 stays the captured 2: the guard sends it to the task's forward
+    torch.testing.assert_close(model(other_batch), reference(other_batch))
+    proc, result = egg.eval_json(task, candidate, "--dynamic", "dim1", "--max-size", "32", "--no-store")
+    assert result["status"] == "ok" and result["batch_sizes"] == [1, 3, 17, 32], result
+    assert result["batch_dim"] == 1
+    fixed = tmp_path / "fixed.py"
+    assert egg.run("compile", task, "--device", "cpu", "--out", fixed).returncode == 0
+    proc, result = egg.eval_json(task, fixed, "--dynamic", "dim1", "--no-store")
+    assert result["status"] != "ok" and "dim 1 size 1" in result["reason"], result["reason"]
+
+
+@pytest.mark.parametrize("value, message", [
+    ("dim0,dim1", "--dynamic: one dynamic dimension at a time (batch or dimN), not dim0,dim1"),
+    ("seq", "--dynamic: batch or dimN (dim1, dim2, ...), not seq"),
+])
+def test_a_bad_dynamic_dimension_is_refused_in_one_line(egg, tmp_path, value, message):
+    proc = egg.run("compile", TASKS / "dynamic_sequence.py", "--device", "cpu", "--dynamic", value,
+                   "--out", tmp_path / "never.py")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+
+
+def test_a_dynamic_dimension_no_input_has_is_refused_in_one_line(egg, tmp_path):
+    proc = egg.run("compile", TASKS / "dynamic_sequence.py", "--device", "cpu", "--dynamic", "dim3",
+                   "--out", tmp_path / "never.py")
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "no dynamic dim 3: no tensor input has a dim 3" in proc.stderr
+
+
 def test_a_module_whose_far_sample_passes_int32_offsets_indexes_in_int64(egg, tmp_path):
     # Rows of 2^21 floats at --max-batch 2: the file is generated at batch 2, 3, 4, 5 and 1026, and only the last
     # passes 2^31 elements. Its int64 indexing used to change the code's form and the compile was refused (a

@@ -191,5 +191,18 @@ def test_dynamic_batch_runs_the_kernels_at_every_batch_in_its_range(tmp_path, mo
         _assert_kernels_match(module, fast, torch.randn(batch, 16))
     past = torch.randn(33, 16)  # beyond max_batch: the module's own forward
     torch.testing.assert_close(fast(past), module(past))
-    with pytest.raises(egg.EggError, match="dynamic is None or 'batch'"):
+    with pytest.raises(egg.EggError, match="dynamic is None, 'batch' or 'dimN'"):
         egg.optimize(module, (torch.randn(12, 16),), dynamic="seq")
+
+
+def test_a_dynamic_dim_1_takes_every_sequence_length_in_its_range(tmp_path, monkeypatch):
+    monkeypatch.setenv("EGG_HOME", str(tmp_path / "home"))
+    torch.manual_seed(0)
+    module = Head().eval()
+    fast = egg.optimize(module, (torch.randn(2, 6, 16),), device="cpu", quick=True, out=str(tmp_path / "out"),
+                        dynamic="dim1", max_batch=24)
+    assert "# Dynamic dim 1:" in (tmp_path / "out" / "model_new.py").read_text()
+    for sequence in (1, 7, 24):
+        _assert_kernels_match(module, fast, torch.randn(2, sequence, 16))
+    with pytest.raises(egg.EggError, match="dynamic='dim3': no tensor input has a dim 3"):
+        egg.optimize(module, (torch.randn(2, 6, 16),), dynamic="dim3")

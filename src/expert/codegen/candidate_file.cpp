@@ -367,6 +367,7 @@ CandidateDesign RecordHead(const Graph& graph, const CandidateDesign& design, co
   if (dynamic != nullptr) {
     head.batch_min = dynamic->min;
     head.batch_max = dynamic->max;
+    head.batch_dim = dynamic->axis;
   }
   return head;
 }
@@ -539,9 +540,9 @@ Candidate MergeDynamicOrWide(const Graph& graph, const std::string& task_source,
 // over a length that grows with the batch is looped instead (LoopedOverTheBatch), once.
 Candidate GenerateDynamic(const Graph& graph, const std::string& task_source, const std::string& task_name,
                           const CandidateDesign& design) {
-  if (BatchInput(graph).empty()) {
+  if (BatchInput(graph, graph.dynamic->axis).empty()) {
     Candidate none;
-    none.problem = "dynamic batch: no tensor input has a batch dimension";
+    none.problem = fmt::format("dynamic batch: no tensor input has a dim {}", graph.dynamic->axis);
     return none;
   }
   std::optional<Candidate> mismatch;

@@ -145,11 +145,11 @@ std::string ForwardArgs(const Graph& graph) {
   return args;
 }
 
-// The first tensor input with a dimension: the one whose dim 0 names the dynamic batch.
-std::string BatchInput(const Graph& graph) {
+// The first tensor input with a dim `axis`: the one whose size there names the dynamic batch.
+std::string BatchInput(const Graph& graph, int axis) {
   for (int input : graph.Inputs()) {
     const Value& v = ValueAt(graph, input);
-    if (v.meta && v.meta->Rank() >= 1) {
+    if (v.meta && v.meta->Rank() > axis) {
       return v.name;
     }
   }
@@ -180,24 +180,32 @@ void WriteGuardCalls(const Graph& graph, const DynamicBatch* dynamic, templates:
     values->text["forward_guard"].pop_back();
     return;
   }
-  const std::string input = BatchInput(graph);
-  values->text["design_line"] += fmt::format(
-      "\n# Dynamic batch: every kernel takes the batch egg_B (dim 0 of each tensor input) as an argument, "
-      "for "
-      "egg_B in\n# {}..{}; other batch sizes run the task's own forward.",
-      dynamic->min, dynamic->max);
+  const int axis = dynamic->axis;
+  const std::string input = BatchInput(graph, axis);
+  const std::string what = axis == 0 ? std::string("batch") : fmt::format("size of dim {}", axis);
+  values->text["design_line"] +=
+      axis == 0
+          ? fmt::format(
+                "\n# Dynamic batch: every kernel takes the batch egg_B (dim 0 of each tensor input) as an "
+                "argument, for egg_B in\n# {}..{}; other batch sizes run the task's own forward.",
+                dynamic->min, dynamic->max)
+          : fmt::format(
+                "\n# Dynamic dim {0}: every kernel takes the size egg_B of dim {0} (of each tensor input "
+                "that has one) as an argument, for egg_B in\n# {1}..{2}; other sizes run the task's own "
+                "forward.",
+                axis, dynamic->min, dynamic->max);
   values->text["batch_fn"] = fmt::format(
       "def _egg_batch({0}):\n"
-      "    \"\"\"The batch of these inputs (dim 0 of {1}), or None outside the {2}..{3} the kernels hold "
+      "    \"\"\"The {4} of these inputs (dim {5} of {1}), or None outside the {2}..{3} the kernels hold "
       "for.\"\"\"\n"
-      "    if not isinstance({1}, torch.Tensor) or {1}.dim() == 0:\n"
+      "    if not isinstance({1}, torch.Tensor) or {1}.dim() {6}:\n"
       "        return None\n"
-      "    batch = {1}.shape[0]\n"
+      "    batch = {1}.shape[{5}]\n"
       "    return batch if {2} <= batch <= {3} else None\n\n\n",
-      args, input, dynamic->min, dynamic->max);
+      args, input, dynamic->min, dynamic->max, what, axis, axis == 0 ? "== 0" : fmt::format("<= {}", axis));
   values->text["forward_guard"] =
       fmt::format("        egg_B = _egg_batch({})\n", args) +
-      fallback("egg_B is None", fmt::format("the batch is outside the {}..{} the kernels hold for",
+      fallback("egg_B is None", fmt::format("the {} is outside the {}..{} the kernels hold for", what,
                                             dynamic->min, dynamic->max)) +
       fallback(fmt::format("not _egg_specialized(egg_B, {})", args), layout) + settings;
   values->text["forward_guard"].pop_back();

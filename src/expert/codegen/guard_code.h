@@ -25,8 +25,8 @@ std::string Guard(const Graph& graph);
 std::string SettingsCheckText(const Graph& graph);
 // forward's parameters: the graph's inputs by name, in order.
 std::string ForwardArgs(const Graph& graph);
-// The first tensor input with a dimension: the one whose dim 0 names the dynamic batch ("" when none).
-std::string BatchInput(const Graph& graph);
+// The first tensor input with a dim `axis`: the one whose size there names the dynamic batch ("" when none).
+std::string BatchInput(const Graph& graph, int axis = 0);
 // The template's guard slots: forward's guard call, the guard's arguments and, for a dynamic batch (`dynamic`
 // not null), _egg_batch and the header's note of the range.
 void WriteGuardCalls(const Graph& graph, const DynamicBatch* dynamic, templates::Values* values);

@@ -118,6 +118,31 @@ TEST(GuardCodeTest, ADynamicGraphTakesTheBatchFromTheFirstTensorWithADimension) 
                                                      "            return super().forward(s, x)");
 }
 
+TEST(GuardCodeTest, ADynamicDim1TakesItsSizeFromTheFirstTensorThatHasOne) {
+  const Graph graph = TwoInputs(false);  // s is 0-d, x [4, 8]: x's dim 1
+  EXPECT_EQ(BatchInput(graph, 1), "x");
+  EXPECT_EQ(BatchInput(graph, 2), "");
+  DynamicBatch dynamic{nullptr, 1, 64, 8};
+  dynamic.axis = 1;
+  templates::Values values;
+  values.text["design_line"] = "# egg-design: {}";
+  WriteGuardCalls(graph, &dynamic, &values);
+  EXPECT_EQ(values.text["batch_fn"],
+            "def _egg_batch(s, x):\n"
+            "    \"\"\"The size of dim 1 of these inputs (dim 1 of x), or None outside the 1..64 the kernels "
+            "hold for.\"\"\"\n"
+            "    if not isinstance(x, torch.Tensor) or x.dim() <= 1:\n"
+            "        return None\n"
+            "    batch = x.shape[1]\n"
+            "    return batch if 1 <= batch <= 64 else None\n"
+            "\n"
+            "\n");
+  EXPECT_NE(values.text["forward_guard"].find("the size of dim 1 is outside the 1..64 the kernels hold for"),
+            std::string::npos);
+  EXPECT_NE(values.text["design_line"].find("# Dynamic dim 1: every kernel takes the size egg_B of dim 1"),
+            std::string::npos);
+}
+
 TEST(GuardCodeTest, TheGuardChecksEveryTensorInput) {
   EXPECT_EQ(
       Guard(TwoInputs(false)),

@@ -1,6 +1,9 @@
 #include "expert/design/design_record.h"
 
+#include <fmt/format.h>
+
 #include "expert/families/family.h"
+#include "harness/eval_types.h"
 
 namespace egg::expert {
 
@@ -67,7 +70,9 @@ Json CandidateDesign::ToJson() const {
     json["precision"] = NameOf(precision);
   }
   if (batch_max > 0) {
-    json["dynamic"] = {{"dim", "batch"}, {"min", batch_min}, {"max", batch_max}};
+    json["dynamic"] = {{"dim", batch_dim == 0 ? std::string("batch") : fmt::format("dim{}", batch_dim)},
+                       {"min", batch_min},
+                       {"max", batch_max}};
   }
   if (dtype != "fp32") {
     json["dtype"] = dtype;
@@ -84,6 +89,12 @@ CandidateDesign CandidateDesign::FromJson(const Json& json) {
   if (json.contains("dynamic")) {
     design.batch_min = json.at("dynamic").at("min").get<int64_t>();
     design.batch_max = json.at("dynamic").at("max").get<int64_t>();
+    const std::string dim = json.at("dynamic").value("dim", "batch");
+    const std::optional<int> parsed = harness::ParseDynamicDim(dim);
+    if (!parsed) {
+      throw UnknownName(fmt::format("unknown dynamic dimension '{}' (batch or dimN)", dim));
+    }
+    design.batch_dim = *parsed;
   }
   const Json kernels = json.value("kernels", Json::object());
   for (const auto& [name, kernel] : kernels.items()) {

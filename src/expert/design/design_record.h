@@ -168,6 +168,7 @@ struct CandidateDesign {
   // dtype; 0 when the shapes are fixed (and then not written).
   int64_t batch_min = 0;
   int64_t batch_max = 0;
+  int batch_dim = 0;  // which dimension of the tensor inputs (0: the batch)
 
   Json ToJson() const;
   // UnknownName for an algorithm or precision that does not exist; Json::exception for a malformed record.

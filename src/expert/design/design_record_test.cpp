@@ -33,6 +33,19 @@ TEST(DesignRecordTest, DTypeIsRecordedOnlyWhenHalf) {
   EXPECT_EQ(CandidateDesign::FromJson(Json::object()).dtype, "fp32");
 }
 
+TEST(DesignRecordTest, ADynamicRangeNamesItsDimension) {
+  CandidateDesign design;
+  design.batch_min = 1;
+  design.batch_max = 64;
+  EXPECT_EQ(design.ToJson()["dynamic"], (Json{{"dim", "batch"}, {"min", 1}, {"max", 64}}));
+  design.batch_dim = 2;
+  EXPECT_EQ(design.ToJson()["dynamic"]["dim"], "dim2");
+  EXPECT_EQ(CandidateDesign::FromJson(design.ToJson()).batch_dim, 2);
+  EXPECT_EQ(CandidateDesign::FromJson(Json{{"dynamic", {{"min", 1}, {"max", 4}}}}).batch_dim, 0);
+  EXPECT_THROW(CandidateDesign::FromJson(Json{{"dynamic", {{"dim", "rows"}, {"min", 1}, {"max", 4}}}}),
+               UnknownName);
+}
+
 TEST(DesignRecordTest, CandidateDesignRoundTripsAndIsReadBackFromSource) {
   CandidateDesign design;
   design.seed = 2;

@@ -12,7 +12,7 @@ ParsedGraph CaptureGraph(harness::WorkerChannel& worker, const std::string& task
     request["precision"] = options.precision;
   }
   if (options.dynamic_batch) {
-    request["dynamic"] = {{"batch_max", options.max_batch}};
+    request["dynamic"] = harness::DynamicField(options.max_batch, options.dynamic_dim);
   }
   const harness::CallResult call = worker.Call(request, options.timeout_s);
   if (call.outcome != harness::CallOutcome::kOk) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "expert/ir/graph.h"
+#include "harness/eval_types.h"
 #include "harness/worker.h"
 
 namespace egg::expert {
@@ -18,10 +19,11 @@ struct CaptureOptions {
   std::string precision =
       "fp32";  // bf16, fp16: the module and inputs cast first, so the graph is in that dtype
   double timeout_s = kCaptureTimeoutSeconds;
-  // A dynamic batch (EvalOptions::dynamic_batch): dim 0 of every tensor input one symbol up to max_batch (0:
-  // the task's own batch); the graph then carries Graph::dynamic.
+  // A dynamic batch (EvalOptions::dynamic_batch): dim 0 (dynamic_dim) of every tensor input one symbol up to
+  // max_batch (0: the task's own size); the graph then carries Graph::dynamic.
   bool dynamic_batch = false;
   int64_t max_batch = 0;
+  int dynamic_dim = 0;
 };
 
 ParsedGraph CaptureGraph(harness::WorkerChannel& worker, const std::string& task_path, const CaptureOptions& options);

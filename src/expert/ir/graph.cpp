@@ -436,10 +436,13 @@ Graph ParseAnyGraph(const Json& ir) {
   }
   const Json& range = ir.at("dynamic");
   DynamicBatch dynamic{std::make_shared<const Json>(ir), range.at("min").get<int64_t>(),
-                       range.at("max").get<int64_t>(),
-                       range.value("example", range.at("max").get<int64_t>())};
+                       range.at("max").get<int64_t>(), range.value("example", range.at("max").get<int64_t>()),
+                       range.value("axis", 0)};
   if (dynamic.min < 1 || dynamic.max < dynamic.min) {
     throw IrProblem("the dynamic batch's range is empty");
+  }
+  if (dynamic.axis < 0) {
+    throw IrProblem("the dynamic dimension's axis is negative");
   }
   Json concrete = AtBatch(ir, dynamic.max);
   concrete.erase("dynamic");

@@ -98,14 +98,16 @@ struct Setting {
   std::string literal;  // its value then, as a Python literal: "1e-05", "(1, 1)", "'zeros'"
 };
 
-// A capture whose batch (dim 0 of every tensor input) is one symbol B in [min, max] (docs/expert.md, "Dynamic
-// batch"): the IR as the worker wrote it, every size that depends on B a linear form {"sym": [a, d]} (a*B +
-// d). The graph it belongs to is this IR at B = max, the bound every range-based decision must hold for.
+// A capture whose batch (dim 0 of every tensor input; or dim `axis` of each that has one) is one symbol B in
+// [min, max] (docs/expert.md, "Dynamic batch"): the IR as the worker wrote it, every size that depends on B a
+// linear form {"sym": [a, d]} (a*B + d). The graph it belongs to is this IR at B = max, the bound every
+// range-based decision must hold for.
 struct DynamicBatch {
   std::shared_ptr<const Json> ir;
   int64_t min = 1;
   int64_t max = 1;
-  int64_t example = 1;  // the task's own batch, captured
+  int64_t example = 1;  // the task's own size, captured
+  int axis = 0;         // which dimension of the tensor inputs B is (0: the batch)
   // Every kernel indexes in int64: set when the samples the module is generated at straddle int32 offsets
   // (a far sample past 2^31 where the range's top is under it), so that every sample has the same code.
   bool wide_indexing = false;
