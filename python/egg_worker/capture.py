@@ -104,7 +104,9 @@ class NotLinearInBatch(Exception):
 
 
 def size_entry(size):
-    """An int, or for a size that depends on the dynamic batch B the linear form {"sym": [a, d]}: a*B + d."""
+    """An int, or for a size that depends on the dynamic size B the linear form {"sym": [a, d]} (a*B + d) or, for
+    one that grows with its square (an attention's scores over a dynamic sequence), {"sym": [q, a, d]}
+    (q*B*B + a*B + d)."""
     if not isinstance(size, torch.SymInt):
         return int(size)
     import sympy
@@ -126,10 +128,9 @@ def size_entry(size):
         poly = sympy.Poly(expr, symbol)
     except sympy.PolynomialError:
         raise NotLinearInBatch(f"size {expr} is not a polynomial in the dynamic size") from None
-    if poly.degree() > 1 or not all(c.is_Integer for c in poly.all_coeffs()):
-        raise NotLinearInBatch(f"size {expr} is not linear in the dynamic size")
-    a, d = poly.all_coeffs()
-    return {"sym": [int(a), int(d)]}
+    if poly.degree() > 2 or not all(c.is_Integer for c in poly.all_coeffs()):
+        raise NotLinearInBatch(f"size {expr} is not linear or quadratic in the dynamic size")
+    return {"sym": [int(c) for c in poly.all_coeffs()]}
 
 
 def tensor_meta(value) -> dict:

@@ -536,6 +536,29 @@ def test_a_dynamic_dim_1_capture_makes_the_sequence_length_the_symbol():
                for node in ir["nodes"]), "the linear layer's 2-d view has 4*S rows"
 
 
+def test_sizes_of_the_square_of_a_dynamic_sequence_are_quadratic_forms():
+    """Scores over a dynamic sequence S are [B, S, S]: their numel's and strides' forms are {"sym": [q, a, d]}."""
+    class Scores(nn.Module):
+        def forward(self, x):
+            return torch.softmax(x @ x.transpose(1, 2), dim=-1)
+
+    ir = capture.capture(Scores().eval(), [torch.randn(2, 5, 4)], batch_max=16, dim=1)
+    assert_well_formed(ir)
+    last = ir["nodes"][-1]["meta"]
+    assert last["shape"] == [2, {"sym": [1, 0]}, {"sym": [1, 0]}]
+    assert last["stride"][0] == {"sym": [1, 0, 0]}, last
+    with pytest.raises(capture.NotLinearInBatch, match="not linear or quadratic"):
+        capture.size_entry(torch.SymInt(_cubed_symint()))
+
+
+def _cubed_symint():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv()
+    s = env.create_symbol(5, source=torch._dynamo.source.ConstantSource("s"))
+    return env.create_symintnode(s * s * s, hint=125).node
+
+
 def test_a_forward_that_fixes_the_batch_has_no_dynamic_batch(tmp_path):
     task = write_task(tmp_path, "fixed_batch", """
         import torch

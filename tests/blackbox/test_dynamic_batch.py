@@ -100,6 +100,29 @@ def test_a_dynamic_dim_1_file_is_correct_at_sequence_1_3_and_17_without_fallback
     assert result["status"] != "ok" and "dim 1 size 1" in result["reason"], result["reason"]
 
 
+def test_causal_attention_over_a_dynamic_sequence_is_one_file_without_fallback(egg, tmp_path):
+    # Its scores are sequence x sequence (sizes of the square, {"sym": [q, a, d]} in the IR); the flash kernel
+    # loops over the keys up to the runtime length, and the mask is cut from the longest sequence's buffer.
+    task = TASKS / "dynamic_causal_attention.py"
+    candidate = tmp_path / "attention.py"
+    proc = egg.run("compile", task, "--device", "cpu", "--dynamic", "dim1", "--max-size", "24", "--out", candidate)
+    assert proc.returncode == 0, proc.stderr
+    assert "(attention)" in candidate.read_text() and "for n0 in range(0, egg_B, BLOCK_N)" in candidate.read_text()
+    module = _load(candidate)
+    torch.manual_seed(0)
+    reference = module.Model(*module.get_init_inputs())
+    model = module.ModelNew(*module.get_init_inputs())
+    model.load_state_dict(reference.state_dict())
+    for sequence in (1, 3, 17, 24):
+        x = torch.randn(2, sequence, 32)
+        own_forward, module.Model.forward = module.Model.forward, _fallback
+        try:
+            got = model(x)
+        finally:
+            module.Model.forward = own_forward
+        torch.testing.assert_close(got, reference(x), atol=1e-4, rtol=1e-4, msg=f"sequence {sequence}")
+
+
 @pytest.mark.parametrize("value, message", [
     ("dim0,dim1", "--dynamic: one dynamic dimension at a time (batch or dimN), not dim0,dim1"),
     ("seq", "--dynamic: batch or dimN (dim1, dim2, ...), not seq"),

@@ -196,10 +196,14 @@ kir::Kernel AttentionProgram(const Graph& graph, const KernelPlan& kernel,
   function.body = FlashBody(at, function.domain.heads.block_dv, std::move(prologue), std::move(loop),
                             emitter.CloseStatements());
   program.functions.push_back(std::move(function));
+  // With a dynamic size the query length may be a runtime size: its tile count is computed where it is known
+  // (dynamic_batch.h refuses a count computed here, a floor of the size).
   const int64_t grid_m = (at.lq + design.xblock - 1) / design.xblock;
   program.launches.push_back({kernel.name,
                               emitter.PointerValues(),
-                              fmt::format("({}, {})", grid_m, at.batch),
+                              graph.dynamic
+                                  ? fmt::format("(triton.cdiv({}, {}), {})", at.lq, design.xblock, at.batch)
+                                  : fmt::format("({}, {})", grid_m, at.batch),
                               {{"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}},
                               {}});
   program.helpers = emitter.Helpers();

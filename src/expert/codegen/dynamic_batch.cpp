@@ -102,6 +102,8 @@ std::vector<Token> Tokenize(const std::string& text) {
     } else if ((c == '"' || c == '\'') && !comment) {
       token.kind = Token::Kind::kString;
       token.end = StringEnd(text, i);
+    } else if (comment && c == 'x' && i + 1 < text.size() && Digit(text[i + 1])) {
+      token.end = i + 1;  // a comment's shape, "[96x512]": the x apart, so that 512 is a number
     } else if (IdentStart(c)) {
       token.kind = Token::Kind::kIdent;
       token.end = i;
@@ -169,19 +171,35 @@ std::vector<Scope> Scopes(const std::string& text, const std::vector<Token>& tok
   return scopes;
 }
 
-// a*B + d as Python (and Triton) source over egg_B.
-std::string Expression(int64_t a, int64_t d) {
-  std::string text = a == 1 ? "egg_B" : fmt::format("egg_B * {}", a);
-  if (d == 0) {
-    return a == 1 ? text : "(" + text + ")";
-  }
-  return fmt::format("({} {} {})", text, d < 0 ? "-" : "+", std::llabs(d));
-}
-
 struct Linear {
+  int64_t q = 0;  // q*B*B + a*B + d: q is not 0 for a size that grows with the square (an attention's scores)
   int64_t a = 0;
   int64_t d = 0;
+
+  int64_t At(int64_t batch) const { return (q * batch + a) * batch + d; }
 };
+
+// a*B + d (q*B*B + a*B + d) as Python (and Triton) source over egg_B.
+std::string Expression(const Linear& form) {
+  std::string text;
+  const auto term = [&](int64_t c, const char* power) {
+    if (c == 0) {
+      return;
+    }
+    const std::string magnitude = std::llabs(c) == 1 ? power : fmt::format("{} * {}", power, std::llabs(c));
+    text +=
+        text.empty() ? (c < 0 ? "-" : "") + magnitude : fmt::format(" {} {}", c < 0 ? "-" : "+", magnitude);
+  };
+  term(form.q, "egg_B * egg_B");
+  term(form.a, "egg_B");
+  if (form.q == 0 && form.d == 0 && form.a == 1) {
+    return text;
+  }
+  if (form.d != 0) {
+    text += fmt::format(" {} {}", form.d < 0 ? "-" : "+", std::llabs(form.d));
+  }
+  return "(" + text + ")";
+}
 
 class Merger {
  public:
@@ -278,19 +296,57 @@ class Merger {
       }
       values.push_back(std::stoll(Text(s, k)));
     }
-    const int64_t a = (values[1] - values[0]) / (samples_[1].batch - samples_[0].batch);
-    const int64_t d = values[0] - a * samples_[0].batch;
-    for (size_t s = 0; s < samples_.size(); ++s) {
-      if (a * samples_[s].batch + d != values[s]) {
-        return Fail(k, fmt::format("a size is not linear in the batch ({} at batch {}, {} at batch {})",
-                                   values[0], samples_[0].batch, values[s], samples_[s].batch));
+    std::optional<Linear> form = FitForm(values, false);
+    form = form ? form : FitForm(values, true);
+    if (!form) {
+      // the first sample off the line through the first two
+      const int64_t a = (values[1] - values[0]) / (samples_[1].batch - samples_[0].batch);
+      size_t s = 2;
+      while (s + 1 < samples_.size() &&
+             a * (samples_[s].batch - samples_[0].batch) + values[0] == values[s]) {
+        ++s;
       }
+      return Fail(k, fmt::format("a size is neither linear nor quadratic in the batch ({} at batch {}, {} at "
+                                 "batch {})",
+                                 values[0], samples_[0].batch, values[s], samples_[s].batch));
     }
-    if (a * max_ + d > std::numeric_limits<int32_t>::max()) {
+    if (form->At(max_) > std::numeric_limits<int32_t>::max()) {
       return Fail(k, fmt::format("a size reaches 2^31 at batch {}", max_));
     }
-    linear_[k] = {a, d};
+    linear_[k] = *form;
     return true;
+  }
+
+  // The linear (or, `quadratic`, quadratic) form through the first samples' values that every sample's value
+  // fits, if there is one with integer coefficients. Samples 0-2 are consecutive batches (BatchSamplePoints),
+  // and a quadratic is left at least two samples to check it with.
+  std::optional<Linear> FitForm(const std::vector<int64_t>& values, bool quadratic) const {
+    const int64_t b0 = samples_[0].batch;
+    Linear form;
+    if (quadratic) {
+      if (samples_.size() < 5 || samples_[1].batch != b0 + 1 || samples_[2].batch != b0 + 2) {
+        return std::nullopt;
+      }
+      const int64_t second = values[2] - 2 * values[1] + values[0];  // 2q
+      if (second % 2 != 0) {
+        return std::nullopt;
+      }
+      form.q = second / 2;
+      form.a = values[1] - values[0] - form.q * (2 * b0 + 1);
+    } else {
+      const int64_t step = samples_[1].batch - b0;
+      if ((values[1] - values[0]) % step != 0) {
+        return std::nullopt;
+      }
+      form.a = (values[1] - values[0]) / step;
+    }
+    form.d = values[0] - form.At(b0);
+    for (size_t s = 0; s < samples_.size(); ++s) {
+      if (form.At(samples_[s].batch) != values[s]) {
+        return std::nullopt;
+      }
+    }
+    return form;
   }
 
   // Every batch-dependent literal is where egg_B is defined: a jit function (which then takes it), the guard
@@ -359,7 +415,7 @@ class Merger {
       out += source.substr(at, token.begin - at);
       const auto line = linear_.find(k);
       const bool hint = !token.comment && scopes_[k].function == "egg_precompile";
-      out += line == linear_.end() || hint ? Text(0, k) : Expression(line->second.a, line->second.d);
+      out += line == linear_.end() || hint ? Text(0, k) : Expression(line->second);
       out += Insertion(k);
       at = token.end;
     }

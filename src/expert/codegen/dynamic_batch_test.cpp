@@ -154,6 +154,20 @@ TEST(DynamicBatchTest, PythonLiteralsBecomeExpressionsWithNoInsertion) {
             "        return torch.empty((egg_B * 4))\n");
 }
 
+TEST(DynamicBatchTest, ASizeOfTheSquareBecomesAQuadraticExpression) {
+  // An attention's scores over a dynamic sequence S: [2, S, S] elements, S*S a head, 5*S*S - 3*S + 7 a mix.
+  auto write = [](int64_t s) {
+    return "def _egg_specialized(egg_B, x):\n"
+           "    return x.shape == (2, " +
+           N(s) + ", " + N(s) + ") and x.stride() == (" + N(s * s) + ", " + N(s) +
+           ", 1) and x.numel() == " + N(2 * s * s) + " and " + N(5 * s * s - 3 * s + 7) + " > 0\n";
+  };
+  EXPECT_EQ(Merged(write),
+            "def _egg_specialized(egg_B, x):\n"
+            "    return x.shape == (2, egg_B, egg_B) and x.stride() == ((egg_B * egg_B), egg_B, 1) and "
+            "x.numel() == (egg_B * egg_B * 2) and (egg_B * egg_B * 5 - egg_B * 3 + 7) > 0\n");
+}
+
 TEST(DynamicBatchTest, CommentLiteralsBecomeExpressionsAnywhere) {
   // A comment at module level or in a helper names the batch too; only code there is refused.
   auto write = [](int64_t b) {
@@ -183,13 +197,20 @@ TEST(DynamicBatchTest, ASizeThatIsNotLinearIsRefused) {
            N((6 * b + 63) / 64) + ",)](x)\n";
   };
   const std::string problem = Problem(grid);
-  EXPECT_THAT(problem, HasSubstr("not linear"));
+  EXPECT_THAT(problem, HasSubstr("neither linear nor quadratic"));
   EXPECT_EQ(problem,
-            "a size is not linear in the batch (1 at batch 8, 2 at batch 11) (line 3: egg_k0[(1,)](x))");
+            "a size is neither linear nor quadratic in the batch (1 at batch 8, 2 at batch 11) (line 3: "
+            "egg_k0[(1,)](x))");
   // 130*B // 128 is B at 8..11 and tells itself apart only at the far sample.
   auto floor = [](int64_t b) { return "def forward(self, x):\n    return x[:" + N(130 * b / 128) + "]\n"; };
   EXPECT_EQ(Problem(floor),
-            "a size is not linear in the batch (8 at batch 8, 1048 at batch 1032) (line 2: return x[:8])");
+            "a size is neither linear nor quadratic in the batch (8 at batch 8, 1048 at batch 1032) (line 2: "
+            "return x[:8])");
+  // B*B // 8 (8, 10, 12, 15, 133128) is not a quadratic with integer coefficients at 8..10 and 11
+  auto squared_floor = [](int64_t b) {
+    return "def forward(self, x):\n    return x[:" + N(b * b / 8) + "]\n";
+  };
+  EXPECT_THAT(Problem(squared_floor), HasSubstr("neither linear nor quadratic"));
 }
 
 TEST(DynamicBatchTest, AChangeOfFormIsRefused) {
@@ -265,9 +286,9 @@ TEST(DynamicBatchTest, TokensAreNumbersIdentifiersAndStringsWhole) {
   };
   EXPECT_EQ(Merged(constants),
             "def forward(self, x):\n    return x * 0.125 + 1e-05 - 2.5e+3 + 0x1f + egg_B\n");
-  // In "48x40" only 48 is a number: x40 is a name that stays the same.
-  auto shape = [](int64_t b) { return "# a " + N(6 * b) + "x40 tile\n"; };
-  EXPECT_EQ(Merged(shape), "# a (egg_B * 6)x40 tile\n");
+  // In a comment's "48x40" both sizes are numbers, whichever of them changes; in code x40 stays a name.
+  auto shape = [](int64_t b) { return "# a " + N(6 * b) + "x40 tile, [40x" + N(b) + "]\nx40 = 1\n"; };
+  EXPECT_EQ(Merged(shape), "# a (egg_B * 6)x40 tile, [40xegg_B]\nx40 = 1\n");
   // A string is compared whole: digits in it never become an expression.
   auto string = [](int64_t b) { return "def forward(self, x):\n    return 'rows " + N(b) + "'\n"; };
   EXPECT_EQ(

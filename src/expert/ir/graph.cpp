@@ -403,16 +403,21 @@ const Node* Graph::Producer(int value) const {
 
 namespace {
 
-// `ir` with every linear form {"sym": [a, d]} replaced by a*batch + d.
+// `ir` with every linear form {"sym": [a, d]} replaced by a*batch + d, and every quadratic one
+// {"sym": [q, a, d]} by q*batch*batch + a*batch + d.
 Json AtBatch(const Json& ir, int64_t batch) {
   if (ir.is_object()) {
     const auto sym = ir.find("sym");
     if (sym != ir.end() && ir.size() == 1) {
-      if (!sym->is_array() || sym->size() != 2 || !(*sym)[0].is_number_integer() ||
-          !(*sym)[1].is_number_integer()) {
-        throw IrProblem("a size's linear form is not [a, d]");
+      if (!sym->is_array() || sym->size() < 2 || sym->size() > 3 ||
+          !std::all_of(sym->begin(), sym->end(), [](const Json& c) { return c.is_number_integer(); })) {
+        throw IrProblem("a size's form is not [a, d] or [q, a, d]");
       }
-      return (*sym)[0].get<int64_t>() * batch + (*sym)[1].get<int64_t>();
+      int64_t value = 0;
+      for (const Json& coefficient : *sym) {  // Horner's rule, highest power first
+        value = value * batch + coefficient.get<int64_t>();
+      }
+      return value;
     }
     Json out = Json::object();
     for (auto it = ir.begin(); it != ir.end(); ++it) {

@@ -223,9 +223,11 @@ TEST(GraphTest, ADynamicBatchIrParsesAtItsLargestBatch) {
 TEST(GraphTest, AMalformedDynamicBatchIsABadGraphIr) {
   Json ir = DynamicIr();
   ir["inputs"][0]["meta"]["shape"][0] = {{"sym", {1}}};
-  EXPECT_EQ(Problem(ir), "bad graph IR: a size's linear form is not [a, d]");
+  EXPECT_EQ(Problem(ir), "bad graph IR: a size's form is not [a, d] or [q, a, d]");
   ir["inputs"][0]["meta"]["shape"][0] = {{"sym", {1, 0.5}}};
-  EXPECT_EQ(Problem(ir), "bad graph IR: a size's linear form is not [a, d]");
+  EXPECT_EQ(Problem(ir), "bad graph IR: a size's form is not [a, d] or [q, a, d]");
+  ir["inputs"][0]["meta"]["shape"][0] = {{"sym", {1, 2, 3, 4}}};
+  EXPECT_EQ(Problem(ir), "bad graph IR: a size's form is not [a, d] or [q, a, d]");
   ir = DynamicIr();
   ir["dynamic"]["min"] = 17;
   EXPECT_EQ(Problem(ir), "bad graph IR: the dynamic batch's range is empty");
