@@ -1,9 +1,11 @@
 #include "pipeline/pipeline.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
-
-#include <fmt/format.h>
+#include <cmath>
 
 #include "common/fs.h"
 #include "common/hash.h"
@@ -58,6 +60,74 @@ std::optional<double> CandidateRecord::MedianMs() const {
   return eval.time_ms.candidate->median;
 }
 
+// A dynamic candidate's time at one size of its by_batch (the candidate's own stats: before the baselines are
+// beside it, time_ms is those stats; after, its "candidate" entry), or nullopt.
+std::optional<harness::Stats> SizeStats(const Json& entry) {
+  const Json time = entry.value("time_ms", Json());
+  const Json stats = time.is_object() && time.contains("candidate") ? time.at("candidate") : time;
+  if (!stats.is_object() || stats.value("median", 0.0) <= 0) {
+    return std::nullopt;
+  }
+  return stats.get<harness::Stats>();
+}
+
+// Two dynamic candidates compared at every size both were timed at: the task's own and each of by_batch's.
+// The geometric mean of the candidate's median over the incumbent's, and the largest noise of one size
+// relative to the incumbent's median there; nullopt when they share no size beyond the task's own.
+struct SizesComparison {
+  double ratio = 1;
+  double noise = 0;
+  std::vector<int64_t> sizes;
+};
+
+std::optional<SizesComparison> CompareAcrossSizes(const harness::EvalResult& mine,
+                                                  const harness::EvalResult& theirs) {
+  if (!mine.by_batch.is_array() || !theirs.by_batch.is_array()) {
+    return std::nullopt;
+  }
+  SizesComparison out;
+  double log_sum = std::log(mine.time_ms.candidate->median / theirs.time_ms.candidate->median);
+  out.noise = Noise(*mine.time_ms.candidate, *theirs.time_ms.candidate) / theirs.time_ms.candidate->median;
+  int count = 1;
+  for (const Json& entry : mine.by_batch) {
+    const int64_t size = entry.value("batch", int64_t{-1});
+    for (const Json& other : theirs.by_batch) {
+      const std::optional<harness::Stats> a = SizeStats(entry);
+      const std::optional<harness::Stats> b = SizeStats(other);
+      if (other.value("batch", int64_t{-2}) != size || !a || !b) {
+        continue;
+      }
+      log_sum += std::log(a->median / b->median);
+      out.noise = std::max(out.noise, Noise(*a, *b) / b->median);
+      out.sizes.push_back(size);
+      ++count;
+    }
+  }
+  if (out.sizes.empty()) {
+    return std::nullopt;
+  }
+  out.ratio = std::exp(log_sum / count);
+  return out;
+}
+
+// A dynamic candidate against the incumbent at every size both were timed at: accepted when the geometric
+// mean of its time ratios is below 1 by more than the largest relative noise of one size.
+bool AcceptAcrossSizes(const SizesComparison& sizes, std::string* reason) {
+  const std::string where =
+      fmt::format("the task's own size and {} more ({})", sizes.sizes.size(), fmt::join(sizes.sizes, ", "));
+  if (sizes.ratio < 1 - sizes.noise) {
+    *reason =
+        fmt::format("faster across sizes: geometric mean of the time ratios {:.3f} at {} (noise {:.3f})",
+                    sizes.ratio, where, sizes.noise);
+    return true;
+  }
+  *reason = fmt::format(
+      "not faster across sizes by more than the noise: geometric mean of the time ratios {:.3f} at {} (noise "
+      "{:.3f})",
+      sizes.ratio, where, sizes.noise);
+  return false;
+}
+
 bool Accept(const CandidateRecord& candidate, const CandidateRecord* incumbent, std::string* reason) {
   if (!candidate.eval.correct) {
     *reason = "not correct: " + harness::StatusName(candidate.eval.status);
@@ -72,6 +142,9 @@ bool Accept(const CandidateRecord& candidate, const CandidateRecord* incumbent, 
   if (!mine || !theirs) {
     *reason = "not measured: no timing on this device, the incumbent stays";
     return false;
+  }
+  if (const std::optional<SizesComparison> sizes = CompareAcrossSizes(candidate.eval, incumbent->eval)) {
+    return AcceptAcrossSizes(*sizes, reason);
   }
   const double noise = Noise(*mine, *theirs);
   if (mine->median < theirs->median - noise) {

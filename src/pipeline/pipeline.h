@@ -102,7 +102,9 @@ struct RunResult {
   Json screened = Json::array();  // every screened design: stage, round, id, move, status, median_ms
 };
 
-// Acceptance: correct and median faster than the incumbent's by more than the noise. Sets *reason.
+// Acceptance: correct and median faster than the incumbent's by more than the noise; a dynamic candidate
+// timed at several sizes (by_batch) by the geometric mean of its time ratios at every size both were timed
+// at. Sets *reason.
 bool Accept(const CandidateRecord& candidate, const CandidateRecord* incumbent, std::string* reason);
 
 class Pipeline {

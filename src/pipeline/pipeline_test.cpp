@@ -644,5 +644,47 @@ TEST(AcceptTest, NeedsCorrectnessAndTimings) {
   EXPECT_NE(reason.find("not measured"), std::string::npos);
 }
 
+// A correct candidate timed at its own size (median `own` ms) and, dynamic, at each {size, median} of
+// `sizes`; by_batch as the worker writes it (stats) or, `beside`, with the baselines beside it ({"candidate":
+// stats}).
+CandidateRecord Timed(double own, const std::vector<std::pair<int64_t, double>>& sizes, bool beside = false) {
+  CandidateRecord record;
+  record.eval.status = harness::EvalStatus::kOk;
+  record.eval.correct = true;
+  const auto stats = [](double median) {
+    harness::Stats time;
+    time.mean = time.median = time.p20 = time.p80 = median;
+    return time;
+  };
+  record.eval.time_ms.candidate = stats(own);
+  if (!sizes.empty()) {
+    record.eval.by_batch = Json::array();
+    for (const auto& [size, median] : sizes) {
+      const Json time = stats(median);
+      record.eval.by_batch.push_back(
+          {{"batch", size}, {"time_ms", beside ? Json{{"candidate", time}} : time}});
+    }
+  }
+  return record;
+}
+
+TEST(AcceptTest, ADynamicCandidateIsJudgedAcrossEverySizeBothWereTimedAt) {
+  std::string reason;
+  // 10% slower at the task's own size, 3x faster at batch 1 and 2x at 3: the geometric mean wins
+  const CandidateRecord incumbent = Timed(1.0, {{1, 0.3}, {3, 0.4}});
+  const CandidateRecord balanced = Timed(1.1, {{1, 0.1}, {3, 0.2}}, true);
+  EXPECT_TRUE(Accept(balanced, &incumbent, &reason)) << reason;
+  EXPECT_NE(reason.find("faster across sizes"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("the task's own size and 2 more (1, 3)"), std::string::npos) << reason;
+  // faster at the task's own size alone, slower elsewhere: refused
+  const CandidateRecord top_only = Timed(0.8, {{1, 0.6}, {3, 0.5}});
+  EXPECT_FALSE(Accept(top_only, &incumbent, &reason));
+  EXPECT_NE(reason.find("not faster across sizes"), std::string::npos) << reason;
+  // no size in common beyond the task's own: the median at the task's own size decides, as for fixed shapes
+  EXPECT_TRUE(Accept(Timed(0.5, {{17, 9.0}}), &incumbent, &reason));
+  EXPECT_NE(reason.find("faster: median"), std::string::npos) << reason;
+  EXPECT_TRUE(Accept(Timed(0.5, {}), &incumbent, &reason));
+}
+
 }  // namespace
 }  // namespace egg::pipeline
