@@ -48,18 +48,20 @@ def binary() -> str:
     return found
 
 
-def export(module: torch.nn.Module, example_inputs, path: str, max_batch: int = 0, dim: int = 0) -> list:
+def export(module: torch.nn.Module, example_inputs, path: str, max_batch: int = 0, dim: int = 0,
+           sizes=()) -> list:
     """Saves the module's eval-mode forward on `example_inputs` as a torch.export program (.pt2) at `path`;
     returns the plain attributes that forward reads (egg_worker.settings: values the program holds). `max_batch`
     > 0: dim `dim` (0: the batch) of every tensor input that has it is one dynamic size, 1..max_batch (egg's
-    --dynamic batch or dimN)."""
+    --dynamic batch or dimN); `sizes` [(dim, max), ...] gives several instead."""
+    sizes = list(sizes) or ([(dim, max_batch)] if max_batch else [])
     from egg_worker import capture, settings
 
     was_training = module.training
     module.eval()
     try:
         with torch.no_grad():
-            shapes = capture.batch_shapes(module, list(example_inputs), max_batch, dim) if max_batch else None
+            shapes = capture.batch_shapes(module, list(example_inputs), sizes) if sizes else None
             program = torch.export.export(module, tuple(example_inputs), dynamic_shapes=shapes, strict=False)
             with settings.recording(module) as reads:
                 module(*example_inputs)
@@ -108,13 +110,23 @@ def _failure(status: int, tail: list, out: str) -> str:
     return f"egg optimize exited with status {status}: {last}"
 
 
-def _dynamic_dim(dynamic) -> int:
-    """The dimension `dynamic` names ("batch" is dim 0, "dim2" dim 2), 0 for None; EggError for anything else."""
-    if dynamic is None or dynamic == "batch":
-        return 0
-    if isinstance(dynamic, str) and dynamic.startswith("dim") and dynamic[3:].isdigit():
-        return int(dynamic[3:])
-    raise EggError(f"egg.optimize's dynamic is None, 'batch' or 'dimN' (dim1, dim2...), not {dynamic!r}")
+def _dynamic_dims(dynamic) -> list:
+    """The dimensions `dynamic` names ("batch" is dim 0, "dim2" dim 2, "batch,dim1" both), [] for None; EggError
+    for anything else."""
+    if dynamic is None:
+        return []
+    dims = []
+    for name in dynamic.split(",") if isinstance(dynamic, str) else [None]:
+        if name == "batch":
+            dims.append(0)
+        elif isinstance(name, str) and name.startswith("dim") and name[3:].isdigit():
+            dims.append(int(name[3:]))
+        else:
+            raise EggError(f"egg.optimize's dynamic is None, 'batch' or 'dimN' (dim1, dim2..., several with "
+                           f"commas), not {dynamic!r}")
+    if len(set(dims)) != len(dims):
+        raise EggError(f"egg.optimize's dynamic names a dimension twice: {dynamic!r}")
+    return dims
 
 
 def optimize(module: torch.nn.Module, example_inputs, *, tol=None, backend: str = "expert", out=None,
@@ -126,25 +138,29 @@ def optimize(module: torch.nn.Module, example_inputs, *, tol=None, backend: str 
     egg-out/<class name>); `verbose` shows its progress on stderr. `dynamic="batch"`: one compiled module for
     every batch (dim 0 of each tensor input) up to `max_batch` (default: the example's), egg's --dynamic batch;
     `dynamic="dim1"` (or dim2, ...) the same for the sizes of that dimension of each tensor input that has it (a
-    sequence length), egg's --dynamic dim1. Raises EggError."""
+    sequence length), egg's --dynamic dim1; `dynamic="batch,dim1"` both, each its own size (`max_batch` then a
+    tuple, one largest size per dimension in that order). Raises EggError."""
     if not isinstance(module, torch.nn.Module):
         raise EggError(f"egg.optimize takes a torch.nn.Module, not {type(module).__name__}")
-    dim = _dynamic_dim(dynamic)
-    if max_batch is not None and (dynamic is None or int(max_batch) < 1):
-        raise EggError("egg.optimize's max_batch needs dynamic ('batch' or 'dimN') and is at least 1")
+    dims = _dynamic_dims(dynamic)
+    maxima = [] if max_batch is None else list(max_batch) if isinstance(max_batch, (tuple, list)) else [max_batch]
+    if maxima and (not dims or len(maxima) > len(dims) or min(int(m) for m in maxima) < 1):
+        raise EggError("egg.optimize's max_batch needs dynamic ('batch' or 'dimN'), one size of at least 1 per "
+                       "dynamic dimension")
     out = out or os.path.join("egg-out", type(module).__name__)
     os.makedirs(out, exist_ok=True)
     program_path = os.path.join(out, PROGRAM_FILE)
-    batch_max = 0
-    if dynamic is not None:
+    sizes = []
+    if dims:
         from egg_worker import loader
 
         try:
-            batch_max = int(max_batch) if max_batch is not None else loader.example_batch(list(example_inputs), dim)
+            sizes = [(dim, int(maxima[i]) if i < len(maxima) else loader.example_batch(list(example_inputs), dim))
+                     for i, dim in enumerate(dims)]
         except loader.TaskError as error:
             raise EggError(f"egg.optimize's dynamic={dynamic!r}: {error}") from None
-        options = ("--dynamic", dynamic, "--max-batch", batch_max, *options)
-    read_settings = export(module, example_inputs, program_path, batch_max, dim)
+        options = ("--dynamic", dynamic, "--max-size", ",".join(str(m) for _, m in sizes), *options)
+    read_settings = export(module, example_inputs, program_path, sizes=sizes)
     with open(os.path.join(out, SETTINGS_FILE), "w", encoding="utf-8") as record:
         json.dump({"class": type(module).__qualname__, "settings": read_settings}, record, indent=1)
     status, tail = _run(_command(program_path, out, tol, backend, device, quick, options), verbose)

@@ -18,7 +18,8 @@ import dataclasses
 import torch
 
 from egg_worker import loader, precision, timing
-from egg_worker.evaluate import DEFAULT_INIT_SEED, DEFAULT_SEED, DEFAULT_TOL, compare_outputs, dynamic_batches, flatten
+from egg_worker.evaluate import (DEFAULT_INIT_SEED, DEFAULT_SEED, DEFAULT_TOL, compare_outputs, dynamic_points, flatten,
+                                 point_entry, point_inputs)
 from egg_worker.loader import RequestError, one_line
 
 COMPILE_MODES = {"compile": "default", "max-autotune": "max-autotune"}
@@ -40,8 +41,7 @@ class BaselineRequest:
     settings: tuple
     runs: tuple
     precision: str = "fp32"  # the task's inputs and Model cast to bf16 or fp16 (loader.load_task)
-    batch_max: int = -1  # a dynamic dimension: its largest size, 0 the task's own; -1 none (evaluate.EvalRequest's)
-    batch_dim: int = 0  # which dimension of every tensor input is dynamic (0: the batch)
+    dynamic: tuple = ()  # dynamic sizes: ((dim, largest size, 0 the task's own), ...) (evaluate.EvalRequest's)
 
 
 def _names(value, known, default, what: str) -> tuple:
@@ -70,8 +70,7 @@ def parse_request(request: dict) -> BaselineRequest:
             settings=_names(request.get("settings"), precision.SETTINGS, precision.DEFAULT_ORDER, "settings"),
             runs=_names(request.get("runs"), RUNS, DEFAULT_RUNS, "runs"),
             precision=loader.precision_name(request.get("precision")),
-            batch_max=loader.dynamic_fields(request)[0],
-            batch_dim=loader.dynamic_fields(request)[1],
+            dynamic=tuple(loader.dynamic_fields(request)),
         )
     except (TypeError, ValueError) as error:
         raise RequestError(f"bad baseline request: {one_line(error)}") from None
@@ -148,17 +147,18 @@ def _time_dynamic(model, batches: dict, request: BaselineRequest) -> dict:
 
 
 def _measure_batches(task, model, request: BaselineRequest) -> list:
-    """A dynamic batch's baselines at every batch a candidate is checked at, under each setting:
-    [{batch, settings: {name: {eager, compile, compile_s, error}}}] (inputs of the request's seed at that batch)."""
-    example = loader.example_batch(loader.make_inputs(task, request.seed, request.device), request.batch_dim)
-    batches = {batch: loader.make_batch_inputs(task, request.seed, request.device, batch, request.batch_dim)
-               for batch in dynamic_batches(request.batch_max, example)}
+    """A dynamic candidate's baselines at every point it is checked at (evaluate.dynamic_points), under each
+    setting: [{batch (or sizes), settings: {name: {eager, compile, compile_s, error}}}] (inputs of the request's
+    seed at that point)."""
+    own = loader.make_inputs(task, request.seed, request.device)
+    batches = {point: point_inputs(task, request.seed, request.device, request.dynamic, point)
+               for point in dynamic_points(request.dynamic, own)}
     by_setting = {}
     for name in request.settings:
         with precision.applied(precision.get(name)):
             by_setting[name] = _time_dynamic(model, batches, request)
-    return [{"batch": batch, "settings": {name: by_setting[name][batch] for name in request.settings}}
-            for batch in batches]
+    return [{**point_entry(point), "settings": {name: by_setting[name][point] for name in request.settings}}
+            for point in batches]
 
 
 def _measure(task, request: BaselineRequest) -> dict:
@@ -173,7 +173,7 @@ def _measure(task, request: BaselineRequest) -> dict:
                 "settings": {}}
     settings = {name: _measure_setting(model, inputs, reference, request, name) for name in request.settings}
     result = {"status": "ok", "reason": "", "tol": request.tol, "settings": settings}
-    if request.batch_max >= 0 and request.device.type == "cuda" and request.timing.enabled:
+    if request.dynamic and request.device.type == "cuda" and request.timing.enabled:
         result["by_batch"] = _measure_batches(task, model, request)
     return result
 

@@ -103,10 +103,16 @@ class NotLinearInBatch(Exception):
     """A size of a dynamic-batch capture that is not a*batch + d (two symbols, a product of them, a division)."""
 
 
+# The symbols of a capture with several dynamic sizes, in the order of its dynamic dimensions (set by capture()
+# while it writes the IR): their sizes are polynomials {"poly": [[c, [e0, e1, ...]], ...]} over them.
+_SYMBOLS: list = []
+
+
 def size_entry(size):
     """An int, or for a size that depends on the dynamic size B the linear form {"sym": [a, d]} (a*B + d) or, for
     one that grows with its square (an attention's scores over a dynamic sequence), {"sym": [q, a, d]}
-    (q*B*B + a*B + d)."""
+    (q*B*B + a*B + d). With several dynamic sizes (_SYMBOLS), the polynomial {"poly": [[c, [e0, e1, ...]], ...]}
+    (the sum of c * x0^e0 * x1^e1 ...), of degree 2 at most in each."""
     if not isinstance(size, torch.SymInt):
         return int(size)
     import sympy
@@ -114,16 +120,18 @@ def size_entry(size):
     expr = sympy.expand(size.node.expr)
     if expr.is_Integer:
         return int(expr)
-    symbols = expr.free_symbols
-    if len(symbols) != 1:
-        raise NotLinearInBatch(f"size {expr} depends on {len(symbols)} symbols")
-    symbol = next(iter(symbols))
     # a stride torch writes for a size that may be 1 is Min(8, 8*s) in torch's own Min and Max: as sympy's, over
     # torch's positive symbol, each settles where its arguments' order does not depend on the size
     expr = sympy.expand(expr.replace(lambda e: type(e).__name__ in ("Min", "Max") and e.args,
                                      lambda e: getattr(sympy, type(e).__name__)(*e.args)))
     if expr.is_Integer:
         return int(expr)
+    if _SYMBOLS:
+        return _polynomial_entry(expr, sympy)
+    symbols = expr.free_symbols
+    if len(symbols) != 1:
+        raise NotLinearInBatch(f"size {expr} depends on {len(symbols)} symbols")
+    symbol = next(iter(symbols))
     try:
         poly = sympy.Poly(expr, symbol)
     except sympy.PolynomialError:
@@ -131,6 +139,20 @@ def size_entry(size):
     if poly.degree() > 2 or not all(c.is_Integer for c in poly.all_coeffs()):
         raise NotLinearInBatch(f"size {expr} is not linear or quadratic in the dynamic size")
     return {"sym": [int(c) for c in poly.all_coeffs()]}
+
+
+def _polynomial_entry(expr, sympy) -> dict:
+    unknown = expr.free_symbols - set(_SYMBOLS)
+    if unknown:
+        raise NotLinearInBatch(f"size {expr} depends on {sorted(map(str, unknown))[0]}, no dynamic size")
+    try:
+        poly = sympy.Poly(expr, *_SYMBOLS)
+    except sympy.PolynomialError:
+        raise NotLinearInBatch(f"size {expr} is not a polynomial in the dynamic sizes") from None
+    terms = poly.terms()
+    if any(e > 2 for powers, _ in terms for e in powers) or not all(c.is_Integer for _, c in terms):
+        raise NotLinearInBatch(f"size {expr} is of degree 3 or more in a dynamic size")
+    return {"poly": [[int(c), [int(e) for e in powers]] for powers, c in terms]}
 
 
 def tensor_meta(value) -> dict:
@@ -317,14 +339,15 @@ def _tensor_attributes_as_buffers(model) -> None:
                 module.register_buffer(name, value, persistent=False)
 
 
-def batch_shapes(model, inputs: list, batch_max: int, dim: int = 0):
-    """torch.export's dynamic_shapes for a dynamic dimension: dim `dim` (0: the batch) of every tensor input that
-    has it is one symbol, 1..batch_max, laid out as `model.forward`'s parameters take the inputs (a `*inputs`
-    parameter takes the rest as one tuple)."""
+def batch_shapes(model, inputs: list, sizes: list):
+    """torch.export's dynamic_shapes for dynamic sizes [(dim, batch_max), ...]: dim `dim` (0: the batch) of every
+    tensor input that has it is one symbol, 1..batch_max, laid out as `model.forward`'s parameters take the inputs
+    (a `*inputs` parameter takes the rest as one tuple)."""
     from torch.export import Dim
 
-    batch = Dim("batch" if dim == 0 else f"dim{dim}", min=1, max=batch_max)
-    specs = [{dim: batch} if isinstance(x, torch.Tensor) and x.dim() > dim else None for x in inputs]
+    symbols = {dim: Dim("batch" if dim == 0 else f"dim{dim}", min=1, max=batch_max) for dim, batch_max in sizes}
+    specs = [({dim: symbol for dim, symbol in symbols.items() if x.dim() > dim} or None)
+             if isinstance(x, torch.Tensor) else None for x in inputs]
     shapes = []
     for parameter in inspect.signature(model.forward).parameters.values():
         if parameter.kind == inspect.Parameter.VAR_POSITIONAL:
@@ -334,13 +357,13 @@ def batch_shapes(model, inputs: list, batch_max: int, dim: int = 0):
     return tuple(shapes[:len(specs)])
 
 
-def _exported(model, inputs: list, batch_max: int = 0, dim: int = 0):
+def _exported(model, inputs: list, sizes: list = ()):
     # scaled_dot_product_attention in its math form (the matrix products and softmax egg plans), whatever the
     # device: on CUDA the default dispatch records one fused library op (_scaled_dot_product_efficient_attention
     # for float32 on the H200) that no decomposition breaks up, which would leave the attention to PyTorch.
     with sdpa_kernel([SDPBackend.MATH]):
         with torch.no_grad():
-            shapes = batch_shapes(model, inputs, batch_max, dim) if batch_max else None
+            shapes = batch_shapes(model, inputs, sizes) if sizes else None
             exported = torch.export.export(model, tuple(inputs), dynamic_shapes=shapes, strict=False)
         return decomposed(exported, decomposition_table())
 
@@ -376,23 +399,48 @@ def _failed_target(exported, message: str):
     return None
 
 
-def _batch_range(exported, batch_max: int) -> dict:
-    """The dynamic batch's range as torch.export proved it: {"min", "max"} (a forward may narrow ours)."""
-    ranges = list(exported.range_constraints.values())
-    if not ranges:
-        raise NotLinearInBatch("the forward specializes the dynamic dimension to one size")
-    lower, upper = int(ranges[0].lower), int(ranges[0].upper) if ranges[0].upper.is_integer else batch_max
-    return {"min": max(lower, 1), "max": min(upper, batch_max)}
+def _dynamic_symbols(exported, sizes: list) -> list:
+    """The symbol of each dynamic size [(dim, batch_max), ...] in the exported program: dim `dim` of the first
+    user input tensor that has one; NotLinearInBatch when export fixed it to a number."""
+    from torch.export.graph_signature import InputKind
+
+    kinds = {spec.arg.name: spec.kind for spec in exported.graph_signature.input_specs}
+    values = [node.meta.get("val") for node in exported.graph.nodes
+              if node.op == "placeholder" and kinds.get(node.name) == InputKind.USER_INPUT]
+    symbols = []
+    for dim, _ in sizes:
+        value = next((v for v in values if isinstance(v, torch.Tensor) and v.dim() > dim), None)
+        size = value.shape[dim] if value is not None else None
+        if not isinstance(size, torch.SymInt) or not size.node.expr.is_Symbol:
+            raise NotLinearInBatch(f"the forward specializes the {loader.dim_name(dim)} to one size")
+        symbols.append(size.node.expr)
+    return symbols
 
 
-def capture(model, inputs: list, batch_max: int = 0, dim: int = 0) -> dict:
+def _dynamic_entry(exported, symbols: list, sizes: list, inputs: list) -> dict:
+    """The IR's "dynamic": each size's dimension, its range as torch.export proved it (a forward may narrow ours)
+    and the example's size; one size flat ({"dim", "axis", "min", "max", "example"}), several as {"dims": [...]}."""
+    entries = []
+    for symbol, (dim, batch_max) in zip(symbols, sizes):
+        bounds = exported.range_constraints.get(symbol)
+        lower = int(bounds.lower) if bounds is not None else 1
+        upper = int(bounds.upper) if bounds is not None and bounds.upper.is_integer else batch_max
+        entries.append({"dim": "batch" if dim == 0 else f"dim{dim}", "axis": dim,
+                        "example": loader.example_batch(inputs, dim),
+                        "min": max(lower, 1), "max": min(upper, batch_max)})
+    return entries[0] if len(entries) == 1 else {"dims": entries}
+
+
+def capture(model, inputs: list, batch_max: int = 0, dim: int = 0, sizes: list = ()) -> dict:
     """Export and decompose `model` on `inputs`; the IR, with `returns` saying how the forward packs outputs and
     `settings` the plain attributes its forward read (egg_worker.settings), whose values the graph holds.
     `batch_max` > 0: dim `dim` of every tensor input that has it (0: the batch) is one symbol from 1 to batch_max,
     and every size that depends on it is written as the linear form {"sym": [a, d]}; the IR's "dynamic" gives its
-    dimension ("dim": "batch" or "dim1"..., "axis": the index) and range."""
+    dimension ("dim": "batch" or "dim1"..., "axis": the index) and range. `sizes` [(dim, batch_max), ...] gives
+    several dynamic sizes instead (their sizes as {"poly": ...}, "dynamic": {"dims": [...]})."""
+    sizes = list(sizes) or ([(dim, batch_max)] if batch_max else [])
     try:
-        exported = _exported(model, inputs, batch_max, dim)
+        exported = _exported(model, inputs, sizes)
     except RuntimeError as error:
         # A plain tensor attribute that forward reassigns (33_VanillaRNN's `self.hidden`) is a constant the
         # decomposition refuses to see mutated; as a buffer its new value is a mutation (ModelNew writes it back
@@ -400,15 +448,19 @@ def capture(model, inputs: list, batch_max: int = 0, dim: int = 0) -> dict:
         if MUTATED_CONSTANT not in str(error):
             raise
         _tensor_attributes_as_buffers(model)
-        exported = _exported(model, inputs, batch_max, dim)
+        exported = _exported(model, inputs, sizes)
     with torch.no_grad(), gpulock.held("capture forward"), settings.recording(model) as reads:
         reference_output = model(*inputs)
-    ir = graph_ir(exported, inputs)
+    symbols = _dynamic_symbols(exported, sizes) if sizes else []
+    _SYMBOLS[:] = symbols if len(symbols) > 1 else []
+    try:
+        ir = graph_ir(exported, inputs)
+    finally:
+        _SYMBOLS.clear()
     ir["returns"] = _returns_kind(reference_output)
     ir["settings"] = reads.entries()
-    if batch_max:
-        ir["dynamic"] = {"dim": "batch" if dim == 0 else f"dim{dim}", "axis": dim,
-                         "example": loader.example_batch(inputs, dim), **_batch_range(exported, batch_max)}
+    if sizes:
+        ir["dynamic"] = _dynamic_entry(exported, symbols, sizes, inputs)
     return ir
 
 
@@ -422,23 +474,27 @@ def handle_capture(request: dict) -> dict:
         inputs = loader.make_inputs(task, seed, device)
     dynamic = request.get("dynamic") or {}
     try:
-        batch_max, dim = loader.dynamic_fields(request)
+        sizes = loader.dynamic_fields(request)
     except (TypeError, ValueError) as error:
         raise loader.RequestError(f"bad capture request: {loader.one_line(error)}") from None
-    name = loader.dim_name(dim)
+    name = " and ".join(loader.dim_name(dim) for dim, _ in sizes) or "batch"
     try:
-        try:
-            example = loader.example_batch(inputs, dim) if dynamic else 0
-        except loader.TaskError as error:
-            raise NotLinearInBatch(str(error)) from None
-        batch_max = max(batch_max, 0) or example
-        if dynamic and example < 2:
-            raise NotLinearInBatch(f"the task's inputs have {name} 1, a size torch.export keeps fixed (its inputs "
-                                   f"need a {name} of 2 or more)")
-        if dynamic and batch_max < 2:
-            raise NotLinearInBatch(f"a range of {name} sizes 1..{batch_max} holds one size (--max-batch sets a "
-                                   "larger one)")
-        ir = capture(model, inputs, batch_max, dim)
+        resolved = []
+        for dim, batch_max in sizes:
+            one = loader.dim_name(dim)
+            try:
+                example = loader.example_batch(inputs, dim)
+            except loader.TaskError as error:
+                raise NotLinearInBatch(str(error)) from None
+            batch_max = batch_max or example
+            if example < 2:
+                raise NotLinearInBatch(f"the task's inputs have {one} 1, a size torch.export keeps fixed (its "
+                                       f"inputs need a {one} of 2 or more)")
+            if batch_max < 2:
+                raise NotLinearInBatch(f"a range of {one} sizes 1..{batch_max} holds one size (--max-batch sets "
+                                       "a larger one)")
+            resolved.append((dim, batch_max))
+        ir = capture(model, inputs, sizes=resolved)
     except NotLinearInBatch as error:
         return {"status": "unsupported", "reason": f"no dynamic {name}: {error}"}
     except Exception as error:

@@ -72,8 +72,7 @@ class EvalRequest:
     robust_trial: bool
     variants: bool = False
     precision: str = "fp32"  # fp32, bf16 or fp16: the task's inputs and the models cast (loader.load_task)
-    batch_max: int = -1  # a dynamic dimension (--dynamic): its largest size, 0 the task's own; -1 none
-    batch_dim: int = 0  # which dimension of every tensor input is dynamic (0: the batch)
+    dynamic: tuple = ()  # dynamic sizes (--dynamic): ((dim, largest size, 0 the task's own), ...); () none
 
 
 def _required_path(request: dict, field: str) -> str:
@@ -97,8 +96,7 @@ def parse_request(request: dict) -> EvalRequest:
             robust_trial=bool(request.get("robust_trial", False)),
             variants=bool(request.get("variants", False)),
             precision=loader.precision_name(request.get("precision")),
-            batch_max=loader.dynamic_fields(request)[0],
-            batch_dim=loader.dynamic_fields(request)[1],
+            dynamic=tuple(loader.dynamic_fields(request)),
         )
     except (TypeError, ValueError) as error:
         raise RequestError(f"bad evaluate request: {one_line(error)}") from None
@@ -862,29 +860,63 @@ def dynamic_batches(batch_max: int, example: int) -> list:
     return sorted({b for b in DYNAMIC_BATCHES if b <= top} | {top})
 
 
-def _run_batch_trials(context: Context, model, result: dict) -> None:
-    """A dynamic-batch candidate at other batches (loader.make_batch_inputs): each must launch its kernels (no
-    fallback to the task's forward inside the range) and pass the trials' comparison."""
+def dynamic_points(dynamic: tuple, inputs: list) -> list:
+    """The points (one size per dynamic dimension, in `dynamic`'s order) a dynamic candidate is checked and timed
+    at, `inputs` the task's own: for one size, dynamic_batches'; for several, each size's list walked side by
+    side (the shorter held at its top), then each size at 1 with the others at their tops."""
+    lists = [dynamic_batches(batch_max, loader.example_batch(inputs, dim)) for dim, batch_max in dynamic]
+    if len(lists) == 1:
+        return [(size,) for size in lists[0]]
+    points = {tuple(sizes[min(j, len(sizes) - 1)] for sizes in lists) for j in range(max(map(len, lists)))}
+    for i in range(len(lists)):
+        points.add(tuple(1 if k == i else sizes[-1] for k, sizes in enumerate(lists)))
+    return sorted(points)
+
+
+def point_text(dynamic: tuple, point: tuple) -> str:
+    """One point in messages: "batch 3", "dim 1 size 3", "sizes 3x5"."""
+    if len(point) == 1:
+        return loader.dim_at(dynamic[0][0], point[0])
+    return "sizes " + "x".join(map(str, point))
+
+
+def point_entry(point: tuple) -> dict:
+    """A point's key in by_batch rows: {"batch": 3} for one dynamic size, {"sizes": [3, 5]} for several."""
+    return {"batch": point[0]} if len(point) == 1 else {"sizes": list(point)}
+
+
+def point_inputs(task, seed: int, device, dynamic: tuple, point: tuple) -> list:
+    return loader.make_sized_inputs(task, seed, device, [(dim, size) for (dim, _), size in zip(dynamic, point)])
+
+
+def _run_batch_trials(context: Context, model, result: dict) -> list:
+    """A dynamic candidate at other sizes (dynamic_points, inputs from loader.make_sized_inputs): each must launch
+    its kernels (no fallback to the task's forward inside the range) and pass the trials' comparison. Returns the
+    points checked."""
     request = context.request
-    dim = request.batch_dim
-    example = loader.example_batch(loader.make_inputs(context.task, request.seed, context.device), dim)
     checked = []
-    for index, batch in enumerate(dynamic_batches(request.batch_max, example)):
+    points = dynamic_points(request.dynamic, loader.make_inputs(context.task, request.seed, context.device))
+    for index, point in enumerate(points):
         seed = request.seed + BATCH_SEED_OFFSET + index
-        inputs = loader.make_batch_inputs(context.task, seed, context.device, batch, dim)
+        inputs = point_inputs(context.task, seed, context.device, request.dynamic, point)
         pristine = guards.clone_inputs(inputs)
-        references = reference_outputs(context, ("batch", dim, batch, seed), inputs, poison=True)
+        references = reference_outputs(context, ("batch", request.dynamic, point, seed), inputs, poison=True)
         context.expected_outputs = references
-        call = _call_candidate(context, model, inputs, loader.dim_at(dim, batch))
-        _check_call(context, call, inputs, pristine, references, f"{index} at {loader.dim_at(dim, batch)}")
+        where = point_text(request.dynamic, point)
+        call = _call_candidate(context, model, inputs, where)
+        _check_call(context, call, inputs, pristine, references, f"{index} at {where}")
         comparison = judge_outputs(context, call.outputs, references, lambda: pristine)
-        checked.append(batch)
+        checked.append(point)
         if not comparison.passed:
-            result["status"], result["reason"] = "mismatch", f"{loader.dim_at(dim, batch)}: {comparison.reason}"
+            result["status"], result["reason"] = "mismatch", f"{where}: {comparison.reason}"
             break
-    result["batch_sizes"] = checked
-    if dim:
-        result["batch_dim"] = dim
+    result["batch_sizes"] = [point[0] if len(point) == 1 else list(point) for point in checked]
+    dims = [dim for dim, _ in request.dynamic]
+    if len(dims) > 1:
+        result["batch_dims"] = dims
+    elif dims[0]:
+        result["batch_dim"] = dims[0]
+    return checked
 
 
 def _time_candidate(context: Context, model, inputs=None, when: str = "timing") -> dict:
@@ -895,17 +927,17 @@ def _time_candidate(context: Context, model, inputs=None, when: str = "timing") 
     return run_candidate_code(context, when, timer, model, inputs, context.request.timing, context.device)
 
 
-def _time_batches(context: Context, model, batches: list) -> list:
-    """A dynamic-batch candidate timed at each batch it was checked at (on inputs of the request's seed at that
-    batch, as the baseline op times the task's Model on): [{batch, time_ms}]. The C++ side divides the baseline
-    op's per-batch times by these (harness/baselines.cpp, AddSpeedups)."""
+def _time_batches(context: Context, model, points: list) -> list:
+    """A dynamic candidate timed at each point it was checked at (on inputs of the request's seed there, as the
+    baseline op times the task's Model on): [{batch or sizes, time_ms}]. The C++ side divides the baseline op's
+    times at each point by these (harness/baselines.cpp, AddSpeedups)."""
     request = context.request
-    return [{"batch": batch,
+    return [{**point_entry(point),
              "time_ms": _time_candidate(context, model,
-                                        loader.make_batch_inputs(context.task, request.seed, context.device, batch,
-                                                                 request.batch_dim),
-                                        f"timing at {loader.dim_at(request.batch_dim, batch)}")}
-            for batch in batches]
+                                        point_inputs(context.task, request.seed, context.device, request.dynamic,
+                                                     point),
+                                        f"timing at {point_text(request.dynamic, point)}")}
+            for point in points]
 
 
 def _time_candidate_cpu_wall(context: Context, model) -> dict:
@@ -918,8 +950,9 @@ def _evaluate(context: Context, result: dict) -> None:
     try:
         model = _build_candidate(context, module)
         _run_trials(context, model, result)
-        if result["status"] == "ok" and context.request.batch_max >= 0:
-            _run_batch_trials(context, model, result)
+        points = []
+        if result["status"] == "ok" and context.request.dynamic:
+            points = _run_batch_trials(context, model, result)
         if result["status"] != "ok":
             return
         result["correct"] = True
@@ -933,8 +966,8 @@ def _evaluate(context: Context, result: dict) -> None:
                 return
         if context.device.type == "cuda" and context.request.timing.enabled:
             result["time_ms"]["candidate"] = _time_candidate(context, model)
-            if result.get("batch_sizes"):
-                result["by_batch"] = _time_batches(context, model, result["batch_sizes"])
+            if points:
+                result["by_batch"] = _time_batches(context, model, points)
         elif context.request.timing.enabled and context.request.timing.cpu_wall:
             result["time_ms"]["candidate"] = _time_candidate_cpu_wall(context, model)
         _check_patches(context, "end of evaluation")

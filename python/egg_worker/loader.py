@@ -265,19 +265,21 @@ def _on_device(value, device: torch.device):
     return value
 
 
-def dynamic_fields(request: dict) -> tuple:
-    """A request's dynamic dimension (egg's --dynamic): (batch_max, dim), batch_max the range's top (0: the task's
-    own size) or -1 with no "dynamic" field, dim the dimension of every tensor input that is a runtime size (0: the
-    batch; "dim" absent means 0)."""
+def dynamic_fields(request: dict) -> list:
+    """A request's dynamic sizes (egg's --dynamic): [(dim, batch_max), ...] ordered by dim, [] with no "dynamic"
+    field. dim is the dimension of every tensor input that is a runtime size (0: the batch; "dim" absent means 0),
+    batch_max the range's top (0: the task's own size). One size is {"batch_max", "dim"}, several
+    {"dims": [{"dim", "batch_max"}, ...]}."""
     dynamic = request.get("dynamic")
     if not dynamic:
-        return -1, 0
+        return []
     if not isinstance(dynamic, dict):
         raise ValueError("dynamic must be an object such as {\"batch_max\": 32, \"dim\": 1}")
-    dim = int(dynamic.get("dim", 0))
-    if dim < 0:
-        raise ValueError(f"dynamic dim must be 0 or more, not {dim}")
-    return int(dynamic.get("batch_max", 0)), dim
+    entries = dynamic["dims"] if "dims" in dynamic else [dynamic]
+    sizes = [(int(entry.get("dim", 0)), int(entry.get("batch_max", 0))) for entry in entries]
+    if any(dim < 0 for dim, _ in sizes) or len({dim for dim, _ in sizes}) != len(sizes) or not sizes:
+        raise ValueError(f"dynamic dims must be distinct and 0 or more, not {[dim for dim, _ in sizes]}")
+    return sorted(sizes)
 
 
 def dim_name(dim: int) -> str:
@@ -304,10 +306,19 @@ def make_batch_inputs(task: Task, seed: int, device: torch.device, batch: int, d
     drawn under seed, seed + 1, ... and every tensor input with that dimension takes its slices along it from the
     draws in turn until there are `batch` of them; the other inputs are the first draw's. Each slice is then one
     the task itself could draw (indices in range, positive values where it draws them positive)."""
-    first = make_inputs(task, seed, device)
+    return make_sized_inputs(task, seed, device, [(dim, batch)])
+
+
+def make_sized_inputs(task: Task, seed: int, device: torch.device, sizes: list) -> list:
+    """Inputs at other sizes of several dynamic dimensions [(dim, size), ...], as make_batch_inputs does for one:
+    the last dimension's slices come from draws already at the sizes of the ones before it."""
+    if not sizes:
+        return make_inputs(task, seed, device)
+    *before, (dim, batch) = sizes
+    first = make_sized_inputs(task, seed, device, before)
     draws, rows = [first], example_batch(first, dim)
     while rows < batch:
-        draws.append(make_inputs(task, seed + len(draws), device))
+        draws.append(make_sized_inputs(task, seed + len(draws), device, before))
         rows += example_batch(draws[-1], dim)
     cut = (slice(None),) * dim + (slice(0, batch),)
     return [torch.cat([draw[i] for draw in draws], dim=dim)[cut].contiguous()

@@ -551,6 +551,34 @@ def test_sizes_of_the_square_of_a_dynamic_sequence_are_quadratic_forms():
         capture.size_entry(torch.SymInt(_cubed_symint()))
 
 
+def test_two_dynamic_sizes_write_polynomials_of_both():
+    """sizes [(0, 8), (1, 16)]: batch B and sequence S are two symbols; the linear layer's rows B*S and the scores'
+    B*S*S elements are {"poly": [[c, [eB, eS]], ...]}, and "dynamic" lists both dimensions."""
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.fc(x)
+            return torch.softmax(h @ h.transpose(1, 2), dim=-1)
+
+    ir = capture.capture(Block().eval(), [torch.randn(2, 5, 4)], sizes=[(0, 8), (1, 16)])
+    assert_well_formed(ir)
+    assert ir["dynamic"] == {"dims": [{"dim": "batch", "axis": 0, "min": 1, "max": 8, "example": 2},
+                                      {"dim": "dim1", "axis": 1, "min": 1, "max": 16, "example": 5}]}
+    (x,) = ir["inputs"]
+    assert x["meta"]["shape"] == [{"poly": [[1, [1, 0]]]}, {"poly": [[1, [0, 1]]]}, 4]
+    assert any(node["op"] == "aten.view.default" and node["meta"]["shape"][0] == {"poly": [[1, [1, 1]]]}
+               for node in ir["nodes"]), "the linear layer's 2-d view has B*S rows"
+    scores = ir["nodes"][-1]["meta"]
+    assert scores["stride"][0] == {"poly": [[1, [0, 2]]]}, scores
+    result = capture.handle_capture({"op": "capture", "task": task_path("dynamic_layernorm"), "device": "cpu",
+                                     "dynamic": {"dims": [{"dim": 0, "batch_max": 16}, {"dim": 1, "batch_max": 0}]}})
+    assert result["status"] == "ok", result
+    assert [d["max"] for d in result["graph"]["dynamic"]["dims"]] == [16, 6], "dim 1's top: the task's own"
+
+
 def _cubed_symint():
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 

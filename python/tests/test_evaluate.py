@@ -268,8 +268,18 @@ def test_a_dynamic_candidate_is_timed_at_each_checked_batch_on_inputs_of_that_ba
     task = loader.load_task(request.task)
     model = loader.reference_model(task, request.device, 0)
     context = ev.Context(request=request, task=task, reference=None, reference_key=(), snapshot=guards.take_snapshot())
-    rows = ev._time_batches(context, model, [1, 3, 8])
+    rows = ev._time_batches(context, model, [(1,), (3,), (8,)])
     assert [row["batch"] for row in rows] == [1, 3, 8] and all(row["time_ms"] == {"mean": 1.0, "n": 1} for row in rows)
     assert [shape[0] for shape in timed] == [1, 3, 8]
+    # two dynamic sizes: rows keyed by both, inputs cut along each
+    two = ev.parse_request({"task": task_path("dynamic_layernorm"), "candidate": candidate_path("relu_ok"),
+                            "device": "cpu", "seed": 4, "dynamic": {"dims": [{"dim": 0, "batch_max": 8},
+                                                                             {"dim": 1, "batch_max": 6}]}})
+    context = ev.Context(request=two, task=task, reference=None, reference_key=(), snapshot=guards.take_snapshot())
+    timed.clear()
+    rows = ev._time_batches(context, model, [(2, 5)])
+    assert [row["sizes"] for row in rows] == [[2, 5]] and [tuple(shape[:2]) for shape in timed] == [(2, 5)]
+    assert ev.dynamic_points(two.dynamic, loader.make_inputs(task, 4, request.device)) == [
+        (1, 1), (1, 6), (3, 3), (8, 1), (8, 6)], "side by side (dim 1 stops at its top, 6), then each at 1"
     assert torch.equal(loader.make_batch_inputs(task, 4, request.device, 3)[0],
                        loader.make_batch_inputs(task, 4, request.device, 3)[0])

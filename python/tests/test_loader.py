@@ -186,10 +186,27 @@ def test_inputs_at_another_size_of_dim_1_take_their_slices_along_it(tmp_path):
     assert torch.equal(five[1], draws[0][1]) and five[2] == 0.5
     with pytest.raises(loader.TaskError, match="no tensor input has a dim 2"):
         loader.example_batch(draws[0], 2)
-    assert loader.dynamic_fields({}) == (-1, 0)
-    assert loader.dynamic_fields({"dynamic": {"batch_max": 9, "dim": 1}}) == (9, 1)
-    with pytest.raises(ValueError, match="dynamic dim must be 0 or more"):
-        loader.dynamic_fields({"dynamic": {"dim": -1}})
+    assert loader.dynamic_fields({}) == []
+    assert loader.dynamic_fields({"dynamic": {"batch_max": 9, "dim": 1}}) == [(1, 9)]
+    assert loader.dynamic_fields({"dynamic": {"dims": [{"dim": 1, "batch_max": 9}, {"dim": 0, "batch_max": 4}]}}) \
+        == [(0, 4), (1, 9)], "ordered by dimension"
+    for bad in ({"dim": -1}, {"dims": [{"dim": 1}, {"dim": 1}]}, {"dims": []}):
+        with pytest.raises(ValueError, match="dynamic dims must be distinct and 0 or more"):
+            loader.dynamic_fields({"dynamic": bad})
+
+
+def test_inputs_at_sizes_of_two_dimensions_are_cut_along_each(tmp_path):
+    """Batch 6 and dim 1 of size 5: the dim-1 slices come from draws already at batch 6."""
+    path = tmp_path / "task.py"
+    path.write_text(BATCH_TASK)
+    task = loader.load_task(str(path))
+    cpu = torch.device("cpu")
+    sized = loader.make_sized_inputs(task, 7, cpu, [(0, 6), (1, 5)])
+    assert sized[0].shape == (6, 5) and sized[0].is_contiguous()
+    first = loader.make_batch_inputs(task, 7, cpu, 6)
+    second = loader.make_sized_inputs(task, 8, cpu, [(0, 6)])
+    assert torch.equal(sized[0], torch.cat([first[0], second[0]], dim=1)[:, :5])
+    assert torch.equal(sized[1], first[1]), "the 1-d index has no dim 1: cut to the batch only"
 
 
 def test_example_batch_needs_a_tensor_input_with_a_dimension():

@@ -68,9 +68,7 @@ CompileInput ReadTask(CompileArgs& args, const GlobalOptions& globals, const std
   capture.device = args.options.device;
   capture.init_seed = args.options.init_seed;
   capture.precision = args.options.precision;
-  capture.dynamic_batch = args.options.dynamic_batch;
-  capture.max_batch = args.options.max_batch;
-  capture.dynamic_dim = args.options.dynamic_dim;
+  capture.dynamic = args.options.dynamic;
   return {expert::CaptureGraph(*session.worker, task_path, capture), std::move(task_source)};
 }
 

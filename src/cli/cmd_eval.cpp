@@ -114,18 +114,21 @@ void PrintHuman(const harness::EvalResult& r) {
     fmt::print(
         "vacuous: the reference output is the same for every input; the trials cannot judge this task\n");
   }
-  const std::string dim = harness::DimLabel(r.batch_dim);
-  const std::string size = r.batch_dim == 0 ? "batch" : "size";
+  const harness::DimsText dims = harness::DescribeDims(r.batch_dims);
   if (!r.batch_sizes.empty()) {
-    fmt::print("dynamic {}: also correct at {} {}, with the kernels (no fallback)\n", dim, size,
-               fmt::join(r.batch_sizes, ", "));
+    std::vector<std::string> points;
+    for (const Json& point : r.batch_sizes) {
+      points.push_back(harness::PointText(point));
+    }
+    fmt::print("dynamic {}: also correct at {} {}, with the kernels (no fallback)\n", dims.label, dims.unit,
+               fmt::join(points, ", "));
   }
   if (r.by_batch.is_array()) {
     for (const Json& entry : r.by_batch) {
       const Json runs = entry.value("speedups", Json::object()).value(r.baseline, Json::object());
       if (!runs.empty()) {
-        fmt::print("  at {} {}: {} vs eager, {} vs torch.compile(dynamic=True) ({})\n", size,
-                   entry.value("batch", int64_t{0}), SpeedupText(runs.value("eager", Json())),
+        fmt::print("  at {} {}: {} vs eager, {} vs torch.compile(dynamic=True) ({})\n", dims.unit,
+                   harness::PointText(harness::RowPoint(entry)), SpeedupText(runs.value("eager", Json())),
                    SpeedupText(runs.value("compile", Json())), r.baseline);
       }
     }

@@ -133,31 +133,42 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* options) {
 }
 
 void AddDynamicOptions(CLI::App& command, harness::EvalOptions* options) {
+  // --dynamic and --max-size in either order: each one's callback parses both as far as they are given
+  struct Given {
+    std::string dims;
+    std::vector<int64_t> maxima;
+  };
+  auto given = std::make_shared<Given>();
+  const auto resolve = [options, given]() {
+    if (given->dims.empty()) {
+      return;
+    }
+    auto parsed = harness::ParseDynamicSizes(given->dims, given->maxima);
+    if (auto* problem = std::get_if<std::string>(&parsed)) {
+      throw CLI::ValidationError("--dynamic", *problem);
+    }
+    options->dynamic = std::get<std::vector<harness::DynamicSize>>(parsed);
+  };
+  command.add_option_function<std::string>(
+      "--dynamic",
+      [given, resolve](const std::string& value) {
+        given->dims = value;
+        resolve();
+      },
+      "batch: one compiled module for every batch size up to --max-size (dim 0 of every tensor input a "
+      "runtime "
+      "size), checked at several sizes; dimN: the same for dim N of every tensor input that has one (dim1: a "
+      "sequence length); several, comma-separated (batch,dim1): each its own runtime size");
   command
-      .add_option_function<std::string>(
-          "--dynamic",
-          [options](const std::string& value) {
-            options->dynamic_batch = true;
-            options->dynamic_dim = harness::ParseDynamicDim(value).value_or(0);
+      .add_option_function<std::vector<int64_t>>(
+          "--max-size,--max-batch",
+          [given, resolve](const std::vector<int64_t>& value) {
+            given->maxima = value;
+            resolve();
           },
-          "batch: one compiled module for every batch size up to --max-batch (dim 0 of every tensor "
-          "input a runtime size), checked at several sizes; dimN: the same for dim N of every tensor input "
-          "that has one (dim1: a sequence length)")
-      ->check(CLI::Validator(
-          [](std::string& value) -> std::string {
-            if (harness::ParseDynamicDim(value)) {
-              return "";
-            }
-            return value.find(',') != std::string::npos
-                       ? "one dynamic dimension at a time (batch or dimN), not " + value
-                       : "batch or dimN (dim1, dim2, ...), not " + value;
-          },
-          "batch|dimN"));
-  command
-      .add_option(
-          "--max-batch,--max-size", options->max_batch,
-          "With --dynamic: the largest size of the dynamic dimension the kernels hold for (default: the "
-          "task's own)")
+          "With --dynamic: the largest size of each dynamic dimension the kernels hold for, in --dynamic's "
+          "order (default: the task's own)")
+      ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
 }
 

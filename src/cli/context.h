@@ -53,7 +53,7 @@ struct SandboxState {
 void AddGlobalOptions(CLI::App& app, GlobalOptions* options);
 // Adds --device, --gpu, --timeout, --tol, --trials, --seed, --no-cache ... to a subcommand.
 void AddEvalOptions(CLI::App& command, harness::EvalOptions* options, std::string* device_flag);
-// --dynamic batch and --max-batch (EvalOptions::dynamic_batch, max_batch).
+// --dynamic and --max-size (EvalOptions::dynamic).
 void AddDynamicOptions(CLI::App& command, harness::EvalOptions* options);
 
 // "auto" picks cuda when an NVIDIA GPU is visible, else cpu.

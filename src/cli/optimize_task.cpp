@@ -162,9 +162,7 @@ expert::Graph Capture(HarnessSession& session, const std::string& task_path, con
   capture.device = args.eval.device;
   capture.init_seed = args.eval.init_seed;
   capture.precision = args.eval.precision;
-  capture.dynamic_batch = args.eval.dynamic_batch;
-  capture.max_batch = args.eval.max_batch;
-  capture.dynamic_dim = args.eval.dynamic_dim;
+  capture.dynamic = args.eval.dynamic;
   expert::ParsedGraph parsed = expert::CaptureGraph(*session.worker, task_path, capture);
   if (!parsed.graph) {
     throw ConfigError("the expert backend cannot capture this task: " + parsed.problem);

@@ -70,13 +70,14 @@ std::string BandwidthNote(const EvalResult& result) {
       result.baseline);
 }
 
-// The baselines' entry for `batch` in the baseline op's by_batch, or null.
-const Json* BatchBaselines(const Json& by_batch, int64_t batch) {
-  if (!by_batch.is_array()) {
+// The baselines' entry at `point` (a batch, or several sizes: RowPoint) in the baseline op's by_batch, or
+// null.
+const Json* BatchBaselines(const Json& by_batch, const Json& point) {
+  if (!by_batch.is_array() || point.is_null()) {
     return nullptr;
   }
   for (const Json& entry : by_batch) {
-    if (entry.is_object() && entry.value("batch", int64_t{-1}) == batch) {
+    if (entry.is_object() && RowPoint(entry) == point) {
       return &entry;
     }
   }
@@ -90,7 +91,7 @@ void AddBatchSpeedups(const BaselineResult& baseline, EvalResult* result) {
     return;
   }
   for (Json& entry : result->by_batch) {
-    const Json* base = BatchBaselines(baseline.by_batch, entry.value("batch", int64_t{-1}));
+    const Json* base = BatchBaselines(baseline.by_batch, RowPoint(entry));
     const Json candidate = entry.value("time_ms", Json());
     if (base == nullptr || !candidate.is_object() || candidate.value("mean", 0.0) <= 0) {
       continue;

@@ -1,6 +1,7 @@
 #include "harness/eval_types.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -117,7 +118,7 @@ void to_json(Json& j, const EvalResult& r) {
       {"float32_answer", r.float32_answer},
       {"io_bytes", r.io_bytes},
       {"batch_sizes", r.batch_sizes},
-      {"batch_dim", r.batch_dim},
+      {"batch_dims", r.batch_dims},
       {"by_batch", r.by_batch},
       {"triton_launches", r.triton_launches},
       {"triton_kernels", r.triton_kernels},
@@ -166,7 +167,13 @@ void from_json(const Json& j, EvalResult& r) {
   ReadValue(j, "float32_answer", r.float32_answer);
   ReadOptional(j, "io_bytes", r.io_bytes);
   ReadValue(j, "batch_sizes", r.batch_sizes);
-  ReadValue(j, "batch_dim", r.batch_dim);
+  if (!r.batch_sizes.is_array()) {
+    r.batch_sizes = Json::array();
+  }
+  ReadValue(j, "batch_dims", r.batch_dims);
+  if (r.batch_dims.empty() && !r.batch_sizes.empty()) {  // the worker writes batch_dim for one dimension
+    r.batch_dims = {j.value("batch_dim", 0)};
+  }
   ReadValue(j, "by_batch", r.by_batch);
   ReadValue(j, "triton_launches", r.triton_launches);
   ReadValue(j, "triton_kernels", r.triton_kernels);
@@ -205,21 +212,89 @@ Json OptionsKeyJson(const EvalOptions& o) {
   if (o.precision != "fp32") {  // likewise: fp32 rows keep their keys
     key["precision"] = o.precision;
   }
-  if (o.dynamic_batch) {  // checked at other batches too
-    key["dynamic"] = DynamicField(o.max_batch, o.dynamic_dim);
+  if (!o.dynamic.empty()) {  // checked at other batches too
+    key["dynamic"] = DynamicField(o.dynamic);
   }
   return key;
 }
 
-Json DynamicField(int64_t max_batch, int dim) {
-  Json field = {{"batch_max", max_batch}};
-  if (dim != 0) {  // a dynamic batch's requests and keys as they were before other dimensions
-    field["dim"] = dim;
+Json DynamicField(const std::vector<DynamicSize>& sizes) {
+  const auto one = [](const DynamicSize& size) {
+    Json field = {{"batch_max", size.max}};
+    if (size.dim != 0) {  // a dynamic batch's requests and keys as they were before other dimensions
+      field["dim"] = size.dim;
+    }
+    return field;
+  };
+  if (sizes.size() == 1) {
+    return one(sizes[0]);
   }
-  return field;
+  Json dims = Json::array();
+  for (const DynamicSize& size : sizes) {
+    dims.push_back({{"dim", size.dim}, {"batch_max", size.max}});
+  }
+  return {{"dims", dims}};
+}
+
+std::variant<std::vector<DynamicSize>, std::string> ParseDynamicSizes(const std::string& dims,
+                                                                      const std::vector<int64_t>& maxima) {
+  constexpr size_t kMaxDynamicSizes = 3;
+  std::vector<DynamicSize> sizes;
+  for (size_t start = 0; start <= dims.size();) {
+    const size_t comma = std::min(dims.find(',', start), dims.size());
+    const std::string name = dims.substr(start, comma - start);
+    const std::optional<int> dim = ParseDynamicDim(name);
+    if (!dim) {
+      return fmt::format("each dynamic dimension is batch or dimN (dim1, dim2, ...), not '{}'", name);
+    }
+    if (std::any_of(sizes.begin(), sizes.end(), [&](const DynamicSize& size) { return size.dim == *dim; })) {
+      return fmt::format("dim {} is named twice in '{}'", *dim, dims);
+    }
+    sizes.push_back({*dim, 0});
+    start = comma + 1;
+  }
+  if (sizes.size() > kMaxDynamicSizes) {
+    return fmt::format("at most {} dynamic dimensions, not {}", kMaxDynamicSizes, sizes.size());
+  }
+  if (maxima.size() > sizes.size()) {
+    return fmt::format("--max-size gives {} sizes for {} dynamic dimension(s)", maxima.size(), sizes.size());
+  }
+  for (size_t i = 0; i < maxima.size(); ++i) {
+    sizes[i].max = maxima[i];
+  }
+  std::sort(sizes.begin(), sizes.end(),
+            [](const DynamicSize& a, const DynamicSize& b) { return a.dim < b.dim; });
+  return sizes;
 }
 
 std::string DimLabel(int dim) { return dim == 0 ? "batch" : fmt::format("dim {}", dim); }
+
+DimsText DescribeDims(const std::vector<int>& dims) {
+  if (dims.size() > 1) {
+    std::vector<std::string> labels;
+    for (int dim : dims) {
+      labels.push_back(DimLabel(dim));
+    }
+    return {fmt::format("{}", fmt::join(labels, " and ")), "sizes"};
+  }
+  const int dim = dims.empty() ? 0 : dims[0];
+  return {DimLabel(dim), dim == 0 ? "batch" : "size"};
+}
+
+std::string PointText(const Json& point) {
+  if (!point.is_array()) {
+    return point.dump();
+  }
+  std::vector<std::string> sizes;
+  for (const Json& size : point) {
+    sizes.push_back(size.dump());
+  }
+  return fmt::format("{}", fmt::join(sizes, "x"));
+}
+
+Json RowPoint(const Json& row) {
+  return row.contains("sizes") ? row.at("sizes") : row.value("batch", Json());
+}
 
 std::optional<int> ParseDynamicDim(const std::string& text) {
   if (text == "batch") {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "common/json.h"
@@ -59,6 +60,14 @@ inline bool IsHalfPrecision(const std::string& precision) {
 // KernelBench's tolerance at a precision: 1e-4 in fp32, 1e-2 in bf16 and fp16.
 double DefaultTolerance(const std::string& precision);
 
+// One dynamic size of --dynamic: dim `dim` of every tensor input that has one, from 1 to `max` (0: the task's
+// own size).
+struct DynamicSize {
+  int dim = 0;
+  int64_t max = 0;
+  bool operator==(const DynamicSize&) const = default;
+};
+
 struct EvalOptions {
   std::string device = "cpu";  // "cuda" or "cpu"
   int gpu_index = 0;
@@ -79,12 +88,10 @@ struct EvalOptions {
   bool cpu_wall_timing = false;  // device cpu: time the interpreter's wall clock, for search decisions only
   std::vector<std::string> baseline_settings = {"default", "strict", "tf32"};  // harness/baselines.h
   bool max_autotune = false;  // also time torch.compile(mode="max-autotune") under each setting
-  // --dynamic batch (or dimN): the batch (dim 0 of every tensor input; dim N of each that has one) is a
-  // runtime size, from 1 to max_batch (0: the task's own size); the capture says so and each evaluation also
-  // checks other sizes (docs/harness.md).
-  bool dynamic_batch = false;
-  int64_t max_batch = 0;
-  int dynamic_dim = 0;
+  // --dynamic batch (or dimN, or several: batch,dim1): the batch (dim 0 of every tensor input; dim N of each
+  // that has one) is a runtime size, from 1 to its max (0: the task's own size; --max-size); the capture says
+  // so and each evaluation also checks other sizes (docs/harness.md). Empty: fixed shapes.
+  std::vector<DynamicSize> dynamic;
 };
 
 struct EvalResult {
@@ -113,8 +120,10 @@ struct EvalResult {
   bool float32_answer =
       false;  // bf16/fp16: passed against the float32 answer, not allclose to PyTorch's half one
   std::optional<int64_t> io_bytes;  // inputs, outputs, parameters and buffers: what any implementation moves
-  std::vector<int64_t> batch_sizes;  // a dynamic batch: the other batches the candidate was checked at
-  int batch_dim = 0;                 // the dimension batch_sizes and by_batch are sizes of (0: the batch)
+  // Dynamic sizes: the points the candidate was also checked at (batches [1, 3, 17]; with several dynamic
+  // dimensions, [[1, 1], [3, 3], ...]) and the dimensions they are sizes of, in that order ([0]: the batch).
+  Json batch_sizes = Json::array();
+  std::vector<int> batch_dims;
   // ... and on a GPU timed at: [{batch, time_ms: {candidate, <setting>: {eager, compile}}, speedups:
   // {<setting>: {eager, compile}}}], compile being torch.compile(dynamic=True) (harness/baselines.h,
   // AddSpeedups)
@@ -168,12 +177,27 @@ void from_json(const Json& j, RobustTrial& robust);
 void to_json(Json& j, const EvalResult& result);
 void from_json(const Json& j, EvalResult& result);
 Json OptionsKeyJson(const EvalOptions& options);
-// The "dynamic" field of a worker request (and of a cache key) for a dynamic dimension up to `max_batch` (0:
-// the task's own size): {"batch_max"}, with "dim" when the dimension is not the batch.
-Json DynamicField(int64_t max_batch, int dim);
+// The "dynamic" field of a worker request (and of a cache key): one size {"batch_max"}, with "dim" when it is
+// not the batch; several {"dims": [{"dim", "batch_max"}, ...]}.
+Json DynamicField(const std::vector<DynamicSize>& sizes);
 // A dynamic dimension in messages: "batch" for dim 0, "dim 1" for dim 1.
 std::string DimLabel(int dim);
-// --dynamic's value: "batch" (dim 0) or "dimN" as N, nullopt for anything else.
+// Dynamic dimensions in messages: what they are ("batch", "dim 1", "batch and dim 1") and the word for their
+// points ("batch", "size", "sizes").
+struct DimsText {
+  std::string label;
+  std::string unit;
+};
+DimsText DescribeDims(const std::vector<int>& dims);
+// A point of batch_sizes or by_batch's key as text: "3", or "3x5" for several sizes.
+std::string PointText(const Json& point);
+// The point a by_batch row is at: its "sizes" (several dynamic sizes), else its "batch".
+Json RowPoint(const Json& row);
+// One dimension of --dynamic's value: "batch" (dim 0) or "dimN" as N, nullopt for anything else.
 std::optional<int> ParseDynamicDim(const std::string& text);
+// --dynamic's value, "batch", "dim1" or several ("batch,dim1"), and --max-size's (one value per dimension,
+// in order; missing ones are the task's own): the sizes, ordered by dimension, or a one-line problem.
+std::variant<std::vector<DynamicSize>, std::string> ParseDynamicSizes(const std::string& dims,
+                                                                      const std::vector<int64_t>& maxima);
 
 }  // namespace egg::harness

@@ -49,8 +49,8 @@ Json BaseRequest(const std::string& op, const std::string& task_path, const Eval
                {"init_seed", options.init_seed},
                {"precision", options.precision},
                {"timing", TimingJson(options)}};
-  if (options.dynamic_batch) {
-    request["dynamic"] = DynamicField(options.max_batch, options.dynamic_dim);
+  if (!options.dynamic.empty()) {
+    request["dynamic"] = DynamicField(options.dynamic);
   }
   return request;
 }

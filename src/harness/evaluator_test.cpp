@@ -235,20 +235,34 @@ TEST(EvalTypesTest, DynamicDimensionsAreBatchOrDimN) {
   for (const char* bad : {"dim", "dim-1", "dim1,dim2", "seq", "dimx", "dim99", ""}) {
     EXPECT_FALSE(ParseDynamicDim(bad)) << bad;
   }
-  EXPECT_EQ(DynamicField(32, 0), (Json{{"batch_max", 32}})) << "a dynamic batch keeps the keys it had";
-  EXPECT_EQ(DynamicField(0, 1), (Json{{"batch_max", 0}, {"dim", 1}}));
+  EXPECT_EQ(DynamicField({{0, 32}}), (Json{{"batch_max", 32}})) << "a dynamic batch keeps the keys it had";
+  EXPECT_EQ(DynamicField({{1, 0}}), (Json{{"batch_max", 0}, {"dim", 1}}));
+  EXPECT_EQ(DynamicField({{0, 8}, {1, 0}}),
+            (Json{{"dims", {{{"dim", 0}, {"batch_max", 8}}, {{"dim", 1}, {"batch_max", 0}}}}}));
+  using Sizes = std::vector<DynamicSize>;
+  EXPECT_EQ(std::get<Sizes>(ParseDynamicSizes("dim1,batch", {64})), (Sizes{{0, 0}, {1, 64}}))
+      << "ordered by dimension, each max given in --dynamic's order";
+  EXPECT_EQ(std::get<Sizes>(ParseDynamicSizes("batch", {})), (Sizes{{0, 0}}));
+  EXPECT_EQ(std::get<std::string>(ParseDynamicSizes("batch,seq", {})),
+            "each dynamic dimension is batch or dimN (dim1, dim2, ...), not 'seq'");
+  EXPECT_EQ(std::get<std::string>(ParseDynamicSizes("dim0,batch", {})),
+            "dim 0 is named twice in 'dim0,batch'");
+  EXPECT_EQ(std::get<std::string>(ParseDynamicSizes("batch", {4, 8})),
+            "--max-size gives 2 sizes for 1 dynamic dimension(s)");
+  EXPECT_EQ(std::get<std::string>(ParseDynamicSizes("dim0,dim1,dim2,dim3", {})),
+            "at most 3 dynamic dimensions, not 4");
   EXPECT_EQ(DimLabel(0), "batch");
   EXPECT_EQ(DimLabel(3), "dim 3");
 }
 
 TEST_F(EvaluatorTest, ADynamicDimensionTravelsInTheRequestAndKeysItsRowsApart) {
   options_.timing = false;
-  options_.dynamic_batch = true;
+  options_.dynamic = {{0, 0}};
   worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
   Evaluator evaluator(worker_, store_.get());
   const EvalResult batch = evaluator.Evaluate(task_, candidate_, options_);
   EXPECT_EQ(worker_.requests.back()["dynamic"], (Json{{"batch_max", 0}}));
-  options_.dynamic_dim = 1;
+  options_.dynamic = {{1, 0}};
   worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
   const EvalResult dim1 = evaluator.Evaluate(task_, candidate_, options_);
   EXPECT_FALSE(dim1.cached) << "the dimension is part of the key";

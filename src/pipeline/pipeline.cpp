@@ -77,7 +77,7 @@ std::optional<harness::Stats> SizeStats(const Json& entry) {
 struct SizesComparison {
   double ratio = 1;
   double noise = 0;
-  std::vector<int64_t> sizes;
+  std::vector<std::string> sizes;  // the points beyond the task's own, as text
 };
 
 std::optional<SizesComparison> CompareAcrossSizes(const harness::EvalResult& mine,
@@ -90,16 +90,16 @@ std::optional<SizesComparison> CompareAcrossSizes(const harness::EvalResult& min
   out.noise = Noise(*mine.time_ms.candidate, *theirs.time_ms.candidate) / theirs.time_ms.candidate->median;
   int count = 1;
   for (const Json& entry : mine.by_batch) {
-    const int64_t size = entry.value("batch", int64_t{-1});
+    const Json point = harness::RowPoint(entry);
     for (const Json& other : theirs.by_batch) {
       const std::optional<harness::Stats> a = SizeStats(entry);
       const std::optional<harness::Stats> b = SizeStats(other);
-      if (other.value("batch", int64_t{-2}) != size || !a || !b) {
+      if (point.is_null() || harness::RowPoint(other) != point || !a || !b) {
         continue;
       }
       log_sum += std::log(a->median / b->median);
       out.noise = std::max(out.noise, Noise(*a, *b) / b->median);
-      out.sizes.push_back(size);
+      out.sizes.push_back(harness::PointText(point));
       ++count;
     }
   }

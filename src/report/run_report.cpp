@@ -74,9 +74,9 @@ std::string Speedup(const Json& value) {
 
 // A dynamic batch's speedups at each batch it was timed at, against the headline setting's eager and one
 // torch.compile(dynamic=True) module: "" when there are none.
-std::string BatchLines(const Json& by_batch, const std::string& headline, int dim) {
-  const std::string label = harness::DimLabel(dim);
-  const std::string size = dim == 0 ? "batch" : "size";
+std::string BatchLines(const Json& by_batch, const std::string& headline, const harness::DimsText& dims) {
+  const std::string& label = dims.label;
+  const std::string& size = dims.unit;
   std::string out;
   if (!by_batch.is_array()) {
     return out;
@@ -92,7 +92,7 @@ std::string BatchLines(const Json& by_batch, const std::string& headline, int di
                         label, size, headline);
     }
     out += fmt::format("- {} {}: candidate {} (mean), {} eager, {} torch.compile\n", size,
-                       entry.value("batch", int64_t{0}), Ms(candidate.value("mean", Json())),
+                       harness::PointText(harness::RowPoint(entry)), Ms(candidate.value("mean", Json())),
                        Speedup(runs.value("eager", Json())), Speedup(runs.value("compile", Json())));
   }
   return out;
@@ -111,13 +111,17 @@ std::string ResultSection(const Json& final) {
             "not allclose to it)"
           : "");
   const Json batches = final.value("batch_sizes", Json::array());
-  const int dim = final.value("batch_dim", 0);
+  const harness::DimsText dims =
+      harness::DescribeDims(final.value("batch_dims", std::vector<int>{final.value("batch_dim", 0)}));
   if (batches.is_array() && !batches.empty()) {
+    std::vector<std::string> points;
+    for (const Json& point : batches) {
+      points.push_back(harness::PointText(point));
+    }
     out += fmt::format(
-        "dynamic {}: also correct at {} {}, with the kernels (no fallback); the times just below are "
-        "at the task's own {}\n",
-        harness::DimLabel(dim), dim == 0 ? "batch" : "size",
-        fmt::join(batches.get<std::vector<int64_t>>(), ", "), dim == 0 ? "batch" : "size");
+        "dynamic {}: also correct at {} {}, with the kernels (no fallback); the times just below are at the "
+        "task's own {}\n",
+        dims.label, dims.unit, fmt::join(points, ", "), dims.unit);
   }
   const Json speedups = final.value("speedups", Json());
   if (!speedups.is_object()) {
@@ -130,7 +134,7 @@ std::string ResultSection(const Json& final) {
     out += fmt::format("- vs PyTorch {}{}: {} eager, {} torch.compile\n", setting, role,
                        Speedup(runs.value("eager", Json())), Speedup(runs.value("compile", Json())));
   }
-  return out + BatchLines(final.value("by_batch", Json()), headline, dim);
+  return out + BatchLines(final.value("by_batch", Json()), headline, dims);
 }
 
 // The LLM's usage, then its failed attempts by kind and the request changes the servers asked for.

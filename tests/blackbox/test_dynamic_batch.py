@@ -93,7 +93,7 @@ def test_a_dynamic_dim_1_file_is_correct_at_sequence_1_3_and_17_without_fallback
     torch.testing.assert_close(model(other_batch), reference(other_batch))
     proc, result = egg.eval_json(task, candidate, "--dynamic", "dim1", "--max-size", "32", "--no-store")
     assert result["status"] == "ok" and result["batch_sizes"] == [1, 3, 17, 32], result
-    assert result["batch_dim"] == 1
+    assert result["batch_dims"] == [1]
     fixed = tmp_path / "fixed.py"
     assert egg.run("compile", task, "--device", "cpu", "--out", fixed).returncode == 0
     proc, result = egg.eval_json(task, fixed, "--dynamic", "dim1", "--no-store")
@@ -123,9 +123,44 @@ def test_causal_attention_over_a_dynamic_sequence_is_one_file_without_fallback(e
         torch.testing.assert_close(got, reference(x), atol=1e-4, rtol=1e-4, msg=f"sequence {sequence}")
 
 
+def test_batch_and_sequence_both_dynamic_is_one_file_without_fallback(egg, tmp_path):
+    # --dynamic batch,dim1: two runtime sizes, egg_B and egg_C; the linear layers' rows are B*S and the scores
+    # B*H*S*S (polynomials of both). One file, correct at points of both sizes, and `egg eval` checks them.
+    task = TASKS / "dynamic_causal_attention.py"
+    candidate = tmp_path / "both.py"
+    proc = egg.run("compile", task, "--device", "cpu", "--dynamic", "batch,dim1", "--max-size", "4,24",
+                   "--out", candidate)
+    assert proc.returncode == 0, proc.stderr
+    source = candidate.read_text()
+    assert "# Dynamic sizes:" in source and "egg_B, egg_C = egg_sizes" in source
+    module = _load(candidate)
+    torch.manual_seed(0)
+    reference = module.Model(*module.get_init_inputs())
+    model = module.ModelNew(*module.get_init_inputs())
+    model.load_state_dict(reference.state_dict())
+    for batch, sequence in ((1, 1), (3, 5), (2, 17), (4, 24)):
+        x = torch.randn(batch, sequence, 32)
+        own_forward, module.Model.forward = module.Model.forward, _fallback
+        try:
+            got = model(x)
+            # one sequence of one step cut from a longer one keeps its dim-0 stride, which no kernel reads
+            sliced = model(x[:1, :1])
+        finally:
+            module.Model.forward = own_forward
+        torch.testing.assert_close(got, reference(x), atol=1e-4, rtol=1e-4, msg=f"{batch}x{sequence}")
+        torch.testing.assert_close(sliced, reference(x[:1, :1]), atol=1e-4, rtol=1e-4)
+    big = torch.randn(5, 3, 32)  # batch 5 is past --max-size's 4: the task's own forward, said once
+    with pytest.warns(RuntimeWarning, match="the sizes are outside the 1..4 x 1..24 the kernels hold for"):
+        torch.testing.assert_close(model(big), reference(big))
+    proc, result = egg.eval_json(task, candidate, "--dynamic", "batch,dim1", "--max-size", "4,24", "--no-store")
+    assert result["status"] == "ok", result["reason"]
+    assert result["batch_sizes"] == [[1, 1], [1, 24], [3, 3], [4, 1], [4, 17], [4, 24]]
+    assert result["batch_dims"] == [0, 1]
+
+
 @pytest.mark.parametrize("value, message", [
-    ("dim0,dim1", "--dynamic: one dynamic dimension at a time (batch or dimN), not dim0,dim1"),
-    ("seq", "--dynamic: batch or dimN (dim1, dim2, ...), not seq"),
+    ("dim0,dim0", "--dynamic: dim 0 is named twice in 'dim0,dim0'"),
+    ("seq", "--dynamic: each dynamic dimension is batch or dimN (dim1, dim2, ...), not 'seq'"),
 ])
 def test_a_bad_dynamic_dimension_is_refused_in_one_line(egg, tmp_path, value, message):
     proc = egg.run("compile", TASKS / "dynamic_sequence.py", "--device", "cpu", "--dynamic", value,

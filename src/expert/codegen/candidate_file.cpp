@@ -1,6 +1,7 @@
 #include "expert/codegen/candidate_file.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -365,9 +366,9 @@ CandidateDesign RecordHead(const Graph& graph, const CandidateDesign& design, co
   head.precision = design.precision;
   head.dtype = GraphPrecision(graph);
   if (dynamic != nullptr) {
-    head.batch_min = dynamic->min;
-    head.batch_max = dynamic->max;
-    head.batch_dim = dynamic->axis;
+    for (const DynamicDim& dim : dynamic->dims) {
+      head.dynamic.push_back({dim.axis, dim.min, dim.max});
+    }
   }
   return head;
 }
@@ -483,12 +484,15 @@ Candidate MergeDynamic(const Graph& graph, const std::string& task_source, const
   if (!top.source) {
     return top;
   }
-  std::vector<BatchSample> samples = {{dynamic.max, *top.source}};
-  for (int64_t batch : BatchSamplePoints(dynamic.max)) {
-    if (batch == dynamic.max) {
+  const std::vector<int64_t> tops = dynamic.Tops();
+  std::vector<BatchSample> samples = {{tops, *top.source}};
+  for (const std::vector<int64_t>& point : SamplePoints(tops)) {
+    if (point == tops) {
       continue;
     }
-    ParsedGraph at = GraphAtBatch(dynamic, batch);
+    const std::string batch =
+        fmt::format("{} {}", point.size() == 1 ? "batch" : "sizes", fmt::join(point, "x"));
+    ParsedGraph at = GraphAtSizes(dynamic, point);
     if (!at.graph) {
       top.source.reset();
       top.problem = "dynamic batch: " + at.problem;
@@ -497,16 +501,16 @@ Candidate MergeDynamic(const Graph& graph, const std::string& task_source, const
     Candidate other = GenerateAt(*at.graph, task_source, task_name, top.design, &dynamic);
     if (!other.source || other.design.ToJson() != top.design.ToJson()) {
       top.source.reset();
-      top.problem = fmt::format("dynamic batch: the design does not hold at batch {} ({})", batch,
+      top.problem = fmt::format("dynamic batch: the design does not hold at {} ({})", batch,
                                 other.source ? "its kernels change" : other.problem);
       if (other.source) {
         *mismatch = std::move(other);
       }
       return top;
     }
-    samples.push_back({batch, *other.source});
+    samples.push_back({point, *other.source});
   }
-  const MergedSource merged = MergeBatchSamples(samples, dynamic.max);
+  const MergedSource merged = MergeBatchSamples(samples, tops);
   top.source = merged.source;
   if (!merged.source) {
     top.problem = "dynamic batch: " + merged.problem;
@@ -540,10 +544,12 @@ Candidate MergeDynamicOrWide(const Graph& graph, const std::string& task_source,
 // over a length that grows with the batch is looped instead (LoopedOverTheBatch), once.
 Candidate GenerateDynamic(const Graph& graph, const std::string& task_source, const std::string& task_name,
                           const CandidateDesign& design) {
-  if (BatchInput(graph, graph.dynamic->axis).empty()) {
-    Candidate none;
-    none.problem = fmt::format("dynamic batch: no tensor input has a dim {}", graph.dynamic->axis);
-    return none;
+  for (const DynamicDim& dim : graph.dynamic->dims) {
+    if (BatchInput(graph, dim.axis).empty()) {
+      Candidate none;
+      none.problem = fmt::format("dynamic batch: no tensor input has a dim {}", dim.axis);
+      return none;
+    }
   }
   std::optional<Candidate> mismatch;
   Candidate first = MergeDynamicOrWide(graph, task_source, task_name, design, &mismatch);

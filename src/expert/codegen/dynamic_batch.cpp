@@ -1,12 +1,17 @@
 #include "expert/codegen/dynamic_batch.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <set>
+
+#include "expert/codegen/size_form.h"
 
 namespace egg::expert {
 namespace {
@@ -171,41 +176,15 @@ std::vector<Scope> Scopes(const std::string& text, const std::vector<Token>& tok
   return scopes;
 }
 
-struct Linear {
-  int64_t q = 0;  // q*B*B + a*B + d: q is not 0 for a size that grows with the square (an attention's scores)
-  int64_t a = 0;
-  int64_t d = 0;
-
-  int64_t At(int64_t batch) const { return (q * batch + a) * batch + d; }
-};
-
-// a*B + d (q*B*B + a*B + d) as Python (and Triton) source over egg_B.
-std::string Expression(const Linear& form) {
-  std::string text;
-  const auto term = [&](int64_t c, const char* power) {
-    if (c == 0) {
-      return;
-    }
-    const std::string magnitude = std::llabs(c) == 1 ? power : fmt::format("{} * {}", power, std::llabs(c));
-    text +=
-        text.empty() ? (c < 0 ? "-" : "") + magnitude : fmt::format(" {} {}", c < 0 ? "-" : "+", magnitude);
-  };
-  term(form.q, "egg_B * egg_B");
-  term(form.a, "egg_B");
-  if (form.q == 0 && form.d == 0 && form.a == 1) {
-    return text;
-  }
-  if (form.d != 0) {
-    text += fmt::format(" {} {}", form.d < 0 ? "-" : "+", std::llabs(form.d));
-  }
-  return "(" + text + ")";
-}
-
 class Merger {
  public:
-  Merger(const std::vector<BatchSample>& samples, int64_t max) : samples_(samples), max_(max) {
+  Merger(const std::vector<BatchSample>& samples, const std::vector<int64_t>& tops)
+      : samples_(samples), tops_(tops) {
     for (const BatchSample& sample : samples) {
       tokens_.push_back(Tokenize(sample.source));
+    }
+    for (size_t i = 0; i < tops.size(); ++i) {
+      names_.push_back(DynamicSizeName(i));
     }
   }
 
@@ -237,6 +216,10 @@ class Merger {
     return line.substr(0, 120);
   }
 
+  // "batch" and "8" for one dynamic size, "sizes" and "8x12" for several.
+  std::string Label() const { return tops_.size() == 1 ? "batch" : "sizes"; }
+  std::string Sizes(size_t s) const { return fmt::format("{}", fmt::join(samples_[s].sizes, "x")); }
+
   bool Fail(size_t k, const std::string& what) {
     problem_ = fmt::format("{} (line {}: {})", what, tokens_[0][k].line, LineOf(0, k));
     return false;
@@ -261,9 +244,8 @@ class Merger {
         const size_t k = FirstChange(s);
         form_changed_ = true;
         problem_ =
-            fmt::format("the generated code changes form between batch {} and {} (`{}` at {}, `{}` at {})",
-                        samples_[0].batch, samples_[s].batch, LineOf(0, k), samples_[0].batch, LineOf(s, k),
-                        samples_[s].batch);
+            fmt::format("the generated code changes form between {} {} and {} (`{}` at {}, `{}` at {})",
+                        Label(), Sizes(0), Sizes(s), LineOf(0, k), Sizes(0), LineOf(s, k), Sizes(s));
         return false;
       }
     }
@@ -277,8 +259,8 @@ class Merger {
       }
       if (tokens_[0][k].kind != Token::Kind::kNumber || !tokens_[0][k].integer) {
         form_changed_ = true;
-        return Fail(k, fmt::format("the generated code changes form with the batch: `{}` at batch {}",
-                                   Text(0, k), samples_[0].batch));
+        return Fail(k, fmt::format("the generated code changes form with the {}: `{}` at {} {}",
+                                   tops_.size() == 1 ? "batch" : "sizes", Text(0, k), Label(), Sizes(0)));
       }
       if (!Fit(k)) {
         return false;
@@ -296,64 +278,33 @@ class Merger {
       }
       values.push_back(std::stoll(Text(s, k)));
     }
-    std::optional<Linear> form = FitForm(values, false);
-    form = form ? form : FitForm(values, true);
+    const std::optional<SizeForm> form = FitForm(values);
     if (!form) {
-      // the first sample off the line through the first two
-      const int64_t a = (values[1] - values[0]) / (samples_[1].batch - samples_[0].batch);
-      size_t s = 2;
-      while (s + 1 < samples_.size() &&
-             a * (samples_[s].batch - samples_[0].batch) + values[0] == values[s]) {
-        ++s;
-      }
-      return Fail(k, fmt::format("a size is neither linear nor quadratic in the batch ({} at batch {}, {} at "
-                                 "batch {})",
-                                 values[0], samples_[0].batch, values[s], samples_[s].batch));
+      return Fail(k,
+                  fmt::format("a size is neither linear nor quadratic in the {} ({} at {} {}, {} at {} {})",
+                              tops_.size() == 1 ? "batch" : "dynamic sizes", values[0], Label(), Sizes(0),
+                              values[off_], Label(), Sizes(off_)));
     }
-    if (form->At(max_) > std::numeric_limits<int32_t>::max()) {
-      return Fail(k, fmt::format("a size reaches 2^31 at batch {}", max_));
+    if (FormAt(*form, tops_) > std::numeric_limits<int32_t>::max()) {
+      return Fail(k, fmt::format("a size reaches 2^31 at {} {}", Label(), fmt::join(tops_, "x")));
     }
-    linear_[k] = *form;
+    forms_[k] = *form;
     return true;
   }
 
-  // The linear (or, `quadratic`, quadratic) form through the first samples' values that every sample's value
-  // fits, if there is one with integer coefficients. Samples 0-2 are consecutive batches (BatchSamplePoints),
-  // and a quadratic is left at least two samples to check it with.
-  std::optional<Linear> FitForm(const std::vector<int64_t>& values, bool quadratic) const {
-    const int64_t b0 = samples_[0].batch;
-    Linear form;
-    if (quadratic) {
-      if (samples_.size() < 5 || samples_[1].batch != b0 + 1 || samples_[2].batch != b0 + 2) {
-        return std::nullopt;
-      }
-      const int64_t second = values[2] - 2 * values[1] + values[0];  // 2q
-      if (second % 2 != 0) {
-        return std::nullopt;
-      }
-      form.q = second / 2;
-      form.a = values[1] - values[0] - form.q * (2 * b0 + 1);
-    } else {
-      const int64_t step = samples_[1].batch - b0;
-      if ((values[1] - values[0]) % step != 0) {
-        return std::nullopt;
-      }
-      form.a = (values[1] - values[0]) / step;
+  std::optional<SizeForm> FitForm(const std::vector<int64_t>& values) {
+    std::vector<std::vector<int64_t>> points;
+    for (const BatchSample& sample : samples_) {
+      points.push_back(sample.sizes);
     }
-    form.d = values[0] - form.At(b0);
-    for (size_t s = 0; s < samples_.size(); ++s) {
-      if (form.At(samples_[s].batch) != values[s]) {
-        return std::nullopt;
-      }
-    }
-    return form;
+    return FitSizeForm(points, values, tops_, &off_);
   }
 
   // Every batch-dependent literal is where egg_B is defined: a jit function (which then takes it), the guard
   // or forward; in egg_precompile the largest batch's value stands (a specialization hint); comments say B.
   bool Place() {
     static const std::set<std::string> kPythonScopes = {"_egg_specialized", "forward", "_egg_forward"};
-    for (const auto& [k, line] : linear_) {
+    for (const auto& [k, form] : forms_) {
       const Scope& scope = scopes_[k];
       if (tokens_[0][k].comment || scope.function == "egg_precompile") {
         continue;
@@ -388,18 +339,19 @@ class Merger {
       return "";
     }
     const std::string before = Text(0, k - 1);
+    const std::string names = fmt::format("{}, ", fmt::join(names_, ", "));
     if (k >= 2 && Text(0, k - 2) == "def" && takes_batch_.count(before) != 0) {
-      return "egg_B, ";
+      return names;
     }
     if (k >= 3 && before == "warmup" && Text(0, k - 2) == "." && takes_batch_.count(Text(0, k - 3)) != 0) {
-      return std::to_string(max_) + ", ";
+      return fmt::format("{}, ", fmt::join(tops_, ", "));
     }
     if (before == "]") {  // NAME[grid](: find the bracket's opening and the name before it
       int depth = 0;
       for (size_t j = k - 1; j > 0; --j) {
         depth += Text(0, j) == "]" ? 1 : Text(0, j) == "[" ? -1 : 0;
         if (depth == 0) {
-          return takes_batch_.count(Text(0, j - 1)) != 0 ? "egg_B, " : "";
+          return takes_batch_.count(Text(0, j - 1)) != 0 ? names : "";
         }
       }
     }
@@ -413,9 +365,9 @@ class Merger {
     for (size_t k = 0; k < tokens_[0].size(); ++k) {
       const Token& token = tokens_[0][k];
       out += source.substr(at, token.begin - at);
-      const auto line = linear_.find(k);
+      const auto form = forms_.find(k);
       const bool hint = !token.comment && scopes_[k].function == "egg_precompile";
-      out += line == linear_.end() || hint ? Text(0, k) : Expression(line->second);
+      out += form == forms_.end() || hint ? Text(0, k) : FormExpression(form->second, names_);
       out += Insertion(k);
       at = token.end;
     }
@@ -423,9 +375,11 @@ class Merger {
   }
 
   const std::vector<BatchSample>& samples_;
-  int64_t max_;
+  std::vector<int64_t> tops_;       // the range's top of each dynamic size
+  std::vector<std::string> names_;  // egg_B, egg_C, ...
   std::vector<std::vector<Token>> tokens_;
-  std::map<size_t, Linear> linear_;  // token index -> its value in the batch
+  std::map<size_t, SizeForm> forms_;  // token index -> its value in the dynamic sizes
+  size_t off_ = 1;                    // FitForm's failure: the first sample off the line
   std::set<std::string> takes_batch_;
   std::vector<Scope> scopes_;  // of samples_[0]'s tokens
   std::string problem_;
@@ -434,15 +388,56 @@ class Merger {
 
 }  // namespace
 
+std::string DynamicSizeName(size_t index) {
+  return index == 0 ? "egg_B" : fmt::format("egg_{}", static_cast<char>('B' + index));
+}
+
 std::vector<int64_t> BatchSamplePoints(int64_t max) {
   return {max, max + 1, max + 2, max + 3, max + kFarSample};
 }
 
-MergedSource MergeBatchSamples(const std::vector<BatchSample>& samples, int64_t max) {
-  if (samples.size() < 3 || samples[1].batch == samples[0].batch) {
+std::vector<std::vector<int64_t>> SamplePoints(const std::vector<int64_t>& tops) {
+  std::vector<std::vector<int64_t>> points;
+  size_t grid = 1;
+  for (size_t i = 0; i < tops.size(); ++i) {
+    grid *= 3;
+  }
+  for (size_t code = 0; code < grid; ++code) {  // the tops + 0, 1 or 2 steps of each size: the fit
+    std::vector<int64_t> point = tops;
+    for (size_t i = 0, rest = code; i < tops.size(); ++i, rest /= 3) {
+      point[i] += static_cast<int64_t>(rest % 3);
+    }
+    points.push_back(point);
+  }
+  const auto at = [&](size_t i, int64_t di, size_t j, int64_t dj) {
+    std::vector<int64_t> point = tops;
+    point[i] += di;
+    point[j] += dj;
+    return point;
+  };
+  for (size_t i = 0; i < tops.size(); ++i) {  // the checks: 3 and 1024 steps along each size
+    points.push_back(at(i, 3, i, 0));
+    points.push_back(at(i, kFarSample, i, 0));
+  }
+  for (size_t i = 0; i < tops.size(); ++i) {  // and of each pair, 3 and 2 steps, 1024 of each
+    for (size_t j = i + 1; j < tops.size(); ++j) {
+      points.push_back(at(i, 3, j, 2));
+      points.push_back(at(i, kFarSample, j, kFarSample));
+    }
+  }
+  return points;
+}
+
+MergedSource MergeBatchSamples(const std::vector<BatchSample>& samples, const std::vector<int64_t>& tops) {
+  if (tops.empty() || samples.size() < 3 || samples[1].sizes == samples[0].sizes) {
     return {std::nullopt, "a dynamic batch needs three samples or more"};
   }
-  return Merger(samples, max).Merge();
+  for (const BatchSample& sample : samples) {
+    if (sample.sizes.size() != tops.size()) {
+      return {std::nullopt, "a sample does not give every dynamic size"};
+    }
+  }
+  return Merger(samples, tops).Merge();
 }
 
 }  // namespace egg::expert

@@ -1,10 +1,11 @@
 // Dynamic batch (docs/expert.md, "Dynamic batch"): one candidate file for every batch in a range. The
 // compiler writes the file at a few concrete batches at and above the range's top, from one design; the files
 // must then agree token for token except for integer literals, and each literal that differs must be one
-// linear function a*B + d of the batch at every sample. Those literals become expressions of egg_B: a runtime
-// argument of every kernel that holds one, a local of forward and of the guard in Python. Any other
-// difference is a problem (the code's form, a float literal, a size that is not linear in the batch), never a
-// guess.
+// linear function a*B + d of the batch at every sample (or quadratic, q*B*B + a*B + d; with several dynamic
+// sizes, egg_B, egg_C..., a polynomial of degree 2 at most in them). Those literals become expressions of
+// egg_B: a runtime argument of every kernel that holds one, a local of forward and of the guard in Python.
+// Any other difference is a problem (the code's form, a float literal, a size that is not linear in the
+// batch), never a guess.
 //
 // Why samples at and above the top: every range the index algebra simplifies with (x // 64 is 0 when x < 64)
 // and every choice made by size (int64 indexing) then holds for all smaller batches too. Why a sample 1024
@@ -20,7 +21,7 @@
 namespace egg::expert {
 
 struct BatchSample {
-  int64_t batch = 0;
+  std::vector<int64_t> sizes;  // one per dynamic size: {batch} for a dynamic batch
   std::string source;
 };
 
@@ -30,11 +31,18 @@ struct MergedSource {
   bool form_changed = false;  // the problem: the samples' code differs in more than integer literals
 };
 
-// The batches a dynamic candidate is generated at: max first, then max + 1 (the two that fix each line), then
-// the ones that check it.
+// The batches a dynamic candidate of one dynamic size is generated at: max first, then max + 1 and max + 2
+// (that fix each line or parabola), then the ones that check it.
 std::vector<int64_t> BatchSamplePoints(int64_t max);
+// The same for several dynamic sizes (`tops`, the range's top of each): the tops first, then 1, 2, 3 and 1024
+// steps along each size, then for each pair one step of each, 1024 of each, and 3 and 2.
+std::vector<std::vector<int64_t>> SamplePoints(const std::vector<int64_t>& tops);
 
-// One file for every batch up to `max` from `samples` (samples[0] at max, samples[1] at max + 1).
-MergedSource MergeBatchSamples(const std::vector<BatchSample>& samples, int64_t max);
+// egg_B for the first dynamic size, egg_C for the second, ...
+std::string DynamicSizeName(size_t index);
+
+// One file for every size up to `tops` from `samples` (SamplePoints(tops)'s, samples[0] at the tops), each
+// integer literal that differs a polynomial of degree 2 at most in the sizes.
+MergedSource MergeBatchSamples(const std::vector<BatchSample>& samples, const std::vector<int64_t>& tops);
 
 }  // namespace egg::expert

@@ -23,20 +23,20 @@ constexpr int64_t kMax = 8;
 std::vector<BatchSample> Samples(const std::function<std::string(int64_t)>& write) {
   std::vector<BatchSample> samples;
   for (int64_t batch : BatchSamplePoints(kMax)) {
-    samples.push_back({batch, write(batch)});
+    samples.push_back({{batch}, write(batch)});
   }
   return samples;
 }
 
 std::string Merged(const std::function<std::string(int64_t)>& write) {
-  const MergedSource merged = MergeBatchSamples(Samples(write), kMax);
+  const MergedSource merged = MergeBatchSamples(Samples(write), {kMax});
   EXPECT_TRUE(merged.source.has_value()) << merged.problem;
   EXPECT_EQ(merged.problem, "");
   return merged.source.value_or("");
 }
 
 std::string Problem(const std::function<std::string(int64_t)>& write) {
-  const MergedSource merged = MergeBatchSamples(Samples(write), kMax);
+  const MergedSource merged = MergeBatchSamples(Samples(write), {kMax});
   EXPECT_FALSE(merged.source.has_value()) << *merged.source;
   return merged.problem;
 }
@@ -301,10 +301,70 @@ TEST(DynamicBatchTest, TokensAreNumbersIdentifiersAndStringsWhole) {
 }
 
 TEST(DynamicBatchTest, TooFewSamplesOrASizeReachingTwoToThe31AreRefused) {
-  std::vector<BatchSample> two = {{8, "x = 8\n"}, {9, "x = 9\n"}};
-  EXPECT_EQ(MergeBatchSamples(two, 8).problem, "a dynamic batch needs three samples or more");
+  std::vector<BatchSample> two = {{{8}, "x = 8\n"}, {{9}, "x = 9\n"}};
+  EXPECT_EQ(MergeBatchSamples(two, {8}).problem, "a dynamic batch needs three samples or more");
   auto huge = [](int64_t b) { return "def forward(self, x):\n    return x[:" + N(300000000 * b) + "]\n"; };
   EXPECT_THAT(Problem(huge), StartsWith("a size reaches 2^31 at batch 8"));
+}
+
+// Two dynamic sizes B (dim 0) and S (dim 1): a [B, S, 32] input's numel, its strides, the rows of a
+// [B*S, 32] product, an attention's B*S*S scores and a size of S alone.
+TEST(DynamicBatchTest, SeveralSizesMergeIntoPolynomialsOfEach) {
+  const std::vector<int64_t> tops = {4, 12};
+  const auto write = [](int64_t b, int64_t s) {
+    return "@triton.jit\n"
+           "def egg_k0(x, XBLOCK: tl.constexpr):\n"
+           "    xmask = xindex < " +
+           N(b * s * 32) + "\n    tmp = tl.load(x + " + N(s * 32) + " * (xindex // " + N(s * 32) +
+           "))\n"
+           "\n"
+           "\n"
+           "def egg_precompile():\n"
+           "    egg_k0.warmup(torch.float32, XBLOCK=64, grid=(1,))\n"
+           "\n"
+           "\n"
+           "class ModelNew(torch.nn.Module):\n"
+           "    def _egg_forward(self, egg_B, egg_C, x):\n"
+           "        scores = torch.empty(" +
+           N(b * s * s) + ")\n        rows = " + N(b * s - 1) + " + " + N(s) +
+           "\n"
+           "        egg_k0[(" +
+           N(b * s * 32) + ",)](x, XBLOCK=64)\n";
+  };
+  std::vector<BatchSample> samples;
+  for (const std::vector<int64_t>& point : SamplePoints(tops)) {
+    samples.push_back({point, write(point[0], point[1])});
+  }
+  EXPECT_EQ(samples.size(), 15U) << "a 3x3 grid at the tops, 3 and 1024 steps along each size, 2 of the pair";
+  const MergedSource merged = MergeBatchSamples(samples, tops);
+  ASSERT_TRUE(merged.source.has_value()) << merged.problem;
+  EXPECT_EQ(*merged.source,
+            "@triton.jit\n"
+            "def egg_k0(egg_B, egg_C, x, XBLOCK: tl.constexpr):\n"
+            "    xmask = xindex < (egg_B * egg_C * 32)\n"
+            "    tmp = tl.load(x + (egg_C * 32) * (xindex // (egg_C * 32)))\n"
+            "\n"
+            "\n"
+            "def egg_precompile():\n"
+            "    egg_k0.warmup(4, 12, torch.float32, XBLOCK=64, grid=(1,))\n"
+            "\n"
+            "\n"
+            "class ModelNew(torch.nn.Module):\n"
+            "    def _egg_forward(self, egg_B, egg_C, x):\n"
+            "        scores = torch.empty((egg_B * egg_C * egg_C))\n"
+            "        rows = (egg_B * egg_C - 1) + egg_C\n"
+            "        egg_k0[((egg_B * egg_C * 32),)](egg_B, egg_C, x, XBLOCK=64)\n");
+  // S*S*S is of degree 3 in S: no polynomial of degree 2 in each size fits it at every sample
+  const auto cubic = [](int64_t b, int64_t s) {
+    return "def forward(self, x):\n    return x[:" + N(b + s * s * s) + "]\n";
+  };
+  std::vector<BatchSample> cubic_samples;
+  for (const std::vector<int64_t>& point : SamplePoints(tops)) {
+    cubic_samples.push_back({point, cubic(point[0], point[1])});
+  }
+  EXPECT_THAT(
+      MergeBatchSamples(cubic_samples, tops).problem,
+      StartsWith("a size is neither linear nor quadratic in the dynamic sizes (1732 at sizes 4x12, "));
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 #include "expert/codegen/guard_code.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
 #include <map>
 #include <sstream>
 
+#include "expert/codegen/dynamic_batch.h"
 #include "expert/ir/ops.h"
 
 namespace egg::expert {
@@ -107,11 +109,14 @@ std::string Guard(const Graph& graph) {
   for (int input : graph.Inputs()) {
     const Value& v = ValueAt(graph, input);
     if (v.meta) {
+      // with dynamic sizes a dimension may be 1, whose stride no kernel reads (_egg_strides, WriteGuardCalls)
+      const std::string strides =
+          graph.dynamic ? fmt::format("_egg_strides({}, {})", v.name, ShapeTuple(v.meta->stride))
+                        : fmt::format("{}.stride() == {}", v.name, ShapeTuple(v.meta->stride));
       checks.push_back(
           fmt::format("isinstance({0}, torch.Tensor) and {0}.shape == {1} and {0}.dtype == {2} and "
-                      "{0}.stride() == {3} and {0}.storage_offset() == {4}",
-                      v.name, ShapeTuple(v.meta->shape), TorchDType(v.meta->dtype),
-                      ShapeTuple(v.meta->stride), v.meta->offset));
+                      "{3} and {0}.storage_offset() == {4}",
+                      v.name, ShapeTuple(v.meta->shape), TorchDType(v.meta->dtype), strides, v.meta->offset));
     } else if (v.scalar.IsNumber()) {
       checks.push_back(fmt::format("{} == {}", v.name,
                                    v.scalar.kind == Arg::Kind::kFloat  ? FloatLiteral(v.scalar.f)
@@ -156,31 +161,23 @@ std::string BatchInput(const Graph& graph, int axis) {
   return "";
 }
 
-// The guard's calls in forward (and _egg_batch before the guard for a dynamic batch: the batch comes from the
-// first tensor input, and the guard checks every shape against it).
-void WriteGuardCalls(const Graph& graph, const DynamicBatch* dynamic, templates::Values* values) {
-  const std::string args = ForwardArgs(graph);
-  // each check's fallback says once why the task's own forward runs (_egg_fell_back in the file)
-  const auto fallback = [&](const std::string& condition, const std::string& why) {
-    return fmt::format(
-        "        if {}:\n            _egg_fell_back(self, \"{}\")\n            return super().forward({})\n",
-        condition, why, args);
-  };
-  const std::string settings = graph.settings.empty()
-                                   ? ""
-                                   : fallback("not _egg_settings_hold(self)",
-                                              "a setting the kernels hold has another value than at capture");
-  const std::string layout =
-      "the inputs are not the shapes, dtypes and strides the kernels were compiled for";
-  values->text["guard_args"] = dynamic != nullptr ? "egg_B, " + args : args;
-  if (dynamic == nullptr) {
-    values->text["batch_fn"] = "";
-    values->text["forward_guard"] =
-        fallback(fmt::format("not _egg_specialized({})", args), layout) + settings;
-    values->text["forward_guard"].pop_back();
-    return;
-  }
-  const int axis = dynamic->axis;
+namespace {
+
+// Each check's fallback: says once why the task's own forward runs (_egg_fell_back in the file).
+std::string Fallback(const std::string& args, const std::string& condition, const std::string& why) {
+  return fmt::format(
+      "        if {}:\n            _egg_fell_back(self, \"{}\")\n            return super().forward({})\n",
+      condition, why, args);
+}
+
+constexpr const char* kLayout =
+    "the inputs are not the shapes, dtypes and strides the kernels were compiled for";
+
+// One dynamic size: _egg_batch gives it (dim `axis` of the first tensor input that has one), or None outside
+// the range; the design line says which.
+std::string OneDynamicSize(const Graph& graph, const DynamicDim& dim, const std::string& args,
+                           templates::Values* values) {
+  const int axis = dim.axis;
   const std::string input = BatchInput(graph, axis);
   const std::string what = axis == 0 ? std::string("batch") : fmt::format("size of dim {}", axis);
   values->text["design_line"] +=
@@ -188,12 +185,12 @@ void WriteGuardCalls(const Graph& graph, const DynamicBatch* dynamic, templates:
           ? fmt::format(
                 "\n# Dynamic batch: every kernel takes the batch egg_B (dim 0 of each tensor input) as an "
                 "argument, for egg_B in\n# {}..{}; other batch sizes run the task's own forward.",
-                dynamic->min, dynamic->max)
+                dim.min, dim.max)
           : fmt::format(
                 "\n# Dynamic dim {0}: every kernel takes the size egg_B of dim {0} (of each tensor input "
                 "that has one) as an argument, for egg_B in\n# {1}..{2}; other sizes run the task's own "
                 "forward.",
-                axis, dynamic->min, dynamic->max);
+                axis, dim.min, dim.max);
   values->text["batch_fn"] = fmt::format(
       "def _egg_batch({0}):\n"
       "    \"\"\"The {4} of these inputs (dim {5} of {1}), or None outside the {2}..{3} the kernels hold "
@@ -202,12 +199,89 @@ void WriteGuardCalls(const Graph& graph, const DynamicBatch* dynamic, templates:
       "        return None\n"
       "    batch = {1}.shape[{5}]\n"
       "    return batch if {2} <= batch <= {3} else None\n\n\n",
-      args, input, dynamic->min, dynamic->max, what, axis, axis == 0 ? "== 0" : fmt::format("<= {}", axis));
+      args, input, dim.min, dim.max, what, axis, axis == 0 ? "== 0" : fmt::format("<= {}", axis));
+  return fmt::format("        egg_B = _egg_batch({})\n", args) +
+         Fallback(args, "egg_B is None",
+                  fmt::format("the {} is outside the {}..{} the kernels hold for", what, dim.min, dim.max));
+}
+
+// Several dynamic sizes: _egg_batch gives them as a tuple (each from the first tensor input with its
+// dimension), or None when one is outside its range; forward unpacks them into egg_B, egg_C, ...
+std::string SeveralDynamicSizes(const Graph& graph, const DynamicBatch& dynamic, const std::string& args,
+                                templates::Values* values) {
+  std::vector<std::string> names;
+  std::vector<std::string> reads;
+  std::vector<std::string> ranges;
+  std::vector<std::string> checks;
+  std::vector<std::string> where;
+  std::string present;
+  for (size_t i = 0; i < dynamic.dims.size(); ++i) {
+    const DynamicDim& dim = dynamic.dims[i];
+    const std::string input = BatchInput(graph, dim.axis);
+    names.push_back(DynamicSizeName(i));
+    reads.push_back(fmt::format("{}.shape[{}]", input, dim.axis));
+    ranges.push_back(fmt::format("{}..{}", dim.min, dim.max));
+    checks.push_back(fmt::format("{} <= sizes[{}] <= {}", dim.min, i, dim.max));
+    where.push_back(fmt::format("{} (dim {} of each tensor input that has one) in {}..{}", names.back(),
+                                dim.axis, dim.min, dim.max));
+    present +=
+        fmt::format("    if not isinstance({0}, torch.Tensor) or {0}.dim() <= {1}:\n        return None\n",
+                    input, dim.axis);
+  }
+  values->text["design_line"] += fmt::format(
+      "\n# Dynamic sizes: every kernel takes them as arguments, {};\n# other sizes run the task's own "
+      "forward.",
+      fmt::join(where, ", "));
+  values->text["batch_fn"] = fmt::format(
+      "def _egg_batch({0}):\n"
+      "    \"\"\"The dynamic sizes of these inputs ({1}), or None outside the {2} the kernels hold "
+      "for.\"\"\"\n"
+      "{3}"
+      "    sizes = ({1},)\n"
+      "    return sizes if {4} else None\n\n\n",
+      args, fmt::join(reads, ", "), fmt::join(ranges, " x "), present, fmt::join(checks, " and "));
+  return fmt::format("        egg_sizes = _egg_batch({})\n", args) +
+         Fallback(
+             args, "egg_sizes is None",
+             fmt::format("the sizes are outside the {} the kernels hold for", fmt::join(ranges, " x "))) +
+         fmt::format("        {} = egg_sizes\n", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+// The guard's calls in forward (and _egg_batch before the guard for a dynamic batch: the batch comes from the
+// first tensor input, and the guard checks every shape against it).
+void WriteGuardCalls(const Graph& graph, const DynamicBatch* dynamic, templates::Values* values) {
+  const std::string args = ForwardArgs(graph);
+  const std::string settings = graph.settings.empty()
+                                   ? ""
+                                   : Fallback(args, "not _egg_settings_hold(self)",
+                                              "a setting the kernels hold has another value than at capture");
+  if (dynamic == nullptr) {
+    values->text["guard_args"] = args;
+    values->text["batch_fn"] = "";
+    values->text["strides_fn"] = "";
+    values->text["forward_guard"] =
+        Fallback(args, fmt::format("not _egg_specialized({})", args), kLayout) + settings;
+    values->text["forward_guard"].pop_back();
+    return;
+  }
+  std::vector<std::string> names;
+  for (size_t i = 0; i < dynamic->dims.size(); ++i) {
+    names.push_back(DynamicSizeName(i));
+  }
+  const std::string sizes = fmt::format("{}, ", fmt::join(names, ", "));
+  values->text["guard_args"] = sizes + args;
+  const std::string read = dynamic->dims.size() == 1 ? OneDynamicSize(graph, dynamic->dims[0], args, values)
+                                                     : SeveralDynamicSizes(graph, *dynamic, args, values);
+  values->text["strides_fn"] =
+      "def _egg_strides(x, strides):\n"
+      "    \"\"\"x's strides are `strides` but where its size is 1 (a dynamic size of 1 from a slice keeps "
+      "the\n"
+      "    stride it had, and no kernel reads it).\"\"\"\n"
+      "    return all(s == e or n == 1 for s, e, n in zip(x.stride(), strides, x.shape))\n\n\n";
   values->text["forward_guard"] =
-      fmt::format("        egg_B = _egg_batch({})\n", args) +
-      fallback("egg_B is None", fmt::format("the {} is outside the {}..{} the kernels hold for", what,
-                                            dynamic->min, dynamic->max)) +
-      fallback(fmt::format("not _egg_specialized(egg_B, {})", args), layout) + settings;
+      read + Fallback(args, fmt::format("not _egg_specialized({}{})", sizes, args), kLayout) + settings;
   values->text["forward_guard"].pop_back();
 }
 

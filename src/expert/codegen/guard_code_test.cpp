@@ -77,7 +77,7 @@ TEST(GuardCodeTest, ADynamicGraphTakesTheBatchFromTheFirstTensorWithADimension) 
   const Graph graph = TwoInputs(false);
   EXPECT_EQ(BatchInput(graph), "x");
   EXPECT_EQ(ForwardArgs(graph), "s, x");
-  const DynamicBatch dynamic{nullptr, 1, 32, 4};
+  const DynamicBatch dynamic{nullptr, {{0, 1, 32, 4}}};
   templates::Values values;
   values.text["design_line"] = "# egg-design: {}";
   WriteGuardCalls(graph, &dynamic, &values);
@@ -122,8 +122,7 @@ TEST(GuardCodeTest, ADynamicDim1TakesItsSizeFromTheFirstTensorThatHasOne) {
   const Graph graph = TwoInputs(false);  // s is 0-d, x [4, 8]: x's dim 1
   EXPECT_EQ(BatchInput(graph, 1), "x");
   EXPECT_EQ(BatchInput(graph, 2), "");
-  DynamicBatch dynamic{nullptr, 1, 64, 8};
-  dynamic.axis = 1;
+  const DynamicBatch dynamic{nullptr, {{1, 1, 64, 8}}};
   templates::Values values;
   values.text["design_line"] = "# egg-design: {}";
   WriteGuardCalls(graph, &dynamic, &values);
@@ -141,6 +140,47 @@ TEST(GuardCodeTest, ADynamicDim1TakesItsSizeFromTheFirstTensorThatHasOne) {
             std::string::npos);
   EXPECT_NE(values.text["design_line"].find("# Dynamic dim 1: every kernel takes the size egg_B of dim 1"),
             std::string::npos);
+}
+
+TEST(GuardCodeTest, SeveralDynamicSizesComeAsATupleUnpackedIntoEggBAndEggC) {
+  const Graph graph = TwoInputs(false);  // s is 0-d, x [4, 8]
+  const DynamicBatch dynamic{nullptr, {{0, 1, 4, 4}, {1, 1, 64, 8}}};
+  templates::Values values;
+  values.text["design_line"] = "# egg-design: {}";
+  WriteGuardCalls(graph, &dynamic, &values);
+  EXPECT_EQ(values.text["guard_args"], "egg_B, egg_C, s, x");
+  EXPECT_EQ(values.text["batch_fn"],
+            "def _egg_batch(s, x):\n"
+            "    \"\"\"The dynamic sizes of these inputs (x.shape[0], x.shape[1]), or None outside the 1..4 "
+            "x 1..64 "
+            "the kernels hold for.\"\"\"\n"
+            "    if not isinstance(x, torch.Tensor) or x.dim() <= 0:\n"
+            "        return None\n"
+            "    if not isinstance(x, torch.Tensor) or x.dim() <= 1:\n"
+            "        return None\n"
+            "    sizes = (x.shape[0], x.shape[1],)\n"
+            "    return sizes if 1 <= sizes[0] <= 4 and 1 <= sizes[1] <= 64 else None\n"
+            "\n"
+            "\n");
+  EXPECT_EQ(
+      values.text["forward_guard"],
+      "        egg_sizes = _egg_batch(s, x)\n"
+      "        if egg_sizes is None:\n"
+      "            _egg_fell_back(self, \"the sizes are outside the 1..4 x 1..64 the kernels hold for\")\n"
+      "            return super().forward(s, x)\n"
+      "        egg_B, egg_C = egg_sizes\n"
+      "        if not _egg_specialized(egg_B, egg_C, s, x):\n"
+      "            _egg_fell_back(self, \"the inputs are not the shapes, dtypes and strides the kernels were "
+      "compiled for\")\n"
+      "            return super().forward(s, x)");
+  EXPECT_NE(
+      values.text["design_line"].find("# Dynamic sizes: every kernel takes them as arguments, egg_B (dim 0"),
+      std::string::npos);
+  EXPECT_NE(
+      values.text["strides_fn"].find("return all(s == e or n == 1 for s, e, n in zip(x.stride(), strides, "
+                                     "x.shape))"),
+      std::string::npos)
+      << "a size of 1 may keep any stride";
 }
 
 TEST(GuardCodeTest, TheGuardChecksEveryTensorInput) {

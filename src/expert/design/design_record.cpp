@@ -69,10 +69,16 @@ Json CandidateDesign::ToJson() const {
   if (precision != Precision::kUnset) {
     json["precision"] = NameOf(precision);
   }
-  if (batch_max > 0) {
-    json["dynamic"] = {{"dim", batch_dim == 0 ? std::string("batch") : fmt::format("dim{}", batch_dim)},
-                       {"min", batch_min},
-                       {"max", batch_max}};
+  Json ranges = Json::array();
+  for (const DynamicRange& range : dynamic) {
+    ranges.push_back({{"dim", range.dim == 0 ? std::string("batch") : fmt::format("dim{}", range.dim)},
+                      {"min", range.min},
+                      {"max", range.max}});
+  }
+  if (ranges.size() == 1) {
+    json["dynamic"] = ranges[0];
+  } else if (!ranges.empty()) {
+    json["dynamic"] = {{"dims", ranges}};
   }
   if (dtype != "fp32") {
     json["dtype"] = dtype;
@@ -87,14 +93,15 @@ CandidateDesign CandidateDesign::FromJson(const Json& json) {
   design.precision = ParseName<Precision>(json.value("precision", ""), "precision");
   design.dtype = json.value("dtype", "fp32");
   if (json.contains("dynamic")) {
-    design.batch_min = json.at("dynamic").at("min").get<int64_t>();
-    design.batch_max = json.at("dynamic").at("max").get<int64_t>();
-    const std::string dim = json.at("dynamic").value("dim", "batch");
-    const std::optional<int> parsed = harness::ParseDynamicDim(dim);
-    if (!parsed) {
-      throw UnknownName(fmt::format("unknown dynamic dimension '{}' (batch or dimN)", dim));
+    const Json& dynamic = json.at("dynamic");
+    for (const Json& range : dynamic.contains("dims") ? dynamic.at("dims") : Json::array({dynamic})) {
+      const std::string dim = range.value("dim", "batch");
+      const std::optional<int> parsed = harness::ParseDynamicDim(dim);
+      if (!parsed) {
+        throw UnknownName(fmt::format("unknown dynamic dimension '{}' (batch or dimN)", dim));
+      }
+      design.dynamic.push_back({*parsed, range.at("min").get<int64_t>(), range.at("max").get<int64_t>()});
     }
-    design.batch_dim = *parsed;
   }
   const Json kernels = json.value("kernels", Json::object());
   for (const auto& [name, kernel] : kernels.items()) {

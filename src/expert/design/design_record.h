@@ -166,9 +166,12 @@ struct CandidateDesign {
   std::string dtype = "fp32";
   // A dynamic batch (Graph::dynamic): the range of batches the kernels hold for, set from the graph like
   // dtype; 0 when the shapes are fixed (and then not written).
-  int64_t batch_min = 0;
-  int64_t batch_max = 0;
-  int batch_dim = 0;  // which dimension of the tensor inputs (0: the batch)
+  struct DynamicRange {
+    int dim = 0;  // which dimension of the tensor inputs (0: the batch)
+    int64_t min = 0;
+    int64_t max = 0;
+  };
+  std::vector<DynamicRange> dynamic;  // written {"dim", "min", "max"} for one, {"dims": [...]} for several
 
   Json ToJson() const;
   // UnknownName for an algorithm or precision that does not exist; Json::exception for a malformed record.

@@ -35,13 +35,19 @@ TEST(DesignRecordTest, DTypeIsRecordedOnlyWhenHalf) {
 
 TEST(DesignRecordTest, ADynamicRangeNamesItsDimension) {
   CandidateDesign design;
-  design.batch_min = 1;
-  design.batch_max = 64;
+  EXPECT_FALSE(design.ToJson().contains("dynamic"));
+  design.dynamic = {{0, 1, 64}};
   EXPECT_EQ(design.ToJson()["dynamic"], (Json{{"dim", "batch"}, {"min", 1}, {"max", 64}}));
-  design.batch_dim = 2;
+  design.dynamic[0].dim = 2;
   EXPECT_EQ(design.ToJson()["dynamic"]["dim"], "dim2");
-  EXPECT_EQ(CandidateDesign::FromJson(design.ToJson()).batch_dim, 2);
-  EXPECT_EQ(CandidateDesign::FromJson(Json{{"dynamic", {{"min", 1}, {"max", 4}}}}).batch_dim, 0);
+  EXPECT_EQ(CandidateDesign::FromJson(design.ToJson()).dynamic[0].dim, 2);
+  EXPECT_EQ(CandidateDesign::FromJson(Json{{"dynamic", {{"min", 1}, {"max", 4}}}}).dynamic[0].dim, 0);
+  design.dynamic = {{0, 1, 8}, {1, 1, 512}};
+  EXPECT_EQ(
+      design.ToJson()["dynamic"],
+      (Json{{"dims",
+             {{{"dim", "batch"}, {"min", 1}, {"max", 8}}, {{"dim", "dim1"}, {"min", 1}, {"max", 512}}}}}));
+  EXPECT_EQ(CandidateDesign::FromJson(design.ToJson()).ToJson(), design.ToJson());
   EXPECT_THROW(CandidateDesign::FromJson(Json{{"dynamic", {{"dim", "rows"}, {"min", 1}, {"max", 4}}}}),
                UnknownName);
 }

@@ -11,8 +11,8 @@ ParsedGraph CaptureGraph(harness::WorkerChannel& worker, const std::string& task
   if (options.precision != "fp32") {
     request["precision"] = options.precision;
   }
-  if (options.dynamic_batch) {
-    request["dynamic"] = harness::DynamicField(options.max_batch, options.dynamic_dim);
+  if (!options.dynamic.empty()) {
+    request["dynamic"] = harness::DynamicField(options.dynamic);
   }
   const harness::CallResult call = worker.Call(request, options.timeout_s);
   if (call.outcome != harness::CallOutcome::kOk) {

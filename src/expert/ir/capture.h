@@ -19,11 +19,9 @@ struct CaptureOptions {
   std::string precision =
       "fp32";  // bf16, fp16: the module and inputs cast first, so the graph is in that dtype
   double timeout_s = kCaptureTimeoutSeconds;
-  // A dynamic batch (EvalOptions::dynamic_batch): dim 0 (dynamic_dim) of every tensor input one symbol up to
-  // max_batch (0: the task's own size); the graph then carries Graph::dynamic.
-  bool dynamic_batch = false;
-  int64_t max_batch = 0;
-  int dynamic_dim = 0;
+  // Dynamic sizes (EvalOptions::dynamic): dim 0 (or another) of every tensor input one symbol up to its max
+  // (0: the task's own size); the graph then carries Graph::dynamic.
+  std::vector<harness::DynamicSize> dynamic;
 };
 
 ParsedGraph CaptureGraph(harness::WorkerChannel& worker, const std::string& task_path, const CaptureOptions& options);

@@ -403,53 +403,100 @@ const Node* Graph::Producer(int value) const {
 
 namespace {
 
-// `ir` with every linear form {"sym": [a, d]} replaced by a*batch + d, and every quadratic one
-// {"sym": [q, a, d]} by q*batch*batch + a*batch + d.
-Json AtBatch(const Json& ir, int64_t batch) {
+// A size's form at `sizes`: {"sym": [a, d]} is a*B + d and {"sym": [q, a, d]} q*B*B + a*B + d over the first
+// size; {"poly": [[c, [e0, e1, ...]], ...]} the sum of c * x0^e0 * x1^e1 ... over all of them.
+int64_t FormAt(const Json& form, const std::string& kind, const std::vector<int64_t>& sizes) {
+  const auto integer = [](const Json& c) { return c.is_number_integer(); };
+  if (kind == "sym") {
+    if (!form.is_array() || form.size() < 2 || form.size() > 3 ||
+        !std::all_of(form.begin(), form.end(), integer)) {
+      throw IrProblem("a size's form is not [a, d] or [q, a, d]");
+    }
+    int64_t value = 0;
+    for (const Json& coefficient : form) {  // Horner's rule, highest power first
+      value = value * sizes[0] + coefficient.get<int64_t>();
+    }
+    return value;
+  }
+  if (!form.is_array()) {
+    throw IrProblem("a size's polynomial is not a list of terms");
+  }
+  int64_t value = 0;
+  for (const Json& term : form) {
+    if (!term.is_array() || term.size() != 2 || !term[0].is_number_integer() || !term[1].is_array() ||
+        term[1].size() != sizes.size() || !std::all_of(term[1].begin(), term[1].end(), integer)) {
+      throw IrProblem("a size's polynomial term is not [c, [one power per dynamic size]]");
+    }
+    int64_t product = term[0].get<int64_t>();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      for (int64_t e = term[1][i].get<int64_t>(); e > 0; --e) {
+        product *= sizes[i];
+      }
+    }
+    value += product;
+  }
+  return value;
+}
+
+// `ir` with every size's form (FormAt) replaced by its value at `sizes`.
+Json AtSizes(const Json& ir, const std::vector<int64_t>& sizes) {
   if (ir.is_object()) {
-    const auto sym = ir.find("sym");
-    if (sym != ir.end() && ir.size() == 1) {
-      if (!sym->is_array() || sym->size() < 2 || sym->size() > 3 ||
-          !std::all_of(sym->begin(), sym->end(), [](const Json& c) { return c.is_number_integer(); })) {
-        throw IrProblem("a size's form is not [a, d] or [q, a, d]");
+    for (const char* kind : {"sym", "poly"}) {
+      const auto form = ir.find(kind);
+      if (form != ir.end() && ir.size() == 1) {
+        return FormAt(*form, kind, sizes);
       }
-      int64_t value = 0;
-      for (const Json& coefficient : *sym) {  // Horner's rule, highest power first
-        value = value * batch + coefficient.get<int64_t>();
-      }
-      return value;
     }
     Json out = Json::object();
     for (auto it = ir.begin(); it != ir.end(); ++it) {
-      out[it.key()] = AtBatch(it.value(), batch);
+      out[it.key()] = AtSizes(it.value(), sizes);
     }
     return out;
   }
   if (ir.is_array()) {
     Json out = Json::array();
     for (const Json& item : ir) {
-      out.push_back(AtBatch(item, batch));
+      out.push_back(AtSizes(item, sizes));
     }
     return out;
   }
   return ir;
 }
 
+DynamicDim ReadDynamicDim(const Json& range) {
+  DynamicDim dim{range.value("axis", 0), range.at("min").get<int64_t>(), range.at("max").get<int64_t>(),
+                 range.value("example", range.at("max").get<int64_t>())};
+  if (dim.min < 1 || dim.max < dim.min) {
+    throw IrProblem("the dynamic batch's range is empty");
+  }
+  if (dim.axis < 0) {
+    throw IrProblem("the dynamic dimension's axis is negative");
+  }
+  return dim;
+}
+
+// The IR's "dynamic": one size's range ({"dim", "axis", "min", "max", "example"}) or several ({"dims":
+// [...]}).
+std::vector<DynamicDim> ReadDynamicDims(const Json& dynamic) {
+  std::vector<DynamicDim> dims;
+  if (!dynamic.contains("dims")) {
+    return {ReadDynamicDim(dynamic)};
+  }
+  for (const Json& range : dynamic.at("dims")) {
+    dims.push_back(ReadDynamicDim(range));
+  }
+  if (dims.empty()) {
+    throw IrProblem("the dynamic sizes' list is empty");
+  }
+  return dims;
+}
+
 Graph ParseAnyGraph(const Json& ir) {
   if (!ir.is_object() || !ir.contains("dynamic")) {
     return Parser().Parse(ir);
   }
-  const Json& range = ir.at("dynamic");
-  DynamicBatch dynamic{std::make_shared<const Json>(ir), range.at("min").get<int64_t>(),
-                       range.at("max").get<int64_t>(), range.value("example", range.at("max").get<int64_t>()),
-                       range.value("axis", 0)};
-  if (dynamic.min < 1 || dynamic.max < dynamic.min) {
-    throw IrProblem("the dynamic batch's range is empty");
-  }
-  if (dynamic.axis < 0) {
-    throw IrProblem("the dynamic dimension's axis is negative");
-  }
-  Json concrete = AtBatch(ir, dynamic.max);
+  DynamicBatch dynamic{std::make_shared<const Json>(ir), ReadDynamicDims(ir.at("dynamic"))};
+  Json concrete = AtSizes(ir, dynamic.Tops());
   concrete.erase("dynamic");
   Graph graph = Parser().Parse(concrete);
   graph.dynamic = std::move(dynamic);
@@ -458,8 +505,21 @@ Graph ParseAnyGraph(const Json& ir) {
 
 }  // namespace
 
-ParsedGraph GraphAtBatch(const DynamicBatch& dynamic, int64_t batch) {
-  Json concrete = AtBatch(*dynamic.ir, batch);
+std::vector<int64_t> DynamicBatch::Tops() const {
+  std::vector<int64_t> tops;
+  for (const DynamicDim& dim : dims) {
+    tops.push_back(dim.max);
+  }
+  return tops;
+}
+
+ParsedGraph GraphAtSizes(const DynamicBatch& dynamic, const std::vector<int64_t>& sizes) {
+  Json concrete;
+  try {
+    concrete = AtSizes(*dynamic.ir, sizes);
+  } catch (const IrProblem& problem) {
+    return {std::nullopt, std::string("bad graph IR: ") + problem.what()};
+  }
   concrete.erase("dynamic");
   ParsedGraph parsed = ParseGraph(concrete);
   if (parsed.graph) {

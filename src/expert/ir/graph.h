@@ -98,19 +98,27 @@ struct Setting {
   std::string literal;  // its value then, as a Python literal: "1e-05", "(1, 1)", "'zeros'"
 };
 
-// A capture whose batch (dim 0 of every tensor input; or dim `axis` of each that has one) is one symbol B in
-// [min, max] (docs/expert.md, "Dynamic batch"): the IR as the worker wrote it, every size that depends on B a
-// linear form {"sym": [a, d]} (a*B + d). The graph it belongs to is this IR at B = max, the bound every
-// range-based decision must hold for.
-struct DynamicBatch {
-  std::shared_ptr<const Json> ir;
+// One dynamic size: dim `axis` of every tensor input that has one (0: the batch), in [min, max].
+struct DynamicDim {
+  int axis = 0;
   int64_t min = 1;
   int64_t max = 1;
   int64_t example = 1;  // the task's own size, captured
-  int axis = 0;         // which dimension of the tensor inputs B is (0: the batch)
+};
+
+// A capture whose batch (dim 0 of every tensor input; or other dimensions, each its own symbol) is one symbol
+// B in [min, max] (docs/expert.md, "Dynamic batch"): the IR as the worker wrote it, every size that depends
+// on B a linear form {"sym": [a, d]} (a*B + d) or a quadratic one {"sym": [q, a, d]}; with several dynamic
+// sizes a polynomial {"poly": [[c, [e0, e1, ...]], ...]} (c * x0^e0 * x1^e1 ...). The graph it belongs to is
+// this IR at every size's max, the bound every range-based decision must hold for.
+struct DynamicBatch {
+  std::shared_ptr<const Json> ir;
+  std::vector<DynamicDim> dims;  // one at least; dims[0]'s size is egg_B, dims[1]'s egg_C, ...
   // Every kernel indexes in int64: set when the samples the module is generated at straddle int32 offsets
   // (a far sample past 2^31 where the range's top is under it), so that every sample has the same code.
   bool wide_indexing = false;
+
+  std::vector<int64_t> Tops() const;
 };
 
 struct Graph {
@@ -137,7 +145,7 @@ struct ParsedGraph {
 ParsedGraph ParseGraph(const Json& ir);
 // The graph of a dynamic-batch capture at `batch`, or a problem. It keeps `dynamic`: code generators write a
 // count they would compute from a size that may change with the batch as an expression of that size.
-ParsedGraph GraphAtBatch(const DynamicBatch& dynamic, int64_t batch);
+ParsedGraph GraphAtSizes(const DynamicBatch& dynamic, const std::vector<int64_t>& sizes);
 
 // The value with index `value` of `graph`.
 inline const Value& ValueAt(const Graph& graph, int value) { return graph.values.at(static_cast<size_t>(value)); }

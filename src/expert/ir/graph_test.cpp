@@ -193,9 +193,9 @@ Json DynamicIr() {
 TEST(GraphTest, ADynamicBatchIrParsesAtItsLargestBatch) {
   const Graph graph = testing::LoadGraph(DynamicIr());
   ASSERT_TRUE(graph.dynamic.has_value());
-  EXPECT_EQ(graph.dynamic->min, 1);
-  EXPECT_EQ(graph.dynamic->max, 16);
-  EXPECT_EQ(graph.dynamic->example, 4);
+  EXPECT_EQ(graph.dynamic->dims[0].min, 1);
+  EXPECT_EQ(graph.dynamic->dims[0].max, 16);
+  EXPECT_EQ(graph.dynamic->dims[0].example, 4);
   ASSERT_NE(graph.dynamic->ir, nullptr);
   EXPECT_EQ(*graph.dynamic->ir, DynamicIr()) << "the IR is kept as written";
   const Value& x = graph.values[0];
@@ -205,19 +205,51 @@ TEST(GraphTest, ADynamicBatchIrParsesAtItsLargestBatch) {
   EXPECT_EQ(graph.nodes[0].args.at(1).AsInts(), std::vector<int64_t>{128}) << "arguments are evaluated too";
   EXPECT_EQ(ValueAt(graph, graph.nodes[1].value).meta->shape, std::vector<int64_t>{128});
 
-  const ParsedGraph at5 = GraphAtBatch(*graph.dynamic, 5);
+  const ParsedGraph at5 = GraphAtSizes(*graph.dynamic, {5});
   ASSERT_TRUE(at5.graph) << at5.problem;
   EXPECT_EQ(at5.graph->values[0].meta->shape, (std::vector<int64_t>{5, 8}));
   EXPECT_EQ(at5.graph->nodes[0].args.at(1).AsInts(), std::vector<int64_t>{40});
   EXPECT_EQ(ValueAt(*at5.graph, at5.graph->nodes[1].value).meta->shape, std::vector<int64_t>{40});
   ASSERT_TRUE(at5.graph->dynamic.has_value()) << "the graph at a batch keeps the range";
-  EXPECT_EQ(at5.graph->dynamic->max, 16);
+  EXPECT_EQ(at5.graph->dynamic->dims[0].max, 16);
   EXPECT_EQ(at5.graph->dynamic->ir, graph.dynamic->ir);
 
   Json no_example = DynamicIr();
   no_example["dynamic"].erase("example");
-  EXPECT_EQ(testing::LoadGraph(no_example).dynamic->example, 16) << "the example defaults to the top";
+  EXPECT_EQ(testing::LoadGraph(no_example).dynamic->dims[0].example, 16) << "the example defaults to the top";
   EXPECT_FALSE(testing::LoadGraph(SmallIr()).dynamic.has_value());
+}
+
+TEST(GraphTest, AnIrOfSeveralDynamicSizesParsesAtEveryTopAndAtAnyPoint) {
+  // x [B, S] with B in 1..16 and S in 1..32; the view's length is B*S + S*S, a polynomial of both
+  Json ir = DynamicIr();
+  ir["dynamic"] = {{"dims",
+                    {{{"dim", "batch"}, {"axis", 0}, {"min", 1}, {"max", 16}, {"example", 4}},
+                     {{"dim", "dim1"}, {"axis", 1}, {"min", 1}, {"max", 32}, {"example", 8}}}}};
+  const Json b = {{"poly", {{1, {1, 0}}}}};
+  const Json s = {{"poly", {{1, {0, 1}}}}};
+  const Json length = {{"poly", {{1, {1, 1}}, {1, {0, 2}}}}};
+  ir["inputs"][0]["meta"]["shape"] = Json::array({b, s});
+  ir["inputs"][0]["meta"]["stride"] = Json::array({s, 1});
+  for (Json& node : ir["nodes"]) {
+    node["meta"]["shape"] = Json::array({length});
+  }
+  ir["nodes"][0]["args"][1] = Json::array({length});
+  ir["inputs"][0]["meta"]["shape"] = Json::array({b, s});
+  // the view of [B, S] to B*S + S*S elements is not a real view, but the IR parses: sizes are what is checked
+  const Graph graph = testing::LoadGraph(ir);
+  ASSERT_TRUE(graph.dynamic.has_value());
+  ASSERT_EQ(graph.dynamic->dims.size(), 2U);
+  EXPECT_EQ(graph.dynamic->dims[1].axis, 1);
+  EXPECT_EQ(graph.dynamic->Tops(), (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(ValueAt(graph, graph.Inputs()[0]).meta->shape, (std::vector<int64_t>{16, 32}));
+  const ParsedGraph at = GraphAtSizes(*graph.dynamic, {2, 3});
+  ASSERT_TRUE(at.graph.has_value()) << at.problem;
+  EXPECT_EQ(ValueAt(*at.graph, at.graph->Inputs()[0]).meta->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(ValueAt(*at.graph, at.graph->nodes.back().value).meta->shape,
+            (std::vector<int64_t>{2 * 3 + 3 * 3}));
+  ir["nodes"][1]["meta"]["shape"] = Json::array({{{"poly", {{1, {1}}}}}});
+  EXPECT_EQ(Problem(ir), "bad graph IR: a size's polynomial term is not [c, [one power per dynamic size]]");
 }
 
 TEST(GraphTest, AMalformedDynamicBatchIsABadGraphIr) {
