@@ -17,11 +17,6 @@ constexpr int64_t kConvMaxRows = 256;  // BLOCK_M of a convolution with a narrow
 // Output tiles a wide (128x256) tile must still make to be the in-place product's seed: about a wave of an
 // H100's or H200's 132 SMs.
 constexpr int64_t kMinWideTiles = 128;
-// The K a wide tile needs to pay for its prologue and its 128x256 epilogue: on 1_11 (K = 256, 8 steps of 32)
-// seed 0's wide kmajor tile took 9.58 ms (the run's trajectory), the seeds' best 6.51 ms, and kmajor with
-// seed 2's table tile 3.78 ms (H100, bench/results/h100-gemm-search/tol1e-2-e67e4e8); the products the wide
-// tile won on have K of 4096 and more.
-constexpr int64_t kMinWideDepth = 1024;
 // A mat-vec program: 16 rows x a K step of 512 products held elementwise (64 fp32 registers a thread at 4
 // warps), summed once after the K loop.
 constexpr int64_t kMatVecRows = 16;
@@ -75,15 +70,14 @@ void SeedOperandLayout(const MatmulSpec& mm, Precision products, KernelDesign& d
   // on the H100 (0.398 ms, cuBLAS TF32 0.354); end to end on 1_1, 0.48 ms against 0.57 ms for the 128x128
   // tile of 4 warps the search kept from seed 1 (bench/results/h100-fp32-precision, h100-gemm-search).
   static const int64_t kKMajorTf32Tile[5] = {128, 256, 32, 8, 3};
-  const bool deep = mm.k >= kMinWideDepth;
   if (KMajorCopyFits(mm, products) && mm.b_n_major) {
     design.algorithm = Algorithm::kKMajor;
-    if (products == Precision::kTf32 && deep) {
+    if (products == Precision::kTf32) {
       ApplyTile(mm, kKMajorTf32Tile, design);
     }
   } else if (AlignedCopyFits(mm)) {
     design.algorithm = Algorithm::kAligned;
-  } else if (products == Precision::kTf32 && deep && mm.a_k_major && mm.b_k_major &&
+  } else if (products == Precision::kTf32 && mm.a_k_major && mm.b_k_major &&
              WideTiles(mm, kKMajorTf32Tile) >= kMinWideTiles) {
     // Both read in place along K, as kmajor reads its copy (1_17, nn.Linear's weight): the same tile where it
     // still makes most of a wave of programs (an MLP's 128-row batch keeps the table's smaller tiles).
