@@ -34,6 +34,25 @@ def _fallback(*args, **kwargs):
     raise AssertionError("the candidate fell back to the task's forward")
 
 
+def _built(candidate):
+    """The candidate file's module, its task's Model and a ModelNew holding the same weights."""
+    module = _load(candidate)
+    torch.manual_seed(0)
+    reference = module.Model(*module.get_init_inputs())
+    model = module.ModelNew(*module.get_init_inputs())
+    model.load_state_dict(reference.state_dict())
+    return module, reference, model
+
+
+def _kernels_only(module, model, *inputs):
+    """model(*inputs) with the task's forward made to raise: a fallback fails the test."""
+    own_forward, module.Model.forward = module.Model.forward, _fallback
+    try:
+        return model(*inputs)
+    finally:
+        module.Model.forward = own_forward
+
+
 @pytest.mark.parametrize("task", FIXTURES)
 def test_one_file_is_correct_at_batch_1_3_and_17_without_fallback(egg, tmp_path, task):
     candidate = tmp_path / f"dyn_{task}"
@@ -42,19 +61,11 @@ def test_one_file_is_correct_at_batch_1_3_and_17_without_fallback(egg, tmp_path,
     assert proc.returncode == 0, proc.stderr
     source = candidate.read_text()
     assert "# Dynamic batch:" in source and "egg_B" in source
-    module = _load(candidate)
-    torch.manual_seed(0)
-    reference = module.Model(*module.get_init_inputs())
-    model = module.ModelNew(*module.get_init_inputs())
-    model.load_state_dict(reference.state_dict())
+    module, reference, model = _built(candidate)
     for batch in (1, 3, 17):
         inputs = [torch.randn(batch, *x.shape[1:]) for x in module.get_inputs()]
         expected = reference(*inputs)
-        own_forward, module.Model.forward = module.Model.forward, _fallback
-        try:
-            got = model(*inputs)
-        finally:
-            module.Model.forward = own_forward
+        got = _kernels_only(module, model, *inputs)
         assert got.shape == expected.shape
         torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4, msg=f"batch {batch}")
     # past --max-batch the guard hands the call to the task's own forward, and says so once
@@ -73,18 +84,10 @@ def test_a_dynamic_dim_1_file_is_correct_at_sequence_1_3_and_17_without_fallback
     proc = egg.run("compile", task, "--device", "cpu", "--dynamic", "dim1", "--max-size", "32", "--out", candidate)
     assert proc.returncode == 0, proc.stderr
     assert "# Dynamic dim 1:" in candidate.read_text()
-    module = _load(candidate)
-    torch.manual_seed(0)
-    reference = module.Model(*module.get_init_inputs())
-    model = module.ModelNew(*module.get_init_inputs())
-    model.load_state_dict(reference.state_dict())
+    module, reference, model = _built(candidate)
     for sequence in (1, 3, 17):
         x = torch.randn(2, sequence, 32)
-        own_forward, module.Model.forward = module.Model.forward, _fallback
-        try:
-            got = model(x)
-        finally:
-            module.Model.forward = own_forward
+        got = _kernels_only(module, model, x)
         torch.testing.assert_close(got, reference(x), atol=1e-4, rtol=1e-4, msg=f"sequence {sequence}")
     with pytest.warns(RuntimeWarning, match="the size of dim 1 is outside the 1..32 the kernels hold for"):
         x = torch.randn(2, 33, 32)
@@ -108,18 +111,10 @@ def test_causal_attention_over_a_dynamic_sequence_is_one_file_without_fallback(e
     proc = egg.run("compile", task, "--device", "cpu", "--dynamic", "dim1", "--max-size", "24", "--out", candidate)
     assert proc.returncode == 0, proc.stderr
     assert "(attention)" in candidate.read_text() and "for n0 in range(0, egg_B, BLOCK_N)" in candidate.read_text()
-    module = _load(candidate)
-    torch.manual_seed(0)
-    reference = module.Model(*module.get_init_inputs())
-    model = module.ModelNew(*module.get_init_inputs())
-    model.load_state_dict(reference.state_dict())
+    module, reference, model = _built(candidate)
     for sequence in (1, 3, 17, 24):
         x = torch.randn(2, sequence, 32)
-        own_forward, module.Model.forward = module.Model.forward, _fallback
-        try:
-            got = model(x)
-        finally:
-            module.Model.forward = own_forward
+        got = _kernels_only(module, model, x)
         torch.testing.assert_close(got, reference(x), atol=1e-4, rtol=1e-4, msg=f"sequence {sequence}")
 
 
@@ -133,20 +128,12 @@ def test_batch_and_sequence_both_dynamic_is_one_file_without_fallback(egg, tmp_p
     assert proc.returncode == 0, proc.stderr
     source = candidate.read_text()
     assert "# Dynamic sizes:" in source and "egg_B, egg_C = egg_sizes" in source
-    module = _load(candidate)
-    torch.manual_seed(0)
-    reference = module.Model(*module.get_init_inputs())
-    model = module.ModelNew(*module.get_init_inputs())
-    model.load_state_dict(reference.state_dict())
+    module, reference, model = _built(candidate)
     for batch, sequence in ((1, 1), (3, 5), (2, 17), (4, 24)):
         x = torch.randn(batch, sequence, 32)
-        own_forward, module.Model.forward = module.Model.forward, _fallback
-        try:
-            got = model(x)
-            # one sequence of one step cut from a longer one keeps its dim-0 stride, which no kernel reads
-            sliced = model(x[:1, :1])
-        finally:
-            module.Model.forward = own_forward
+        got = _kernels_only(module, model, x)
+        # one sequence of one step cut from a longer one keeps its dim-0 stride, which no kernel reads
+        sliced = _kernels_only(module, model, x[:1, :1])
         torch.testing.assert_close(got, reference(x), atol=1e-4, rtol=1e-4, msg=f"{batch}x{sequence}")
         torch.testing.assert_close(sliced, reference(x[:1, :1]), atol=1e-4, rtol=1e-4)
     big = torch.randn(5, 3, 32)  # batch 5 is past --max-size's 4: the task's own forward, said once
@@ -191,11 +178,7 @@ def test_a_module_whose_far_sample_passes_int32_offsets_indexes_in_int64(egg, tm
     model, reference = module.ModelNew(), module.Model()
     for batch in (1, 2):
         x = torch.randn(batch, 2097152)
-        own_forward, module.Model.forward = module.Model.forward, _fallback
-        try:
-            got = model(x)
-        finally:
-            module.Model.forward = own_forward
+        got = _kernels_only(module, model, x)
         torch.testing.assert_close(got, reference(x), atol=1e-4, rtol=1e-4, msg=f"batch {batch}")
 
 
