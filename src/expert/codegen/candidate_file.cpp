@@ -473,7 +473,7 @@ std::optional<CandidateDesign> LoopedOverTheBatch(const Candidate& top, const Ca
   return changed ? std::optional<CandidateDesign>(design) : std::nullopt;
 }
 
-// The file at each sample batch (BatchSamplePoints) from `design`, merged (dynamic_batch.h); `mismatch` gets
+// The file at each sample (SamplePoints) from `design`, merged (dynamic_batch.h); `mismatch` gets
 // the sample whose design differed from the top's, if that is why there is no source, and `form_changed` is
 // set when the samples' code differed in form.
 Candidate MergeDynamic(const Graph& graph, const std::string& task_source, const std::string& task_name,

@@ -392,10 +392,6 @@ std::string DynamicSizeName(size_t index) {
   return index == 0 ? "egg_B" : fmt::format("egg_{}", static_cast<char>('B' + index));
 }
 
-std::vector<int64_t> BatchSamplePoints(int64_t max) {
-  return {max, max + 1, max + 2, max + 3, max + kFarSample};
-}
-
 std::vector<std::vector<int64_t>> SamplePoints(const std::vector<int64_t>& tops) {
   std::vector<std::vector<int64_t>> points;
   size_t grid = 1;

@@ -31,11 +31,10 @@ struct MergedSource {
   bool form_changed = false;  // the problem: the samples' code differs in more than integer literals
 };
 
-// The batches a dynamic candidate of one dynamic size is generated at: max first, then max + 1 and max + 2
-// (that fix each line or parabola), then the ones that check it.
-std::vector<int64_t> BatchSamplePoints(int64_t max);
-// The same for several dynamic sizes (`tops`, the range's top of each): the tops first, then 1, 2, 3 and 1024
-// steps along each size, then for each pair one step of each, 1024 of each, and 3 and 2.
+// The sizes a dynamic candidate is generated at (`tops`, the range's top of each dynamic size): the 3^n grid
+// of the tops + 0, 1 or 2 steps of each (which fixes each literal's polynomial: size_form.h), then 3 and 1024
+// steps along each size, then for each pair 3 and 2 steps, and 1024 of each. One size: max, max + 1, max + 2,
+// max + 3, max + 1024.
 std::vector<std::vector<int64_t>> SamplePoints(const std::vector<int64_t>& tops);
 
 // egg_B for the first dynamic size, egg_C for the second, ...

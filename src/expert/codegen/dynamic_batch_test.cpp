@@ -19,11 +19,11 @@ using ::testing::StartsWith;
 
 constexpr int64_t kMax = 8;
 
-// The source `write` gives at each of BatchSamplePoints(kMax).
+// The source `write` gives at each of SamplePoints({kMax}).
 std::vector<BatchSample> Samples(const std::function<std::string(int64_t)>& write) {
   std::vector<BatchSample> samples;
-  for (int64_t batch : BatchSamplePoints(kMax)) {
-    samples.push_back({{batch}, write(batch)});
+  for (const std::vector<int64_t>& point : SamplePoints({kMax})) {
+    samples.push_back({point, write(point[0])});
   }
   return samples;
 }
@@ -87,8 +87,9 @@ std::string Candidate(int64_t b) {
 }
 
 TEST(DynamicBatchTest, SamplePointsAreTheTopItsNeighboursAndOneFarAbove) {
-  EXPECT_EQ(BatchSamplePoints(8), (std::vector<int64_t>{8, 9, 10, 11, 1032}));
-  EXPECT_EQ(BatchSamplePoints(1), (std::vector<int64_t>{1, 2, 3, 4, 1025}));
+  using Points = std::vector<std::vector<int64_t>>;
+  EXPECT_EQ(SamplePoints({8}), (Points{{8}, {9}, {10}, {11}, {1032}}));
+  EXPECT_EQ(SamplePoints({1}), (Points{{1}, {2}, {3}, {4}, {1025}}));
 }
 
 TEST(DynamicBatchTest, KernelLiteralsBecomeExpressionsOfAnEggBParameter) {
