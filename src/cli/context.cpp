@@ -149,7 +149,7 @@ void AddDynamicOptions(CLI::App& command, harness::EvalOptions* options) {
     }
     options->dynamic = std::get<std::vector<harness::DynamicSize>>(parsed);
   };
-  command.add_option_function<std::string>(
+  CLI::Option* dynamic = command.add_option_function<std::string>(
       "--dynamic",
       [given, resolve](const std::string& value) {
         given->dims = value;
@@ -169,7 +169,8 @@ void AddDynamicOptions(CLI::App& command, harness::EvalOptions* options) {
           "With --dynamic: the largest size of each dynamic dimension the kernels hold for, in --dynamic's "
           "order (default: the task's own)")
       ->delimiter(',')
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->needs(dynamic);
 }
 
 void AddEvalOptions(CLI::App& command, harness::EvalOptions* options, std::string* device_flag) {

@@ -155,6 +155,16 @@ def test_a_bad_dynamic_dimension_is_refused_in_one_line(egg, tmp_path, value, me
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
 
 
+def test_a_largest_size_without_a_dynamic_dimension_is_refused_in_one_line(egg, tmp_path):
+    proc = egg.run("compile", TASKS / "dynamic_sequence.py", "--device", "cpu", "--max-size", "8",
+                   "--out", tmp_path / "never.py")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "--max-size requires --dynamic" in proc.stderr
+    proc = egg.run("compile", TASKS / "dynamic_sequence.py", "--device", "cpu", "--dynamic", "batch",
+                   "--max-size", "8,16", "--out", tmp_path / "never.py")
+    assert proc.returncode == 2 and "--max-size gives 2 sizes for 1 dynamic dimension(s)" in proc.stderr
+
+
 def test_a_dynamic_dimension_no_input_has_is_refused_in_one_line(egg, tmp_path):
     proc = egg.run("compile", TASKS / "dynamic_sequence.py", "--device", "cpu", "--dynamic", "dim3",
                    "--out", tmp_path / "never.py")
