@@ -116,12 +116,8 @@ void PrintHuman(const harness::EvalResult& r) {
   }
   const harness::DimsText dims = harness::DescribeDims(r.batch_dims);
   if (!r.batch_sizes.empty()) {
-    std::vector<std::string> points;
-    for (const Json& point : r.batch_sizes) {
-      points.push_back(harness::PointText(point));
-    }
     fmt::print("dynamic {}: also correct at {} {}, with the kernels (no fallback)\n", dims.label, dims.unit,
-               fmt::join(points, ", "));
+               harness::PointsText(r.batch_sizes));
   }
   if (r.by_batch.is_array()) {
     for (const Json& entry : r.by_batch) {

@@ -292,6 +292,14 @@ std::string PointText(const Json& point) {
   return fmt::format("{}", fmt::join(sizes, "x"));
 }
 
+std::string PointsText(const Json& points) {
+  std::vector<std::string> texts;
+  for (const Json& point : points) {
+    texts.push_back(PointText(point));
+  }
+  return fmt::format("{}", fmt::join(texts, ", "));
+}
+
 Json RowPoint(const Json& row) {
   return row.contains("sizes") ? row.at("sizes") : row.value("batch", Json());
 }

@@ -191,6 +191,8 @@ struct DimsText {
 DimsText DescribeDims(const std::vector<int>& dims);
 // A point of batch_sizes or by_batch's key as text: "3", or "3x5" for several sizes.
 std::string PointText(const Json& point);
+// Every point of batch_sizes, joined: "1, 3, 17" or "1x1, 3x3".
+std::string PointsText(const Json& points);
 // The point a by_batch row is at: its "sizes" (several dynamic sizes), else its "batch".
 Json RowPoint(const Json& row);
 // One dimension of --dynamic's value: "batch" (dim 0) or "dimN" as N, nullopt for anything else.

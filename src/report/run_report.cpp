@@ -114,14 +114,10 @@ std::string ResultSection(const Json& final) {
   const harness::DimsText dims =
       harness::DescribeDims(final.value("batch_dims", std::vector<int>{final.value("batch_dim", 0)}));
   if (batches.is_array() && !batches.empty()) {
-    std::vector<std::string> points;
-    for (const Json& point : batches) {
-      points.push_back(harness::PointText(point));
-    }
     out += fmt::format(
         "dynamic {}: also correct at {} {}, with the kernels (no fallback); the times just below are at the "
         "task's own {}\n",
-        dims.label, dims.unit, fmt::join(points, ", "), dims.unit);
+        dims.label, dims.unit, harness::PointsText(batches), dims.unit);
   }
   const Json speedups = final.value("speedups", Json());
   if (!speedups.is_object()) {
