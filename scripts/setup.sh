@@ -33,8 +33,9 @@ else
   # numpy < 2.4: Triton 3.6's interpreter fails on runtime loop bounds with numpy 2.4 (triton-lang/triton#9171)
   # einops: KernelBench's Mamba2 tasks (level 3, 48 and 49) import it
   # ray: egg bench --ray and its test on a local multi-node cluster (optional at run time)
+  # pytest-xdist: scripts/test.sh runs the tests over both cores
   # transformers: tests only, tiny Hugging Face models built from their config classes (tests/blackbox/hf_models.py)
-  requirements=(torch==2.13.0 triton==3.6.0 "numpy<2.4" einops pytest matplotlib jinja2 ray==2.60.0
+  requirements=(torch==2.13.0 triton==3.6.0 "numpy<2.4" einops pytest pytest-xdist matplotlib jinja2 ray==2.60.0
                 transformers==5.25.0)
   if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv

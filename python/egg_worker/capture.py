@@ -7,6 +7,7 @@ plus the normalisations, softmaxes and losses down to pointwise ops and reductio
 loader.TaskError. No tensor data crosses the protocol except small lifted constants.
 """
 
+import functools
 import inspect
 import math
 import operator
@@ -75,6 +76,13 @@ def _with_correction(correction_overload, with_dims: bool):
 
 
 def decomposition_table() -> dict:
+    """The table every capture decomposes with (a copy: `decomposed` drops entries from its own)."""
+    return dict(_decomposition_table())
+
+
+@functools.lru_cache(maxsize=1)
+def _decomposition_table() -> dict:
+    """Built once per process: it took a third of a small task's capture (0.33 of 1.3 s)."""
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     table = dict(core_aten_decompositions())

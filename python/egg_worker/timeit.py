@@ -359,6 +359,8 @@ def main(argv=None) -> int:
     _use_interpreter_without_gpu()
     from egg_worker import loader, precision
 
+    loader.skip_interpreter_overflow_checks()
+
     try:
         precision.get(args.precision)
         precision.get(args.candidate_precision)

@@ -48,8 +48,13 @@ if child == 0:
         os.execv("/bin/sleep", ["sleep", sys.argv[1]])
     os._exit(0)
 os.waitpid(child, 0)
-time.sleep(0.2)
+# the grandchild is found at once, but it shows as `sleep` only once it has exec'd: wait for that (a loaded machine
+# can take more than a moment)
+deadline = time.monotonic() + 20
 strays = fence.stray_processes(before)
+while not any(command.startswith("sleep") for _, command in strays) and time.monotonic() < deadline:
+    time.sleep(0.05)
+    strays = fence.stray_processes(before)
 fence.kill(strays)
 print(json.dumps({"strays": strays, "after": fence.stray_processes(before)}))
 """

@@ -1,9 +1,11 @@
+import os
+import subprocess
 import sys
 
 import pytest
 import torch
 
-from conftest import candidate_path, task_path
+from conftest import REPO, candidate_path, task_path
 from egg_worker import loader
 
 
@@ -215,3 +217,42 @@ def test_example_batch_needs_a_tensor_input_with_a_dimension():
         loader.example_batch([3, torch.tensor(1.0), "x"])
     with pytest.raises(loader.TaskError):
         loader.example_batch([])
+
+
+OVERFLOW_SCRIPT = """
+import sys
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import interpreter
+from egg_worker import loader
+
+@triton.jit
+def add(x_ptr, out_ptr):
+    offsets = tl.arange(0, 4)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * 3 + 2147483000)
+
+if sys.argv[1] == "skip":
+    loader.skip_interpreter_overflow_checks()
+out = torch.empty(4, dtype=torch.int32)
+add[(1,)](torch.full((4,), 1000, dtype=torch.int32), out)
+print(interpreter.interpreter_builder.options.sanitize_overflow, out.tolist())
+"""
+
+
+def test_the_interpreter_skips_its_unread_overflow_check_with_the_same_results():
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO / "python"))
+    wrapped = [2147483000 + 3000 - 2**32] * 4
+    for mode, checks in (("keep", True), ("skip", False)):
+        completed = subprocess.run([sys.executable, "-c", OVERFLOW_SCRIPT, mode], capture_output=True, text=True,
+                                   timeout=120, env=env)
+        assert completed.stdout.strip() == f"{checks} {wrapped}", completed.stderr[-2000:]
+
+
+def test_skipping_the_overflow_check_leaves_compiled_triton_alone(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    from triton.runtime import interpreter
+
+    before = interpreter.interpreter_builder.options
+    loader.skip_interpreter_overflow_checks()
+    assert interpreter.interpreter_builder.options is before
