@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+TASKS = REPO / "tests" / "fixtures" / "tasks"
+CANDIDATES = REPO / "tests" / "fixtures" / "candidates"
 
 if os.environ.get("TRITON_INTERPRET") == "1":  # kernels run in this process too: as the worker runs them
     from egg_worker import loader
 
     loader.skip_interpreter_overflow_checks()
-TASKS = REPO / "tests" / "fixtures" / "tasks"
-CANDIDATES = REPO / "tests" / "fixtures" / "candidates"
 
 
 def task_path(name: str) -> str:
