@@ -152,7 +152,7 @@ def _is_shutdown(request: dict) -> bool:
 
 def serve(frames_in, frames_out) -> int:
     configure_torch()
-    loader.skip_interpreter_overflow_checks()
+    loader.quicken_interpreter()
     launches.install()
     fence.install()
     trace_dir = os.environ.get("EGG_WORKER_PROFILE")

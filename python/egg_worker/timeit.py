@@ -359,7 +359,7 @@ def main(argv=None) -> int:
     _use_interpreter_without_gpu()
     from egg_worker import loader, precision
 
-    loader.skip_interpreter_overflow_checks()
+    loader.quicken_interpreter()
 
     try:
         precision.get(args.precision)

@@ -256,3 +256,61 @@ def test_skipping_the_overflow_check_leaves_compiled_triton_alone(monkeypatch):
     before = interpreter.interpreter_builder.options
     loader.skip_interpreter_overflow_checks()
     assert interpreter.interpreter_builder.options is before
+
+
+PATCH_SCRIPT = """
+import sys
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import interpreter
+from egg_worker import loader
+
+@triton.jit
+def row_max(x, axis: tl.constexpr):
+    return tl.max(x, axis) + tl.sum(x * 0.0, axis)
+
+@triton.jit
+def rows(x_ptr, out_ptr):
+    r = tl.program_id(0)
+    x = tl.load(x_ptr + r * 8 + tl.arange(0, 8)[None, :])
+    tl.store(out_ptr + r + tl.arange(0, 1), row_max(x, 1))
+
+calls = []  # the patches made: Triton's own _patch_lang, counted
+patch = interpreter._patch_lang
+interpreter._patch_lang = lambda fn: calls.append(fn.__name__) or patch(fn)
+if sys.argv[1] == "once":
+    loader.skip_repeated_interpreter_patches()
+x = torch.arange(48, dtype=torch.float32).reshape(6, 8)
+outs = []
+for launch in range(2):
+    out = torch.empty(6)
+    rows[(6,)](x, out)
+    outs.append(out.tolist())
+print(len(calls), sorted(set(calls)), outs[0] == outs[1], outs[0])
+"""
+
+
+def test_the_interpreter_patches_triton_language_once_per_launch_with_the_same_results():
+    """6 programs, each calling row_max, which calls tl.max and tl.sum (jit functions too): the interpreter
+    patches the modules at each of those 18 calls and at the launch; skipped, once for the launch and once for
+    triton.language.core (the standard library's module), per launch."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO / "python"))
+    results = {}
+    for mode in ("every", "once"):
+        completed = subprocess.run([sys.executable, "-c", PATCH_SCRIPT, mode], capture_output=True, text=True,
+                                   timeout=120, env=env)
+        assert completed.returncode == 0, completed.stderr[-2000:]
+        results[mode] = completed.stdout.split(" ", 1)
+    maxima = "[7.0, 15.0, 23.0, 31.0, 39.0, 47.0]"
+    assert results["every"] == ["38", f"['max', 'row_max', 'rows', 'sum'] True {maxima}\n"]
+    assert results["once"] == ["4", f"['max', 'rows'] True {maxima}\n"]
+
+
+def test_patching_once_per_launch_leaves_compiled_triton_alone(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    from triton.runtime import interpreter
+
+    before = interpreter._patch_lang
+    loader.skip_repeated_interpreter_patches()
+    assert interpreter._patch_lang is before

@@ -87,19 +87,19 @@ kir::Statement WelfordReduce(const std::string& tag, std::vector<std::string> op
   kir::Reduction reduction;
   reduction.results = {"redm" + tag, "reds" + tag, "redn" + tag};
   reduction.operands = std::move(operands);
-  reduction.function = "_egg_welford_combine";
+  reduction.function = "_egg_welford";
   return kir::Statement::Reduce(0, std::move(reduction));
 }
 
-kir::Statement PairReduce(const std::string& tag, std::vector<std::string> operands, std::string combine) {
+kir::Statement PairReduce(const std::string& tag, std::vector<std::string> operands, std::string reducer) {
   kir::Reduction reduction;
   reduction.results = {"redv" + tag, "redi" + tag};
   reduction.operands = std::move(operands);
-  reduction.function = std::move(combine);
+  reduction.function = std::move(reducer);
   return kir::Statement::Reduce(0, std::move(reduction));
 }
 
-std::string ArgCombine(bool is_max) { return is_max ? "_egg_argmax_combine" : "_egg_argmin_combine"; }
+std::string ArgReducer(bool is_max) { return is_max ? "_egg_argmax" : "_egg_argmin"; }
 
 kir::Statement RowReduce(std::string result, std::string operand, ReductionKind kind) {
   kir::Reduction reduction;

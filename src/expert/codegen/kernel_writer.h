@@ -36,14 +36,15 @@ DType AccumulatorType(ReductionKind kind, DType input);
 kir::Combine RowCombine(ReductionKind kind);
 // `result = <combine>(operand, 1)[:, None]`: a row tile reduced to its column.
 kir::Statement RowReduce(std::string result, std::string operand, ReductionKind kind);
-// `redm<tag>, reds<tag>, redn<tag> = tl.reduce((mean, m2, count), 1, _egg_welford_combine)`: Welford's
-// partial (mean, sum of squared deviations, count) tiles merged along the row.
+// `redm<tag>, reds<tag>, redn<tag> = _egg_welford(mean, m2, count, 1)`: Welford's partial (mean, sum of
+// squared deviations, count) tiles merged along the row.
 kir::Statement WelfordReduce(const std::string& tag, std::vector<std::string> operands);
-// The candidate file's combine function of an argmax's (value, index) pairs, or an argmin's.
-std::string ArgCombine(bool is_max);
-// `redv<tag>, redi<tag> = tl.reduce((values, indices), 1, combine)`: an argmax's or argmin's pair of tiles
-// reduced to the row's winner.
-kir::Statement PairReduce(const std::string& tag, std::vector<std::string> operands, std::string combine);
+// The candidate file's function that reduces an argmax's (value, index) pairs (`_egg_argmax`), or an
+// argmin's.
+std::string ArgReducer(bool is_max);
+// `redv<tag>, redi<tag> = _egg_argmax(values, indices, 1)`: an argmax's or argmin's pair of tiles reduced to
+// the row's winner.
+kir::Statement PairReduce(const std::string& tag, std::vector<std::string> operands, std::string reducer);
 // What tl.dot's operands (computed in float32) are cast to for products of `operand` tensors: half types go
 // to the tensor cores in their own type (EGG_BF16_DOT for bf16), float32 ones are taken as they are ("").
 std::string DotOperandCast(DType operand);

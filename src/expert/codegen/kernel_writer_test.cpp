@@ -77,7 +77,7 @@ TEST(KernelWriterTest, RowsCombineWithTheirKindsOperation) {
   EXPECT_EQ(kir::Print(writer::RowReduce("red0", "acc0", ReductionKind::kProd)),
             "red0 = tl.reduce(acc0, 1, _egg_prod)[:, None]");
   EXPECT_EQ(kir::Print(writer::RowReduce("red1", "acc1", ReductionKind::kAll)),
-            "red1 = tl.min(acc1, 1)[:, None]");
+            "red1 = _egg_min(acc1, 1)[:, None]");
 }
 
 TEST(KernelWriterTest, SmallHelpersOfTheWriter) {

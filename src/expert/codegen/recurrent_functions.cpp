@@ -260,7 +260,7 @@ class FunctionWriter {
         Line(body, 3, "hnew = _egg_tanh(pre0)");
         return;
       case RecurrentCell::kRnnRelu:
-        Line(body, 3, "hnew = tl.maximum(pre0, 0.0)");
+        Line(body, 3, "hnew = tl.where(pre0 < 0, 0.0, pre0)");  // relu: a nan stays nan
         return;
     }
   }

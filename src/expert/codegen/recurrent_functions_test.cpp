@@ -131,7 +131,7 @@ TEST(RecurrentFunctionsTest, EachCellComputesItsNewState) {
   EXPECT_TRUE(HasLine(gru, 3, "hnew = (1.0 - z) * n + z * hprev"));
   EXPECT_EQ(gru.signature[3], "                  H0_SB: tl.constexpr, H0_SH: tl.constexpr, ");
   const kir::Function relu = StepFunction(Layer(RecurrentCell::kRnnRelu), StepPointers(false), scalars);
-  EXPECT_TRUE(HasLine(relu, 3, "hnew = tl.maximum(pre0, 0.0)"));
+  EXPECT_TRUE(HasLine(relu, 3, "hnew = tl.where(pre0 < 0, 0.0, pre0)"));
   EXPECT_FALSE(HasLine(relu, 3, "acc1 = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)")) << "one gate";
   const kir::Function tanh =
       StepFunction(Layer(RecurrentCell::kRnnTanh, DType::kBFloat16), StepPointers(false), scalars);

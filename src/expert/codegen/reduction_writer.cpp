@@ -104,7 +104,7 @@ void KernelWriter::AccumulateIndexed(const ReductionSpec& spec, const std::strin
   const std::string tl_acc = TritonDType(acc_type);
   const bool is_max = IsMaxLike(spec.kind);
   const std::string identity = Identity(is_max ? ReductionKind::kMax : ReductionKind::kMin, acc_type);
-  const std::string combine = ArgCombine(is_max);
+  const std::string combine = ArgReducer(is_max);
   const std::string better = is_max ? ">" : "<";
   if (looped) {
     acc->init.push_back(kir::Statement::Tile(0, a + "v", {"XBLOCK", "RBLOCK"}, tl_acc, identity));

@@ -69,7 +69,7 @@ TEST(ReductionWriterTest, APersistentSoftmaxLoadsEachRowOnce) {
   EXPECT_FALSE(Has(source.code, "for roffset")) << source.code;
   EXPECT_TRUE(Has(source.code, "rmask = rindex < 64")) << source.code;
   EXPECT_EQ(Count(source.code, "tl.load("), 1U) << "x read once, kept in registers: " << source.code;
-  EXPECT_TRUE(Has(source.code, "red0 = tl.max(tl.where(mask, tmp0, float('-inf')), 1)[:, None]"))
+  EXPECT_TRUE(Has(source.code, "red0 = _egg_max(tl.where(mask, tmp0, float('-inf')), 1)[:, None]"))
       << source.code;
   EXPECT_TRUE(Has(source.code, "red1 = tl.sum(tl.where(mask, ")) << source.code;
   EXPECT_EQ(Count(source.code, "tl.store("), 1U) << "only the softmax is stored";
@@ -84,7 +84,9 @@ TEST(ReductionWriterTest, ALoopedSoftmaxRunsOneLoopPerDependentStep) {
   EXPECT_EQ(Count(source.code, "for roffset in range(0, 65536, RBLOCK):"), 3U) << source.code;
   EXPECT_EQ(Count(source.code, "tl.load("), 3U) << source.code;
   EXPECT_TRUE(Has(source.code, "acc0 = tl.full([XBLOCK, RBLOCK], float('-inf'), tl.float32)")) << source.code;
-  EXPECT_TRUE(Has(source.code, "acc0 = tl.where(mask, tl.maximum(acc0, tmp0), acc0)")) << source.code;
+  EXPECT_TRUE(Has(source.code,
+                  "acc0 = tl.where(mask, tl.maximum(acc0, tmp0, propagate_nan=tl.PropagateNan.ALL), acc0)"))
+      << source.code;
   EXPECT_TRUE(Has(source.code, "acc1 = tl.full([XBLOCK, RBLOCK], 0, tl.float32)")) << source.code;
   EXPECT_TRUE(Has(source.code, "red1 = tl.sum(acc1, 1)[:, None]")) << source.code;
   EXPECT_EQ(source.launches.at(0).constexprs.at("RBLOCK"), 2048);
@@ -98,7 +100,7 @@ TEST(ReductionWriterTest, AnOnlineSoftmaxFindsMaxAndSumInOneLoop) {
   EXPECT_TRUE(Has(source.code, "mn0 = tl.maximum(m0, t0)")) << source.code;
   EXPECT_TRUE(Has(source.code, "s0 = s0 * tl.where(mn0 == float('-inf'), 0.0, tl.exp(m0 - mn0))"))
       << source.code;
-  EXPECT_TRUE(Has(source.code, "redm0 = tl.max(m0, 1)[:, None]")) << source.code;
+  EXPECT_TRUE(Has(source.code, "redm0 = _egg_max(m0, 1)[:, None]")) << source.code;
   EXPECT_TRUE(Has(source.code, "(tmp3 / reds0)")) << "the outputs use the combined sum: " << source.code;
 }
 
@@ -124,8 +126,7 @@ TEST(ReductionWriterTest, ALoopedVarianceIsWelfordAndSharesALoopWithIndependentS
   }
   EXPECT_NE(std::find(tiles.begin(), tiles.end(), "wn0"), tiles.end()) << "Welford's mean, M2 and count";
   EXPECT_TRUE(Has(source.code, "wn0 = wn0 + tl.where(mask, 1.0, 0.0)")) << source.code;
-  EXPECT_TRUE(Has(source.code, "redm0, reds0, redn0 = tl.reduce((wm0, ws0, wn0), 1, _egg_welford_combine)"))
-      << source.code;
+  EXPECT_TRUE(Has(source.code, "redm0, reds0, redn0 = _egg_welford(wm0, ws0, wn0, 1)")) << source.code;
   EXPECT_TRUE(Has(source.code, "(reds0[:, None] / 3072.0)")) << source.code;
   // var and the mean's sum read nothing of each other: one loop for both, one for the normalized output
   EXPECT_EQ(Count(source.code, "for roffset in range(0, 3072, RBLOCK):"), 2U) << source.code;
@@ -136,8 +137,8 @@ TEST(ReductionWriterTest, AnArgmaxCarriesTheIndexOfItsFirstMaximum) {
   const Graph graph = testing::Fixture("level1_51_Argmax_over_a_dimension");  // [16, 32, 24] over dim 1
   const KernelSource persistent = WriteReduction(graph, Algorithm::kPersistent);
   EXPECT_TRUE(Has(persistent.code,
-                  "rindex.to(tl.int64) + tl.zeros([XBLOCK, RBLOCK], tl.int64)), 1, "
-                  "_egg_argmax_combine)"))
+                  "redv0, redi0 = _egg_argmax(tl.where(mask, tmp0, float('-inf')), "
+                  "rindex.to(tl.int64) + tl.zeros([XBLOCK, RBLOCK], tl.int64), 1)"))
       << persistent.code;
   EXPECT_TRUE(Has(persistent.code, "redi0[:, None], xmask)")) << "the index is stored: " << persistent.code;
   // the reduced dim is the middle one: x at (row // 24, r, row % 24)
@@ -146,8 +147,7 @@ TEST(ReductionWriterTest, AnArgmaxCarriesTheIndexOfItsFirstMaximum) {
   EXPECT_TRUE(Has(looped.code, "acc0i = tl.zeros([XBLOCK, RBLOCK], dtype=tl.int64)")) << looped.code;
   EXPECT_TRUE(Has(looped.code, "take0 = mask & ((val0 > acc0v) | ((val0 != val0) & (acc0v == acc0v)))"))
       << "strictly greater (ties keep the first), or a first NaN: " << looped.code;
-  EXPECT_TRUE(Has(looped.code, "redv0, redi0 = tl.reduce((acc0v, acc0i), 1, _egg_argmax_combine)"))
-      << looped.code;
+  EXPECT_TRUE(Has(looped.code, "redv0, redi0 = _egg_argmax(acc0v, acc0i, 1)")) << looped.code;
   EXPECT_TRUE(Has(looped.code, "for roffset in range(0, 32, RBLOCK):")) << looped.code;
 }
 
@@ -168,7 +168,7 @@ TEST(ReductionWriterTest, LogicalAndProductReductionsUseTheirOwnCombines) {
   const KernelSource any =
       WriteReduction(RowReduction("aten.any.dim", {1}, "bool", "bool"), Algorithm::kPersistent);
   EXPECT_TRUE(Has(any.code, "!= 0).to(tl.int32)")) << any.code;
-  EXPECT_TRUE(Has(any.code, "red0 = tl.max(")) << "any: the max of 0/1: " << any.code;
+  EXPECT_TRUE(Has(any.code, "red0 = _egg_max(")) << "any: the max of 0/1: " << any.code;
   EXPECT_TRUE(Has(any.code, "(red0 != 0)")) << any.code;
   const KernelSource prod = WriteReduction(RowReduction("aten.prod.dim_int", {1}), Algorithm::kLooped, 16);
   EXPECT_TRUE(Has(prod.code, "acc0 = tl.full([XBLOCK, RBLOCK], 1, tl.float32)")) << prod.code;

@@ -198,7 +198,7 @@ KernelWriter::Accumulator KernelWriter::CombineSplitParts(const ReductionSpec& s
     WelfordResults(spec, "redm" + tag + "[:, None]", "reds" + tag + "[:, None]", &results);
   } else if (loaded.size() == 2) {
     const bool is_max = IsMaxLike(spec.kind);
-    combine.Add(PairReduce(tag, loaded, ArgCombine(is_max)));
+    combine.Add(PairReduce(tag, loaded, ArgReducer(is_max)));
     if (spec.kind == ReductionKind::kArgmax || spec.kind == ReductionKind::kArgmin) {
       results.results.emplace_back(spec.outputs[0],
                                    Operand{"redi" + tag + "[:, None]", DType::kInt64, false});

@@ -143,6 +143,83 @@ std::string FloatLiteral(double value) {
   return text;
 }
 
+namespace {
+
+// Reductions whose combine is not one of Triton's own. On the GPU each is a tl.reduce over its combine. The
+// interpreter runs such a combine element by element in Python (seconds for a small task), so there the same
+// result comes from its vectorized max, min and sum: the same tie and nan rules, Welford's sums in another
+// order.
+
+// Per row: the mean, the sum of squared deviations and the count, from lanes that each hold those three.
+constexpr const char* kWelfordReducer = R"(@triton.jit
+def _egg_welford_combine(m1, s1, n1, m2, s2, n2):
+    n = n1 + n2
+    w = tl.where(n == 0.0, 0.0, n2 / tl.where(n == 0.0, 1.0, n))
+    d = m2 - m1
+    return m1 + d * w, s1 + s2 + d * d * n1 * w, n
+
+
+@triton.jit
+def _egg_welford(m, s, n, axis: tl.constexpr):
+    if EGG_INTERPRET:
+        count = tl.sum(n, axis)
+        mean = tl.sum(m * n, axis) / tl.where(count == 0.0, 1.0, count)
+        d = m - tl.expand_dims(mean, axis)
+        return mean, tl.sum(s, axis) + tl.sum(n * d * d, axis), count
+    else:
+        return tl.reduce((m, s, n), axis, _egg_welford_combine)
+
+
+)";
+
+// A row's largest (smallest): nan where the row holds one, as torch's max, amax and max pooling have it
+// (tl.max and tl.min skip nan on the GPU). {0}: max or min.
+constexpr const char* kExtremumReducer = R"(@triton.jit
+def _egg_nan{0}(a, b):
+    return tl.{0}imum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _egg_{0}(x, axis: tl.constexpr):
+    if EGG_INTERPRET:
+        nan = x != x
+        m = tl.{0}(tl.where(nan, tl.zeros_like(x), x), axis)
+        if x.dtype.is_floating():
+            m = tl.where(tl.max(nan.to(tl.int8), axis) > 0, float("nan"), m)
+        return m
+    else:
+        return tl.reduce(x, axis, _egg_nan{0})
+
+
+)";
+
+// A row's (value, index) of its largest (smallest), the lowest index on ties; a nan wins over any number,
+// the first nan over later ones, as torch's argmax and max(dim) have it. {0}: max or min; {1}: > or <.
+constexpr const char* kArgReducer = R"(@triton.jit
+def _egg_arg{0}_combine(v1, i1, v2, i2):
+    pick = (v2 {1} v1) | ((v2 == v1) & (i2 < i1)) | ((v2 != v2) & ((v1 == v1) | (i2 < i1)))
+    return tl.where(pick, v2, v1), tl.where(pick, i2, i1)
+
+
+@triton.jit
+def _egg_arg{0}(v, i, axis: tl.constexpr):
+    if EGG_INTERPRET:
+        nan = v != v
+        m = tl.{0}(tl.where(nan, tl.zeros_like(v), v), axis)
+        hit = v == tl.expand_dims(m, axis)
+        if v.dtype.is_floating():
+            any_nan = tl.max(nan.to(tl.int8), axis) > 0
+            m = tl.where(any_nan, float("nan"), m)
+            hit = tl.where(tl.expand_dims(any_nan, axis), nan, hit)
+        return m, tl.min(tl.where(hit, i, 9223372036854775807), axis)
+    else:
+        return tl.reduce((v, i), axis, _egg_arg{0}_combine)
+
+
+)";
+
+}  // namespace
+
 std::string HelperSource(const std::string& code) {
   struct Source {
     const char* name;
@@ -178,21 +255,16 @@ std::string HelperSource(const std::string& code) {
   if (code.find(kBf16Dot) != std::string::npos) {  // the interpreter's bf16 tl.dot is wrong: float32 there
     out << kBf16Dot << ": tl.constexpr = tl.constexpr(tl.float32 if EGG_INTERPRET else tl.bfloat16)\n\n\n";
   }
-  if (code.find("_egg_welford_combine") != std::string::npos) {
-    out << "@triton.jit\ndef _egg_welford_combine(m1, s1, n1, m2, s2, n2):\n"
-        << "    n = n1 + n2\n"
-        << "    w = tl.where(n == 0.0, 0.0, n2 / tl.where(n == 0.0, 1.0, n))\n"
-        << "    d = m2 - m1\n"
-        << "    return m1 + d * w, s1 + s2 + d * d * n1 * w, n\n\n\n";
+  if (code.find("_egg_welford(") != std::string::npos) {
+    out << kWelfordReducer;
   }
-  for (const auto& [name, better] : {std::pair<const char*, const char*>{"_egg_argmax_combine", ">"},
-                                     std::pair<const char*, const char*>{"_egg_argmin_combine", "<"}}) {
-    if (code.find(name) == std::string::npos) {
-      continue;
+  for (const char* op : {"max", "min"}) {
+    if (code.find(fmt::format("_egg_{}(", op)) != std::string::npos) {
+      out << fmt::format(fmt::runtime(kExtremumReducer), op);
     }
-    out << "@triton.jit\ndef " << name << "(v1, i1, v2, i2):\n"
-        << "    pick = (v2 " << better << " v1) | ((v2 == v1) & (i2 < i1)) | ((v2 != v2) & (v1 == v1))\n"
-        << "    return tl.where(pick, v2, v1), tl.where(pick, i2, i1)\n\n\n";
+    if (code.find(fmt::format("_egg_arg{}(", op)) != std::string::npos) {
+      out << fmt::format(fmt::runtime(kArgReducer), op, op == std::string("max") ? ">" : "<");
+    }
   }
   return out.str();
 }

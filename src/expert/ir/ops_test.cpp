@@ -71,11 +71,20 @@ TEST(OpsTest, HelperSourceDefinesOnlyWhatIsCalled) {
   EXPECT_EQ(Count(trunc, "EGG_INTERPRET"), 0U) << "one body for both";
   EXPECT_NE(HelperSource("tl.reduce(v, 1, _egg_prod)").find("def _egg_prod(a, b):"), std::string::npos)
       << "named as a combine function, not called";
-  EXPECT_NE(HelperSource("tl.reduce((m, s, n), 1, _egg_welford_combine)").find("def _egg_welford_combine("),
-            std::string::npos);
-  const std::string argmax = HelperSource("tl.reduce((v, i), 1, _egg_argmax_combine)");
+  const std::string welford = HelperSource("redm, reds, redn = _egg_welford(m, s, n, 1)");
+  EXPECT_NE(welford.find("def _egg_welford_combine("), std::string::npos) << "the GPU's combine";
+  EXPECT_NE(welford.find("def _egg_welford(m, s, n, axis: tl.constexpr):"), std::string::npos) << welford;
+  const std::string argmax = HelperSource("v, i = _egg_argmax(a, b, 1)");
   EXPECT_NE(argmax.find("(v2 > v1)"), std::string::npos) << argmax;
-  EXPECT_EQ(argmax.find("_egg_argmin_combine"), std::string::npos);
+  EXPECT_NE(argmax.find("return tl.reduce((v, i), axis, _egg_argmax_combine)"), std::string::npos) << argmax;
+  EXPECT_EQ(argmax.find("_egg_argmin"), std::string::npos);
+  const std::string largest = HelperSource("m = _egg_max(x, 1)");
+  EXPECT_NE(largest.find("tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)"), std::string::npos)
+      << largest;
+  EXPECT_NE(largest.find("return tl.reduce(x, axis, _egg_nanmax)"), std::string::npos) << largest;
+  EXPECT_EQ(largest.find("_egg_min"), std::string::npos) << largest;
+  EXPECT_NE(HelperSource("m = _egg_min(x, 1)").find("tl.min(tl.where(nan, tl.zeros_like(x), x), axis)"),
+            std::string::npos);
   EXPECT_NE(HelperSource(std::string("a.to(") + kBf16Dot + ")")
                 .find("tl.float32 if EGG_INTERPRET else tl.bfloat16"),
             std::string::npos);

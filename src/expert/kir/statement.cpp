@@ -46,10 +46,10 @@ std::string UpdateCode(const Statement& s) {
       folded = fmt::format("{} * {}", t, value);
       break;
     case Combine::kMax:
-      folded = fmt::format("tl.maximum({}, {})", t, value);
+      folded = fmt::format("tl.maximum({}, {}, propagate_nan=tl.PropagateNan.ALL)", t, value);
       break;
     case Combine::kMin:
-      folded = fmt::format("tl.minimum({}, {})", t, value);
+      folded = fmt::format("tl.minimum({}, {}, propagate_nan=tl.PropagateNan.ALL)", t, value);
       break;
     case Combine::kTake:
       folded = value;
@@ -90,15 +90,15 @@ std::string Code(const Product& product) {
 std::string Code(const Reduction& reduction) {
   std::string call;
   if (reduction.operands.size() > 1) {
-    call = fmt::format("tl.reduce(({}), {}, {})", fmt::join(reduction.operands, ", "), reduction.axis,
-                       reduction.function);
+    call = fmt::format("{}({}, {})", reduction.function, fmt::join(reduction.operands, ", "), reduction.axis);
   } else if (reduction.combine == Combine::kMul) {
     call = fmt::format("tl.reduce({}, {}, _egg_prod)", reduction.operands.at(0), reduction.axis);
   } else {
-    const char* name = reduction.combine == Combine::kMax   ? "max"
-                       : reduction.combine == Combine::kMin ? "min"
-                                                            : "sum";
-    call = fmt::format("tl.{}({}, {})", name, reduction.operands.at(0), reduction.axis);
+    // max and min through the candidate file's helpers, which keep a nan as torch does
+    const char* name = reduction.combine == Combine::kMax   ? "_egg_max"
+                       : reduction.combine == Combine::kMin ? "_egg_min"
+                                                            : "tl.sum";
+    call = fmt::format("{}({}, {})", name, reduction.operands.at(0), reduction.axis);
   }
   return fmt::format("{} = {}{}", fmt::join(reduction.results, ", "), call,
                      reduction.keep_dims ? "[:, None]" : "");

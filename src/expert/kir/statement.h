@@ -62,21 +62,22 @@ std::string Code(const LoopRange& range);
 enum class Combine { kAdd, kMul, kMax, kMin, kTake };
 
 // How the update is written: `acc += v` (a sum); `acc = acc + v`, `acc = acc * v`, `acc = tl.maximum(acc,
-// v)`, `acc = v`; only the lanes under a mask, the others keeping theirs: `acc = tl.where(mask,
-// tl.maximum(acc, v), acc)`; an online softmax's rescale of what the tile holds before the sum: `acc = acc *
-// alpha[:, None] + v`. Statement's factories (Sum, Fold, FoldMasked, Rescale, Accumulate) make only the pairs
-// that exist.
+// v, propagate_nan=...)` (a nan kept, as torch keeps it), `acc = v`; only the lanes under a mask, the others
+// keeping theirs: `acc = tl.where(mask, tl.maximum(acc, v), acc)`; an online softmax's rescale of what the
+// tile holds before the sum: `acc = acc * alpha[:, None] + v`. Statement's factories (Sum, Fold, FoldMasked,
+// Rescale, Accumulate) make only the pairs that exist.
 enum class UpdateForm { kAugmented, kExpanded, kMasked, kRescaled };
 
-// Tiles reduced along an axis: one, by its combine (`tl.sum(acc, 1)`, `tl.max`, `tl.min`, a product as
-// `tl.reduce(acc, 1, _egg_prod)`), or several at once by a combine function the candidate file defines
-// (`tl.reduce((accv, acci), 1, _egg_argmax_combine)`); `keep_dims` keeps the axis as 1 (`[:, None]`).
+// Tiles reduced along an axis: one, by its combine (`tl.sum(acc, 1)`; a max or min through the candidate
+// file's `_egg_max(acc, 1)` or `_egg_min`, which keep nan; a product as `tl.reduce(acc, 1, _egg_prod)`), or
+// several at once by a reducing function the candidate file defines (`_egg_argmax(accv, acci, 1)`);
+// `keep_dims` keeps the axis as 1 (`[:, None]`).
 // Operands are code: a tile's name or an expression over tiles.
 struct Reduction {
   std::vector<std::string> results;  // the names it defines, one per operand
   std::vector<std::string> operands;
   Combine combine = Combine::kAdd;  // one operand: kAdd, kMul, kMax or kMin
-  std::string function;             // several operands: the combine function
+  std::string function;             // several operands: the reducing function
   int axis = 1;
   bool keep_dims = false;
 };

@@ -39,9 +39,10 @@ TEST(StatementTest, UpdatesPrintEachForm) {
   EXPECT_EQ(Print(Statement::Fold(1, "acc0", Combine::kAdd, "tl.where(mask, t, 0.0)")),
             "    acc0 = acc0 + tl.where(mask, t, 0.0)");
   EXPECT_EQ(Print(Statement::Fold(1, "acc0", Combine::kMul, "t")), "    acc0 = acc0 * t");
-  EXPECT_EQ(Print(Statement::Fold(1, "acc", Combine::kMax, "t")), "    acc = tl.maximum(acc, t)");
+  EXPECT_EQ(Print(Statement::Fold(1, "acc", Combine::kMax, "t")),
+            "    acc = tl.maximum(acc, t, propagate_nan=tl.PropagateNan.ALL)");
   EXPECT_EQ(Print(Statement::FoldMasked(1, "acc1", Combine::kMin, "t", "mask")),
-            "    acc1 = tl.where(mask, tl.minimum(acc1, t), acc1)");
+            "    acc1 = tl.where(mask, tl.minimum(acc1, t, propagate_nan=tl.PropagateNan.ALL), acc1)");
   EXPECT_EQ(Print(Statement::FoldMasked(1, "wm0", Combine::kAdd, "wd0 / wn0", "mask")),
             "    wm0 = tl.where(mask, wm0 + wd0 / wn0, wm0)");
   EXPECT_EQ(Print(Statement::Fold(1, "m0", Combine::kTake, "mn0")), "    m0 = mn0");
@@ -60,12 +61,12 @@ TEST(StatementTest, ReductionsPrintByTheirCombineOrFunction) {
   Reduction product{{"red1"}, {"acc1"}, Combine::kMul, "", 1, true};
   EXPECT_EQ(Code(product), "red1 = tl.reduce(acc1, 1, _egg_prod)[:, None]");
   Reduction largest{{"m"}, {"x"}, Combine::kMax, "", 0, false};
-  EXPECT_EQ(Code(largest), "m = tl.max(x, 0)");
+  EXPECT_EQ(Code(largest), "m = _egg_max(x, 0)");
   Reduction smallest{{"m"}, {"x"}, Combine::kMin, "", 1, false};
-  EXPECT_EQ(Code(smallest), "m = tl.min(x, 1)");
-  Reduction pair{{"redv2", "redi2"}, {"acc2v", "acc2i"}, Combine::kAdd, "_egg_argmax_combine", 1, false};
+  EXPECT_EQ(Code(smallest), "m = _egg_min(x, 1)");
+  Reduction pair{{"redv2", "redi2"}, {"acc2v", "acc2i"}, Combine::kAdd, "_egg_argmax", 1, false};
   const Statement reduced = Statement::Reduce(2, pair);
-  EXPECT_EQ(Print(reduced), "        redv2, redi2 = tl.reduce((acc2v, acc2i), 1, _egg_argmax_combine)");
+  EXPECT_EQ(Print(reduced), "        redv2, redi2 = _egg_argmax(acc2v, acc2i, 1)");
   EXPECT_EQ(reduced.kind, Statement::Kind::kReduce);
 }
 

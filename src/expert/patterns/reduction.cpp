@@ -132,6 +132,11 @@ std::optional<ReductionSpec> ParseReduction(const Graph& graph, const Node& node
   if (spec.outputs[0] < 0 && (spec.outputs.size() < 2 || spec.outputs[1] < 0)) {
     return std::nullopt;
   }
+  if ((spec.kind == ReductionKind::kMaxWithIndex || spec.kind == ReductionKind::kMinWithIndex) &&
+      spec.outputs[1] < 0) {  // `x.max(dim)[0]`: no index read, a plain max (no pairs to carry)
+    spec.kind = spec.kind == ReductionKind::kMaxWithIndex ? ReductionKind::kMax : ReductionKind::kMin;
+    spec.outputs.resize(1);
+  }
   for (int output : spec.outputs) {
     if (output >= 0 && !ValueAt(graph, output).meta) {
       return std::nullopt;
