@@ -165,6 +165,7 @@ def compiled(tmp_path_factory):
         "att_masked": ["attention_masked_rows.py", "--out", "out/att_masked.py", "--json"],
         **{f"nan{seed}": ["nan_extrema.py", "--out", f"out/nan_s{seed}.py", "--json", "--seed", str(seed)]
            for seed in range(3)},
+        "intdiv": ["int_division.py", "--out", "out/intdiv.py", "--json"],
         # tf32 products, 128 query rows x 32 keys in 8 warps for the first, 32 x 16 for MinGPT's
         "att_tiles": ["attention.py", "--out", "out/att_tiles.py", "--json", "--design", json.dumps(
             {"seed": 0, "precision": "tf32", "kernels": {
@@ -315,7 +316,8 @@ for n, path in enumerate(sys.argv[2:]):
     with torch.no_grad():
         got = load(path, f"candidate{n}").ModelNew().eval()(*inputs)
     for k, (want, have) in enumerate(zip(expected, got)):
-        torch.testing.assert_close(have, want, equal_nan=True, atol=1e-5, rtol=1e-5,
+        tol = 1e-5 if want.is_floating_point() else 0  # integers exactly
+        torch.testing.assert_close(have, want, equal_nan=True, atol=tol, rtol=tol,
                                    msg=lambda m: f"{path}, output {k}: {m}")
     print("same:", path)
 '''
@@ -350,6 +352,15 @@ def test_rows_holding_nan_reduce_as_in_pytorch(compiled):
     assert kinds.count("reduction") == 5 and kinds.count("pool") == 1, kinds
     reference = same_as_pytorch("nan_extrema.py", [egg.workdir / "out" / f"nan_s{seed}.py" for seed in range(3)])
     assert reference["nan"] == [0, 1, 3, 5, 6], "every float output has a nan to keep"
+
+
+def test_integer_division_and_remainders_are_exact_at_any_magnitude(compiled):
+    """torch's floor division, remainder (floor), trunc division and fmod of int64 values up to 2^40 of both
+    signs, by tensors and by literals: exactly as PyTorch (Triton's // and % truncate; a float32 quotient loses
+    the low digits)."""
+    egg, runs = compiled
+    assert [k["kind"] for k in json.loads(runs["intdiv"].stdout)["kernels"]] == ["pointwise"]
+    same_as_pytorch("int_division.py", [egg.workdir / "out" / "intdiv.py"])
 
 
 def test_cuda_graph_design_wraps_the_forward(compiled):
@@ -627,9 +638,9 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "dense_s1.py", "dense_s2.py", "deepk_s0.py", "deepk_ragged.py",
                                        "small_s0.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py", "tri.py",
-                                       "att_s0.py", "att_tiles.py", "att_masked.py", "nan_s1.py", "nan_s2.py", "nhwc.py",
-                                       "dense_nhwc.py",
-                                       "aligned.py", "kmajor.py", "kmajor_dense.py"])
+                                       "att_s0.py", "att_tiles.py", "att_masked.py", "nan_s1.py", "nan_s2.py",
+                                       "intdiv.py", "nhwc.py", "dense_nhwc.py", "aligned.py", "kmajor.py",
+                                       "kmajor_dense.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""

@@ -117,6 +117,29 @@ std::string Unary(const char* pattern, const std::vector<Operand>& in) {
   return fmt::format(fmt::runtime(pattern), in.at(0).code);
 }
 
+// Both operands integers (tiles or literals): their quotients and remainders in integer arithmetic, exact at
+// any magnitude (a float32 quotient is not past 2^24).
+bool Integers(const V& in) {
+  return in.size() >= 2 && !IsFloating(in[0].dtype) && !IsFloating(in[1].dtype) &&
+         in[0].dtype != DType::kBool && in[1].dtype != DType::kBool;
+}
+
+// Triton's integer // and % truncate toward zero (as C does, on the GPU and in the interpreter); torch's
+// floor division and remainder round toward minus infinity: where the truncated remainder is not zero and its
+// sign differs from the divisor's, the truncated `result` is corrected by `fix` (`- 1` for a quotient, `+ b`
+// for a remainder).
+std::string FloorCorrected(const V& in, const std::string& result, const std::string& fix) {
+  const std::string& a = in.at(0).code;
+  const std::string& b = in.at(1).code;
+  return fmt::format("tl.where((({0} % {1}) != 0) & ((({0} % {1}) < 0) != ({1} < 0)), {2} {3}, {2})", a, b,
+                     result, fix);
+}
+
+// An integer result in the output's type (Triton's promotion of the operands may differ from torch's).
+std::string IntegerResult(const std::string& code, DType out) {
+  return "(" + code + ").to(" + TritonDType(out) + ")";
+}
+
 // add, sub, mul, div (with its rounding modes) and the remainders.
 LoweringMap ArithmeticLowerings() {
   LoweringMap t;
@@ -149,6 +172,10 @@ LoweringMap ArithmeticLowerings() {
     if (mode == nullptr || mode->kind != Arg::Kind::kString) {
       return IsFloating(out) ? quotient : Cast(quotient, DType::kFloat32, out);
     }
+    if (Integers(in) && !IsFloating(out)) {
+      const std::string truncated = fmt::format("({} // {})", in.at(0).code, in.at(1).code);
+      return IntegerResult(mode->s == "floor" ? FloorCorrected(in, truncated, "- 1") : truncated, out);
+    }
     if (mode->s != "floor") {
       h->push_back(Helper::kTrunc);
     }
@@ -160,15 +187,22 @@ LoweringMap ArithmeticLowerings() {
   t["aten.div.Scalar"] = divide;
   t["prims.div.default"] = divide;
   t["aten.div.Tensor_mode"] = divide;
-  // In float arithmetic (`/` is true division), cast back for integers (torch.roll's index arithmetic):
-  // exact for the small integers of index computations.
+  // Floats in float arithmetic (`/` is true division); integers in Triton's integer // and %.
   auto remainder = [](const Node&, const V& in, DType out, H*) {
+    if (Integers(in) && !IsFloating(out)) {
+      return IntegerResult(
+          FloorCorrected(in, fmt::format("({} % {})", in.at(0).code, in.at(1).code), "+ " + in.at(1).code),
+          out);
+    }
     const std::string code = fmt::format("({0} - tl.floor({0} / {1}) * {1})", in.at(0).code, in.at(1).code);
     return IsFloating(out) ? code : Cast(code, DType::kFloat32, out);
   };
   t["aten.remainder.Scalar"] = remainder;
   t["aten.remainder.Tensor"] = remainder;
   auto fmod = [](const Node&, const V& in, DType out, H* h) {
+    if (Integers(in) && !IsFloating(out)) {
+      return IntegerResult(fmt::format("({} % {})", in.at(0).code, in.at(1).code), out);
+    }
     h->push_back(Helper::kTrunc);
     const std::string code = fmt::format("({0} - _egg_trunc({0} / {1}) * {1})", in.at(0).code, in.at(1).code);
     return IsFloating(out) ? code : Cast(code, DType::kFloat32, out);

@@ -34,16 +34,32 @@ TEST(PointwiseLoweringTest, BinaryOpsScaleTheirRightOperandByAlpha) {
   EXPECT_EQ(Lower(Op("aten.mul.Scalar"), {X(), Literal("0.5")}), "(x * 0.5)");
 }
 
-TEST(PointwiseLoweringTest, DivisionRoundsByItsModeAndCastsIntegers) {
+TEST(PointwiseLoweringTest, DivisionRoundsByItsMode) {
   EXPECT_EQ(Lower(Op("aten.div.Tensor"), {X(), Y()}), "(x / y)");
   EXPECT_EQ(Lower(Op("aten.div.Tensor_mode", {}, {{"rounding_mode", Text("floor")}}), {X(), Y()}),
             "tl.floor((x / y))");
-  const PointwiseCode trunc =
-      LowerPointwise(Op("aten.div.Tensor_mode", {}, {{"rounding_mode", Text("trunc")}}),
-                     {X(DType::kInt64), Y(DType::kInt64)}, DType::kInt64);
+  const PointwiseCode trunc = LowerPointwise(
+      Op("aten.div.Tensor_mode", {}, {{"rounding_mode", Text("trunc")}}), {X(), Y()}, DType::kFloat32);
   ASSERT_TRUE(trunc.code);
-  EXPECT_EQ(*trunc.code, "(_egg_trunc((x / y))).to(tl.int64)");
+  EXPECT_EQ(*trunc.code, "_egg_trunc((x / y))");
   EXPECT_EQ(trunc.helpers, std::vector<Helper>{Helper::kTrunc});
+}
+
+TEST(PointwiseLoweringTest, IntegerQuotientsAndRemaindersStayInIntegers) {
+  const std::vector<Operand> ints = {X(DType::kInt64), Y(DType::kInt64)};
+  auto mode = [](const char* rounding) {
+    return Op("aten.div.Tensor_mode", {}, {{"rounding_mode", Text(rounding)}});
+  };
+  EXPECT_EQ(Lower(mode("trunc"), ints, DType::kInt64), "((x // y)).to(tl.int64)") << "Triton's // truncates";
+  // floor: one less where the truncated remainder is nonzero and its sign is not the divisor's
+  EXPECT_EQ(Lower(mode("floor"), ints, DType::kInt64),
+            "(tl.where(((x % y) != 0) & (((x % y) < 0) != (y < 0)), (x // y) - 1, (x // y))).to(tl.int64)");
+  EXPECT_EQ(
+      Lower(Op("aten.remainder.Scalar"), {X(DType::kInt64), Literal("3", DType::kInt64)}, DType::kInt64),
+      "(tl.where(((x % 3) != 0) & (((x % 3) < 0) != (3 < 0)), (x % 3) + 3, (x % 3))).to(tl.int64)");
+  EXPECT_EQ(Lower(Op("aten.fmod.Tensor"), ints, DType::kInt64), "((x % y)).to(tl.int64)");
+  EXPECT_EQ(Lower(mode("floor"), {X(DType::kInt64), Y()}, DType::kFloat32), "tl.floor((x / y))")
+      << "a float operand: float arithmetic";
 }
 
 TEST(PointwiseLoweringTest, ActivationsReadTheirParametersByPositionOrKeyword) {
@@ -114,9 +130,8 @@ TEST(PointwiseLoweringTest, ConversionsCastOnlyWhenTheTypeChanges) {
   EXPECT_EQ(Lower(convert, {X()}, DType::kBool), "(x != 0)") << "to bool: compared with zero";
   EXPECT_EQ(Lower(Op("aten.sign.default"), {X(DType::kInt64)}, DType::kInt64),
             "(tl.where(x > 0, 1.0, tl.where(x < 0, -1.0, 0.0))).to(tl.int64)");
-  EXPECT_EQ(
-      Lower(Op("aten.remainder.Scalar"), {X(DType::kInt64), Literal("3", DType::kInt64)}, DType::kInt64),
-      "((x - tl.floor(x / 3) * 3)).to(tl.int64)");
+  EXPECT_EQ(Lower(Op("aten.remainder.Scalar"), {X(), Literal("3.0")}, DType::kFloat32),
+            "(x - tl.floor(x / 3.0) * 3.0)");
 }
 
 TEST(PointwiseLoweringTest, ConstantsTakeTheResultsType) {
