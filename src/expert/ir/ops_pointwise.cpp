@@ -309,8 +309,11 @@ LoweringMap ActivationLowerings() {
     const std::string hi = KwNumber(node, "max_val", 2, "1.0");
     return fmt::format("tl.where({0} > {2}, {2}, tl.where({0} < {1}, {1}, {0}))", in.at(0).code, lo, hi);
   };
-  t["aten.hardsigmoid.default"] = [](const Node&, const V& in, DType, H*) {
-    return fmt::format("(tl.minimum(tl.maximum({0} + 3.0, 0.0), 6.0) / 6.0)", in.at(0).code);
+  t["aten.hardsigmoid.default"] = [](const Node&, const V& in, DType, H*) {  // nan stays nan, as in torch
+    return fmt::format(
+        "(tl.minimum(tl.maximum({0} + 3.0, 0.0, propagate_nan=tl.PropagateNan.ALL), 6.0, "
+        "propagate_nan=tl.PropagateNan.ALL) / 6.0)",
+        in.at(0).code);
   };
   t["aten.hardswish.default"] = [](const Node&, const V& in, DType, H*) {
     return fmt::format("({0} * tl.minimum(tl.maximum({0} + 3.0, 0.0), 6.0) / 6.0)", in.at(0).code);

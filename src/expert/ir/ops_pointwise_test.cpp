@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "expert/ir/ops.h"
+#include "expert/ir/test_graphs.h"
 #include "expert/ir/test_ops.h"
 
 namespace egg::expert {
 namespace {
 
+using testing::Count;
 using testing::Int;
 using testing::Literal;
 using testing::Number;
@@ -64,6 +66,8 @@ TEST(PointwiseLoweringTest, IntegerQuotientsAndRemaindersStayInIntegers) {
 
 TEST(PointwiseLoweringTest, ActivationsReadTheirParametersByPositionOrKeyword) {
   EXPECT_EQ(Lower(Op("aten.relu.default"), {X()}), "tl.where(x < 0, 0.0, x)");
+  // the GPU's tl.maximum and tl.minimum drop a nan unless told: torch's hardsigmoid keeps it
+  EXPECT_EQ(Count(Lower(Op("aten.hardsigmoid.default"), {X()}), "propagate_nan=tl.PropagateNan.ALL"), 2U);
   EXPECT_EQ(Lower(Op("aten.relu.default"), {X(DType::kInt32)}, DType::kInt32), "tl.where(x < 0, 0, x)");
   EXPECT_EQ(Lower(Op("aten.leaky_relu.default"), {X()}), "tl.where(x > 0, x, x * 0.01)")
       << "the default slope";
