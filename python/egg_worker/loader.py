@@ -242,6 +242,7 @@ def skip_repeated_interpreter_patches() -> None:
         return
     import inspect
     import threading
+    import weakref
 
     import triton.language as tl
     from triton.runtime import interpreter
@@ -252,7 +253,9 @@ def skip_repeated_interpreter_patches() -> None:
         return
     launch = executor.__call__
     state = threading.local()  # the modules patched in this thread's running launch; None outside one
-    langs_of = {}  # a function's triton.language modules, from its globals (what _patch_lang patches)
+    # a function's triton.language modules, from its globals (what _patch_lang patches); weak, so that a
+    # candidate module the worker is done with is not kept alive by its kernels' entries
+    langs_of = weakref.WeakKeyDictionary()
 
     def patch_once(fn):
         patched = getattr(state, "patched", None)
