@@ -104,7 +104,7 @@ void KernelWriter::AccumulateIndexed(const ReductionSpec& spec, const std::strin
   const std::string tl_acc = TritonDType(acc_type);
   const bool is_max = IsMaxLike(spec.kind);
   const std::string identity = Identity(is_max ? ReductionKind::kMax : ReductionKind::kMin, acc_type);
-  const std::string combine = ArgReducer(is_max);
+  const std::string reducer = ArgReducer(is_max);
   const std::string better = is_max ? ">" : "<";
   if (looped) {
     acc->init.push_back(kir::Statement::Tile(0, a + "v", {"XBLOCK", "RBLOCK"}, tl_acc, identity));
@@ -121,12 +121,12 @@ void KernelWriter::AccumulateIndexed(const ReductionSpec& spec, const std::strin
     acc->update.push_back(kir::Statement::FoldMasked(0, a + "v", kir::Combine::kTake, "val" + tag, take));
     acc->update.push_back(kir::Statement::FoldMasked(
         0, a + "i", kir::Combine::kTake, fmt::format("rindex.to(tl.int64) + tl.zeros_like({}i)", a), take));
-    acc->finish.push_back(PairReduce(tag, {a + "v", a + "i"}, combine));
+    acc->finish.push_back(PairReduce(tag, {a + "v", a + "i"}, reducer));
   } else {
     acc->update.push_back(PairReduce(tag,
                                      {fmt::format("tl.where(mask, {}, {})", value, identity),
                                       "rindex.to(tl.int64) + tl.zeros([XBLOCK, RBLOCK], tl.int64)"},
-                                     combine));
+                                     reducer));
   }
   const std::string v = "redv" + tag + "[:, None]";
   const std::string i = "redi" + tag + "[:, None]";

@@ -258,12 +258,12 @@ std::string HelperSource(const std::string& code) {
   if (code.find("_egg_welford(") != std::string::npos) {
     out << kWelfordReducer;
   }
-  for (const char* op : {"max", "min"}) {
+  for (const auto& [op, better] : {std::pair<const char*, const char*>{"max", ">"}, {"min", "<"}}) {
     if (code.find(fmt::format("_egg_{}(", op)) != std::string::npos) {
       out << fmt::format(fmt::runtime(kExtremumReducer), op);
     }
     if (code.find(fmt::format("_egg_arg{}(", op)) != std::string::npos) {
-      out << fmt::format(fmt::runtime(kArgReducer), op, op == std::string("max") ? ">" : "<");
+      out << fmt::format(fmt::runtime(kArgReducer), op, better);
     }
   }
   return out.str();
