@@ -88,6 +88,13 @@ def two_products(algorithm, mm_precision, bmm_precision):
         "egg_k1_bmm": {"algorithm": algorithm, "xblock": 16, "yblock": 16, **tiles, "precision": bmm_precision}}})
 
 
+def nhwc_design(precision):
+    """A design record with the one convolution of a task channels-last, in `precision` products."""
+    return json.dumps({"seed": 1, "kernels": {"egg_k0_convolution": {
+        "algorithm": "nhwc", "xblock": 32, "yblock": 16, "rblock": 16, "num_warps": 4, "num_stages": 2,
+        "precision": precision}}})
+
+
 CAPTURE_TASKS = """
 import json, sys
 from pathlib import Path
@@ -156,6 +163,13 @@ def compiled(tmp_path_factory):
                                      "num_warps": 4, "num_stages": 3, "precision": "tf32x3"},
             "egg_k2_convolution_2": {"algorithm": "nhwc", "xblock": 64, "yblock": 16, "rblock": 16,
                                      "num_warps": 4, "num_stages": 2, "precision": "ieee"}}})],
+        # transposed convolutions channels-last: per output phase (stride, groups, dilation, output padding) in
+        # tf32x3 and ieee products, and a stride-1 one that seed 2 takes so (16 channels a group)
+        "convt_nhwc": ["conv_transpose_grouped.py", "--out", "out/convt_nhwc.py", "--json", "--design",
+                       nhwc_design("tf32x3")],
+        "convt3_nhwc": ["conv_transpose_3d.py", "--out", "out/convt3_nhwc.py", "--json", "--design",
+                        nhwc_design("ieee")],
+        "convt_s1": ["conv_transpose_stride1.py", "--out", "out/convt_s1.py", "--json", "--seed", "2"],
         "dense_nhwc": ["dense_cat_conv.py", "--out", "out/dense_nhwc.py", "--json", "--design", json.dumps(
             {"seed": 1, "kernels": {name: {"algorithm": "nhwc", "xblock": 128, "yblock": 64, "rblock": 16,
                                            "num_warps": 8, "num_stages": 2, "precision": "ieee"}
@@ -420,6 +434,23 @@ def test_compile_computes_small_group_convolutions_directly_at_seed_0(compiled):
     assert sum("tl.static_range(2)" in line for line in direct) >= 2  # input channels per group, the 2-wide taps
 
 
+def test_transposed_convolutions_run_channels_last_per_output_phase(compiled):
+    """A transposed convolution's nhwc form: the input and the weight copied as for a convolution, the loop over
+    the most taps of any phase, a tap the program's phase lacks running no channel step (`kend`); stride 1 is
+    one phase, its taps the kernel's (seed 2's form from 16 channels a group)."""
+    egg, runs = compiled
+    for run in ("convt_nhwc", "convt3_nhwc", "convt_s1"):
+        report = json.loads(runs[run].stdout)
+        assert report["pytorch_ops"] == [], report["pytorch_ops"]
+        assert [k["design"]["algorithm"] for k in report["kernels"]] == ["nhwc"], run
+        lines = code_lines((egg.workdir / report["candidate"]).read_text())
+        launches = [line.strip().split("[")[0] for line in lines if "](" in line and "egg_k" in line]
+        assert launches == ["egg_k0_convolution_weight", "egg_k0_convolution_nhwc", "egg_k0_convolution"], launches
+        phased = run != "convt_s1"
+        assert any(line.strip().startswith("phase0 = ") for line in lines) == phased, run
+        assert any(line.strip() == "for k0 in range(0, kend, BLOCK_K):" for line in lines) == phased, run
+
+
 def test_nhwc_design_repacks_the_input_then_loops_over_taps(compiled):
     """The design record's nhwc algorithm: per convolution a repack launch into a channels-last scratch buffer
     (the fused input producer computed there), then the GEMM looping over kernel taps (unrolled up to 3x3, a
@@ -612,7 +643,8 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
                                        "small_s1.py", "lstm.py", "lstm_tf32.py", "lstm_graph.py", "gru.py", "rnn.py",
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_s1.py",
                                        "mv_split.py", "att_s0.py", "att_s1.py", "att_tiles.py", "nhwc.py",
-                                       "dense_nhwc.py", "aligned.py", "kmajor.py", "kmajor_dense.py", "silu.py"])
+                                       "dense_nhwc.py", "aligned.py", "kmajor.py", "kmajor_dense.py", "silu.py",
+                                       "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -626,7 +658,9 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "att_s1.py": "attention.py", "att_tiles.py": "attention.py", "unfold.py": "unfold_patches.py",
             "pad.py": "pad_borders.py", "index.py": "index_lookup.py", "nhwc.py": "nhwc_convs.py",
             "dense_nhwc.py": "dense_cat_conv.py", "aligned.py": "irregular_products.py",
-            "kmajor.py": "irregular_products.py", "kmajor_dense.py": "dense_products.py", "silu.py": "linear_silu.py", **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
+            "kmajor.py": "irregular_products.py", "kmajor_dense.py": "dense_products.py", "silu.py": "linear_silu.py",
+            "convt_nhwc.py": "conv_transpose_grouped.py", "convt3_nhwc.py": "conv_transpose_3d.py",
+            "convt_s1.py": "conv_transpose_stride1.py", **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "ok" and result["correct"] is True, result["reason"]
@@ -640,7 +674,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py", "tri.py",
                                        "att_s0.py", "att_tiles.py", "att_masked.py", "nan_s1.py", "nan_s2.py",
                                        "intdiv.py", "nhwc.py", "dense_nhwc.py", "aligned.py", "kmajor.py",
-                                       "kmajor_dense.py"])
+                                       "kmajor_dense.py", "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""

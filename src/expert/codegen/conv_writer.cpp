@@ -75,14 +75,14 @@ kir::Kernel KernelWriter::DirectConvolutionProgram() {
 kir::Kernel KernelWriter::ConvolutionProgram() {
   const MatmulSpec& mm = *kernel_.matmul;
   const ConvShape& conv = *mm.conv;
+  if (kernel_.design.algorithm == Algorithm::kNhwc) {
+    return ChannelsLastConvolutionProgram();
+  }
   if (conv.transposed) {
     return TransposedConvolutionProgram();
   }
   if (kernel_.design.algorithm == Algorithm::kDirect) {
     return DirectConvolutionProgram();
-  }
-  if (kernel_.design.algorithm == Algorithm::kNhwc) {
-    return ChannelsLastConvolutionProgram();
   }
   const Index g = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
   const Index m = Index::Var("mindex", mm.m);
@@ -113,42 +113,95 @@ kir::Kernel KernelWriter::ConvolutionProgram() {
   return FinishConvolution(tiles, g * mm.n + n);
 }
 
+KernelWriter::ChannelsLastTaps KernelWriter::ChannelsLastGeometry() {
+  const MatmulSpec& mm = *kernel_.matmul;
+  const ConvShape& conv = *mm.conv;
+  const int64_t in_per_group = conv.in_channels / conv.groups;
+  const Index block = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
+  ChannelsLastTaps geometry;
+  // A transposed convolution runs one dense convolution per output phase, as its NCHW form does: the batch
+  // axis is (group, phase), rows are (image, q) and a phase's taps are j < its count.
+  const int64_t phases = conv.transposed ? Product(conv.stride) : 1;
+  geometry.group = phases > 1 ? Index(0) : block;
+  if (phases > 1 && conv.groups > 1) {
+    geometry.prologue.push_back("gindex = " + block.FloorDiv(phases).Code());
+    geometry.group = Index::Var("gindex", conv.groups);
+  }
+  std::vector<int64_t> rows_shape = {conv.images};
+  std::vector<int64_t> tap_shape;
+  for (size_t s = 0; s < conv.kernel.size(); ++s) {
+    rows_shape.push_back(conv.transposed ? (conv.out_size[s] + conv.stride[s] - 1) / conv.stride[s]
+                                         : conv.out_size[s]);
+    tap_shape.push_back(conv.transposed ? TransposedMaxTaps(conv, s) : conv.kernel[s]);
+  }
+  geometry.taps = Product(tap_shape);
+  const auto row = Delinearize(Index::Var("mindex", mm.m), rows_shape);
+  const auto rows = NamedRows(row, geometry.prologue);
+  const auto phase = conv.transposed ? Delinearize(block.Mod(phases), conv.stride) : std::vector<Index>{};
+  // per tap: its offsets, the rows' input positions, their validity and their base in the NHWC copy, and
+  // (transposed) the weight's tap it multiplies
+  std::vector<std::string>& lines = geometry.tap_lines;
+  const auto offsets = Delinearize(Index::Var("tap", geometry.taps), tap_shape);
+  geometry.out_index = {row[0], geometry.group * mm.n + Index::Var("nindex", mm.n)};
+  Index base = rows[0];
+  Index weight_tap(0);  // transposed: the kernel tap (first + j * step per dim) in the weight's tap order
+  std::string valid, tap_valid, rows_valid;  // the rows' positions inside, the phase's taps, its rows
+  for (size_t s = 0; s < conv.kernel.size(); ++s) {
+    const Index offset = Named("ktap" + std::to_string(s), offsets[s], lines);
+    const std::string pos = "pos" + std::to_string(s);
+    Index position;
+    if (conv.transposed) {
+      const PhaseTerms terms = TransposedTerms(conv, s, phase[s], row[s + 1], geometry.prologue);
+      if (!terms.count.empty()) {
+        And(tap_valid, fmt::format("{} < {}", offset.Code(), terms.count));
+      }
+      position = Named(pos, rows[s + 1] + terms.base - offset * TransposedInputStep(conv, s), lines);
+      weight_tap = weight_tap * conv.kernel[s] + terms.first + offset * TransposedTapStep(conv, s);
+      geometry.out_index.push_back(terms.out);
+      if (conv.out_size[s] % conv.stride[s] != 0) {
+        And(rows_valid, fmt::format("{} < {}", terms.out.Code(), conv.out_size[s]));
+      }
+    } else {
+      position = Named(pos, rows[s + 1] * conv.stride[s] - Index(conv.padding[s]) + offset * conv.dilation[s],
+                       lines);
+      geometry.out_index.push_back(row[s + 1]);
+    }
+    RequireInside(position, conv.in_size[s], valid);
+    base = base * conv.in_size[s] + position;
+  }
+  if (!rows_valid.empty()) {  // rows past this phase's output extent
+    geometry.prologue.push_back("mmask = mmask & " + rows_valid);
+    geometry.prologue.push_back("omask = mmask & nmask");
+  }
+  // A tap past this phase's count runs no K step (a stride-2 3-D kernel of 3 taps a dim: a phase takes 1 or
+  // 2 of the loop's 2 per dim, 3.4 of its 8 taps on average), so neither operand is read there.
+  if (!tap_valid.empty()) {
+    lines.push_back(fmt::format("kend = tl.where({}, {}, 0)", tap_valid, in_per_group));
+    geometry.channels_stop = "kend";
+  }
+  lines.push_back("tvalid = mmask" + (valid.empty() ? "" : " & " + valid));
+  lines.push_back("tbase = " + (base * conv.in_channels + geometry.group * in_per_group).Code());
+  // with phases (a stride above 1) the loop's tap j is the kernel's first + j * step; else it is the tap
+  // itself
+  geometry.weight_tap = phases > 1 ? Named("wtap", weight_tap, lines) : Index::Var("tap", geometry.taps);
+  return geometry;
+}
+
 kir::Kernel KernelWriter::ChannelsLastConvolutionProgram() {
   const MatmulSpec& mm = *kernel_.matmul;
   const ConvShape& conv = *mm.conv;
   const int64_t in_per_group = conv.in_channels / conv.groups;
-  const int64_t taps = Product(conv.kernel);
   const int64_t positions = conv.images * Product(conv.in_size);
-  const int scratch = ScratchId(0);
-  const Index g = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
   const Index n = Index::Var("nindex", mm.n);
-  std::vector<int64_t> rows_shape = {conv.images};
-  rows_shape.insert(rows_shape.end(), conv.out_size.begin(), conv.out_size.end());
-  const auto row = Delinearize(Index::Var("mindex", mm.m), rows_shape);
-  std::vector<std::string> prologue;
-  const auto rows = NamedRows(row, prologue);
-  // per tap: its offsets, the rows' input positions, their validity and their base in the NHWC copy
-  std::vector<std::string> tap_lines;
-  const auto offsets = Delinearize(Index::Var("tap", taps), conv.kernel);
-  Index base = rows[0];
-  std::string valid;
-  for (size_t s = 0; s < conv.kernel.size(); ++s) {
-    const Index offset = Named("ktap" + std::to_string(s), offsets[s], tap_lines);
-    const Index position =
-        Named("pos" + std::to_string(s),
-              rows[s + 1] * conv.stride[s] - Index(conv.padding[s]) + offset * conv.dilation[s], tap_lines);
-    RequireInside(position, conv.in_size[s], valid);
-    base = base * conv.in_size[s] + position;
-  }
-  tap_lines.push_back("tvalid = mmask" + (valid.empty() ? "" : " & " + valid));
-  tap_lines.push_back("tbase = " + (base * conv.in_channels + g * in_per_group).Code());
+  ChannelsLastTaps geometry = ChannelsLastGeometry();
+  const Index& g = geometry.group;
   emitter_.OpenScope(3);
   // the NHWC tile: its rows' mask is the tap's validity (from mmask), its lanes run along K from each base
   const Index tbase = Index::Runtime("tbase", 0, positions * conv.in_channels - 1);
-  const int64_t weight_row = taps * in_per_group;
-  const Index weight_at = (g * mm.n + n) * weight_row + Index::Var("tap", taps) * in_per_group +
-                          Index::Var("kbindex", in_per_group);
-  emitter_.Append({ScratchTileLoad("a", scratch, tbase + Index::Var("kaindex", in_per_group),
+  const int64_t weight_row = Product(conv.kernel) * in_per_group;
+  const Index weight_at =
+      (g * mm.n + n) * weight_row + geometry.weight_tap * in_per_group + Index::Var("kbindex", in_per_group);
+  emitter_.Append({ScratchTileLoad("a", ScratchId(0), tbase + Index::Var("kaindex", in_per_group),
                                    "tvalid & kamask", kir::TileSide::kA),
                    ScratchTileLoad("b", ScratchId(1), weight_at, "kbmask & nmask", kir::TileSide::kB)});
   DotLoop loop;
@@ -158,21 +211,31 @@ kir::Kernel KernelWriter::ChannelsLastConvolutionProgram() {
     result += " + (" + emitter_.Emit(mm.bias, {g * mm.n + n}).code + ").to(tl.float32)";
   }
   emitter_.Line("product = " + result);
-  std::vector<Index> out_index = {row[0], g * mm.n + n};
-  out_index.insert(out_index.end(), row.begin() + 1, row.end());
   // A 3x3 window unrolled, a 7x7x7 one a loop; ieee products never unrolled: their tl.dot is FMA code as
   // large as the tile, nine copies of a 128x64x64 one took ptxas over five minutes for sm_90.
   constexpr int64_t kUnrolledTaps = 9;
+  const int64_t taps = geometry.taps;
   const bool unrolled = taps <= kUnrolledTaps && DotPrecision(kernel_.design.precision) != Precision::kIeee;
   loop.tap_range =
       unrolled ? kir::LoopRange::Unrolled(std::to_string(taps)) : kir::LoopRange::Upto(std::to_string(taps));
-  loop.tap_lines = TextLines(tap_lines, 2);
-  loop.prologue = TextLines(prologue, 1);
+  loop.tap_lines = TextLines(geometry.tap_lines, 2);
+  loop.prologue = TextLines(geometry.prologue, 1);
   loop.channels = in_per_group;
+  loop.channels_stop = geometry.channels_stop;
   wide_scratch_ = NeedsInt64(graph_, positions * conv.in_channels);
   const int out = graph_.nodes.at(static_cast<size_t>(mm.node)).value;
-  kir::Kernel program =
-      FinishMatmul(std::move(loop), out, out_index, Linearize(out_index, MetaOf(graph_, out).shape));
+  kir::Kernel program = FinishMatmul(std::move(loop), out, geometry.out_index,
+                                     Linearize(geometry.out_index, MetaOf(graph_, out).shape));
+  PrependChannelsLastCopies(program);
+  return program;
+}
+
+void KernelWriter::PrependChannelsLastCopies(kir::Kernel& program) {
+  const MatmulSpec& mm = *kernel_.matmul;
+  const ConvShape& conv = *mm.conv;
+  const int64_t in_per_group = conv.in_channels / conv.groups;
+  const int64_t positions = conv.images * Product(conv.in_size);
+  const int64_t weight_row = Product(conv.kernel) * in_per_group;
   std::vector<int64_t> image_shape = {conv.images};
   image_shape.insert(image_shape.end(), conv.in_size.begin(), conv.in_size.end());
   const auto at = Delinearize(Index::Var("pindex", positions), image_shape);
@@ -180,17 +243,22 @@ kir::Kernel KernelWriter::ChannelsLastConvolutionProgram() {
   input.insert(input.end(), at.begin() + 1, at.end());
   program.scratch.push_back({positions * conv.in_channels, DType::kFloat32});
   // (image, position) x channel tiles: the NCHW read runs along positions, the NHWC write along channels
-  PrependRepack(program, mm.a, input, positions, conv.in_channels, conv.in_channels, scratch, "_nhwc",
+  PrependRepack(program, mm.a, input, positions, conv.in_channels, conv.in_channels, ScratchId(0), "_nhwc",
                 "channels-last repack of a convolution input, read along positions, written along channels");
-  // the weight [out, in / groups, kernel...] as rows [out, (tap, channel)]
+  // the weight [out, in / groups, kernel...] (transposed: [in, out / groups, kernel...]) as rows
+  // [out, (tap, channel)]
   const Index column = Index::Var("cindex", weight_row);
-  std::vector<Index> weight_index = {Index::Var("pindex", conv.out_channels), column.Mod(in_per_group)};
+  const Index channel_out = Index::Var("pindex", conv.out_channels);
+  std::vector<Index> weight_index =
+      conv.transposed
+          ? std::vector<Index>{channel_out.FloorDiv(mm.n) * in_per_group + column.Mod(in_per_group),
+                               channel_out.Mod(mm.n)}
+          : std::vector<Index>{channel_out, column.Mod(in_per_group)};
   const auto tap_offsets = Delinearize(column.FloorDiv(in_per_group), conv.kernel);
   weight_index.insert(weight_index.end(), tap_offsets.begin(), tap_offsets.end());
   program.scratch.push_back({conv.out_channels * weight_row, DType::kFloat32});
   PrependRepack(program, mm.b, weight_index, conv.out_channels, weight_row, weight_row, ScratchId(1),
                 "_weight", "convolution weight as rows of (kernel tap, input channel)");
-  return program;
 }
 
 void KernelWriter::PrependRepack(kir::Kernel& program, int value, const std::vector<Index>& index,

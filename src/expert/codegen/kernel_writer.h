@@ -272,8 +272,23 @@ class KernelWriter {
   // The weight is copied too, into [output channel, tap, channel of the group] rows: read in place at
   // [output channel, channel, tap] its K step strides by the tap count, and the H200 measured that
   // gather 1.3-6x slower than the NCHW form (bench/results/h200-nhwc-aligned); the copy is a small launch per
-  // forward.
+  // forward. A transposed convolution runs per output phase as TransposedConvolutionProgram does, a tap its
+  // phase lacks running no channel step.
   kir::Kernel ChannelsLastConvolutionProgram();
+  // Its rows and taps: the prologue (the rows' coordinates; transposed: the program's group and phase), the
+  // lines each tap computes (positions, validity `tvalid`, the base `tbase` in the copy), the output's index,
+  // the weight tap a loop tap reads and the channel loop's stop where a phase lacks the tap.
+  struct ChannelsLastTaps {
+    Index group;
+    std::vector<std::string> prologue, tap_lines;
+    std::vector<Index> out_index;
+    Index weight_tap;
+    int64_t taps = 0;
+    std::string channels_stop;
+  };
+  ChannelsLastTaps ChannelsLastGeometry();
+  // Its input's and weight's copies, as the launches before the GEMM (scratch buffers 0 and 1).
+  void PrependChannelsLastCopies(kir::Kernel& program);
 
   // A first launch `<kernel>SUFFIX` that copies `value`, computed through an emitter of its own at `index`
   // (over the lane variables pindex < rows and cindex < columns), into scratch buffer `scratch` as rows of
@@ -340,6 +355,9 @@ class KernelWriter {
     kir::LoopRange tap_range;  // empty for every other product
     std::vector<kir::Statement> tap_lines;
     int64_t channels = 0;
+    // the channel loop's stop where it depends on the tap (a transposed convolution's phase takes fewer taps
+    // than the loop runs: "kend", 0 for a tap it lacks); empty: `channels`
+    std::string channels_stop;
   };
   // Which function of the product FinishMatmul writes: the whole of it, or split-K's partial products over
   // one slice of K and the function that sums them.

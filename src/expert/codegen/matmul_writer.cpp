@@ -387,7 +387,10 @@ void KernelWriter::KLoopLines(const DotLoop& loop, DotPart part, const DotSplit&
     body.push_back(kir::Statement::Loop(1, "tap", loop.tap_range));
     body.insert(body.end(), loop.tap_lines.begin(), loop.tap_lines.end());
     body.push_back(kir::Statement::Loop(
-        2, "k0", kir::LoopRange::Stepped("0", std::to_string(loop.channels), "BLOCK_K")));
+        2, "k0",
+        kir::LoopRange::Stepped(
+            "0", loop.channels_stop.empty() ? std::to_string(loop.channels) : loop.channels_stop,
+            "BLOCK_K")));
     depth = 3;
     k = loop.channels;
   } else if (part == DotPart::kPartial) {

@@ -19,7 +19,7 @@ bool DirectConvolutionFits(const MatmulSpec& mm) {
 bool MatVecFits(const MatmulSpec& mm) { return !mm.conv && mm.n == 1; }
 
 bool ChannelsLastConvolutionFits(const MatmulSpec& mm) {
-  if (!mm.conv || mm.conv->transposed) {
+  if (!mm.conv) {
     return false;
   }
   // A pointwise convolution (1-wide kernel, stride 1, no padding) reads its NCHW input as a dense [K, M]

@@ -47,8 +47,8 @@ bool DirectConvolutionFits(const MatmulSpec& mm);
 // A matrix-vector product (one output column, no convolution): the `gemv` algorithm applies (rows of A
 // times the vector, summed after the K loop; no tl.dot, whose narrowest N tile is 16).
 bool MatVecFits(const MatmulSpec& mm);
-// A convolution the `nhwc` algorithm computes: any non-transposed one (its input repacked channels-last by a
-// first launch, K ordered by kernel tap, then channel of the group).
+// A convolution the `nhwc` algorithm computes: any but a pointwise one (its input repacked channels-last by a
+// first launch, K ordered by kernel tap, then channel of the group; a transposed one per output phase).
 bool ChannelsLastConvolutionFits(const MatmulSpec& mm);
 // The widest useful K step of the `nhwc` algorithm: the group's input channels (a power of two, tl.dot's 16
 // at least); a wider one only adds masked lanes.

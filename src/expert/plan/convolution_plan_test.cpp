@@ -118,6 +118,39 @@ TEST(ConvolutionPlanTest, TransposedConvolutionIsOneDenseConvolutionPerPhase) {
       << loop_mask;  // no per-tap divisibility test in the loop
 }
 
+TEST(ConvolutionPlanTest, TransposedChannelsLastRunsNoKStepForATapItsPhaseLacks) {
+  // 1_75's phases (as above) in the channels-last form: the loop runs the most taps of any phase (3 x 2) and
+  // a tap its phase lacks stops the channel loop at 0; the weight is copied from [in, out / groups, 3, 5]
+  // into [out, (tap, channel)] rows and read at the phase's own kernel tap.
+  const Graph graph = Fixture("level1_75_conv_transposed_2D_strided_grouped");
+  const Candidate tiled = GenerateCandidate(graph, "", "convt", CandidateDesign{});
+  ASSERT_TRUE(tiled.source) << tiled.problem;
+  const KernelPlan& kernel = tiled.plan.kernels.at(0);
+  ASSERT_TRUE(ChannelsLastConvolutionFits(*kernel.matmul));
+  const auto moves = StageMoves(graph, "stage1.algorithm", tiled, "", 8);
+  const auto nhwc_move = std::find_if(moves.begin(), moves.end(), [&](const DesignMove& move) {
+    return move.move == "algorithm " + kernel.name + " nhwc";
+  });
+  ASSERT_NE(nhwc_move, moves.end());
+  const Candidate nhwc = GenerateCandidate(graph, "", "convt", nhwc_move->design);
+  ASSERT_TRUE(nhwc.source) << nhwc.problem;
+  const std::string& source = *nhwc.source;
+  EXPECT_EQ(nhwc.launches, 3U);
+  EXPECT_NE(source.find("for tap in range(6):"), std::string::npos) << source;
+  EXPECT_NE(source.find("kend = tl.where((ktap0 < taps0) & (ktap1 < taps1), 4, 0)"), std::string::npos);
+  EXPECT_NE(source.find("for k0 in range(0, kend, BLOCK_K):"), std::string::npos);
+  EXPECT_NE(source.find("wtap = "), std::string::npos);           // the kernel tap: first + j * step per dim
+  EXPECT_NE(source.find("mmask = mmask & "), std::string::npos);  // 33 and 46: uneven extents
+  EXPECT_EQ(Count(source, "tl.dot("), 1U);
+  // no mask of the phase's taps on the operands: the channel loop does not run there
+  EXPECT_EQ(source.find("tapok"), std::string::npos);
+  // back to the phase form that gathers the NCHW input
+  const auto back = StageMoves(graph, "stage1.algorithm", nhwc, "", 8);
+  EXPECT_TRUE(std::any_of(back.begin(), back.end(), [&](const DesignMove& move) {
+    return move.move == "algorithm " + kernel.name + " tiled";
+  }));
+}
+
 // level2_1's convolution made a ConvTranspose2d 12->16, kernel 4x4, padding 1, stride `stride` (relu and +
 // bias after it): the common decoder shape, where every phase takes the same taps.
 Graph TransposedConvolutionWithEpilogue(int64_t stride) {
@@ -263,9 +296,6 @@ TEST(ConvolutionPlanTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTap
   KernelDesign wide = design;
   wide.rblock = 32;  // wider than the group's channels: masked lanes only
   EXPECT_FALSE(DesignFits(nhwc.plan.kernels.at(0), wide));
-  KernelPlan transposed = nhwc.plan.kernels.at(0);
-  transposed.matmul->conv->transposed = true;
-  EXPECT_FALSE(DesignFits(transposed, design));
 }
 
 }  // namespace
