@@ -3,6 +3,7 @@ KernelBench-layout files, and report.html opened in headless Chromium."""
 import json
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -141,3 +142,21 @@ def test_kb_tables_give_the_tol_1e4_searches_of_level2_and_the_gemm_family():
         assert summary in lines and summary in readme, (name, lines[:8])
         rows = [line for line in lines if line.startswith(("| 1 | ", "| 2 | ")) and "_" in line]
         assert rows and all("| ok |" in row for row in rows), rows
+
+
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "kernelbench" / "level1").is_dir(), reason="needs ../shared/kernelbench")
+def test_scoreboard_gives_each_level1_product_its_tflops_beside_the_library():
+    """bench/scoreboard.py on the committed H200 level-1 run at tol 1e-4: each GEMM's and convolution's work
+    counted by PyTorch's FLOP counter on the meta device, egg's TFLOP/s and cuBLAS's or cuDNN's (eager) from the
+    baselines timed beside it, and the ratio at the tolerance's precision (`strict` at 1e-4)."""
+    results = ROOT / "bench" / "results" / "h200-fair-l1-3" / "tol1e-4" / "results.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "scoreboard.py"), str(results)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    # 4096^3: 137.4 GFLOP in 2.563 ms is 53.6 TFLOP/s; cuBLAS's float32 SGEMM 51.1, with TF32 412.9
+    assert "| 1_Square_matrix_multiplication_ | 137.4 | 2.563 | 53.6 | 51.1 | 412.9 | 51.3 | 1.05x | tiled tf32x3 |" \
+        in lines
+    assert "| 12_Matmul_with_diagonal_matrices_ | 0 (elementwise) | - | - | - | - | - | - | - |" in lines
+    assert "| GEMM | 16 | 1.25x | 1 |" in lines and "| convolution | 35 | 1.37x | 9 |" in lines
+    assert sum(line.startswith("| ") and "_conv_" in line for line in lines) == 35, "every convolution task a row"
