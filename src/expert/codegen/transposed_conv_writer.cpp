@@ -37,11 +37,17 @@ kir::Kernel KernelWriter::TransposedConvolutionProgram() {
   tiles.weight = {g * in_per_group + kb[0], n};  // weight [in, out / groups, kernel...] read as [k, n]
   tiles.out = {row[0], g * mm.n + n};
   std::string rows_valid;
+  std::string has_taps;  // false for a phase that takes no tap along some dim
   for (size_t s = 0; s < conv.kernel.size(); ++s) {
     const PhaseTerms terms = TransposedTerms(conv, s, phase[s], row[s + 1], tiles.prologue);
     if (!terms.count.empty()) {
       And(tiles.input_valid, fmt::format("{} < {}", ka[s + 1].Code(), terms.count));
       And(tiles.weight_valid, fmt::format("{} < {}", kb[s + 1].Code(), terms.count));
+      const auto phases_of_dim = TransposedPhases(conv, s);
+      if (std::any_of(phases_of_dim.begin(), phases_of_dim.end(),
+                      [](const TransposedPhase& taps) { return taps.count == 0; })) {
+        And(has_taps, terms.count + " > 0");
+      }
     }
     const Index position =
         Named("pos" + std::to_string(s), rows[s + 1] + terms.base - ka[s + 1] * TransposedInputStep(conv, s),
@@ -57,6 +63,12 @@ kir::Kernel KernelWriter::TransposedConvolutionProgram() {
   if (!rows_valid.empty()) {  // rows past this phase's output extent
     tiles.prologue.push_back("mmask = mmask & " + rows_valid);
     tiles.prologue.push_back("omask = mmask & nmask");
+  }
+  if (!has_taps.empty()) {
+    // Where the dilation shares a factor with the stride (1_77: 2 and 2) a phase along that dim takes no tap:
+    // its outputs are the bias alone, and its programs (7 of 1_77's 8 phases) run no K step.
+    tiles.prologue.push_back(fmt::format("k_end = tl.where({}, {}, 0)", has_taps, mm.k));
+    skip_dropped_tiles_ = true;
   }
   return FinishConvolution(tiles, g * mm.n + n);
 }

@@ -109,6 +109,10 @@ TEST(ConvolutionPlanTest, TransposedConvolutionIsOneDenseConvolutionPerPhase) {
   const Candidate candidate = GenerateCandidate(graph, "", "convt", CandidateDesign{});
   ASSERT_TRUE(candidate.source) << candidate.problem;
   EXPECT_NE(candidate.source->find("taps0 = tl.where("), std::string::npos);  // phases with no tap
+  // ...whose programs run no K step: their outputs are the bias alone
+  EXPECT_NE(candidate.source->find("k_end = tl.where((taps0 > 0), 24, 0)"), std::string::npos)
+      << *candidate.source;
+  EXPECT_NE(candidate.source->find("for k0 in range(0, k_end, BLOCK_K):"), std::string::npos);
   EXPECT_NE(candidate.source->find("tap1 = "), std::string::npos);            // the first offset per phase
   EXPECT_NE(candidate.source->find("mmask = mmask & "), std::string::npos);   // 33 and 46: uneven extents
   const size_t valid = candidate.source->find("valid = ");
