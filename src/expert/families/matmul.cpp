@@ -104,6 +104,7 @@ class MatmulFamily : public KernelFamily {
  private:
   void AlgorithmMoves(const KernelPlan& kernel, MoveSink& sink) const;
   static void CopyMoves(const KernelPlan& kernel, MoveSink& sink);
+  void ConvolutionMoves(const KernelPlan& kernel, MoveSink& sink) const;
   static void MappingMoves(const KernelPlan& kernel, MoveSink& sink);
   static void TilingMoves(const KernelPlan& kernel, MoveSink& sink);
   static void MemoryMoves(const KernelPlan& kernel, MoveSink& sink);
@@ -197,6 +198,33 @@ void MatmulFamily::CopyMoves(const KernelPlan& kernel, MoveSink& sink) {
   }
 }
 
+// A convolution from the NCHW gather: the direct form where it fits, and channels-last in the same tiles.
+void MatmulFamily::ConvolutionMoves(const KernelPlan& kernel, MoveSink& sink) const {
+  const KernelDesign& base = kernel.design;
+  if (DirectConvolutionFits(*kernel.matmul)) {
+    const KernelDesign direct = DefaultDesign(kernel, 0, Precision::kUnset);
+    sink.Add(kernel, direct, fmt::format("algorithm {} direct", kernel.name),
+             "one output element per lane, the group's few products unrolled (no tl.dot padding)");
+  }
+  if (base.algorithm == Algorithm::kTiled && ChannelsLastConvolutionFits(*kernel.matmul)) {
+    // same tiles, the K step at most the group's channels (it no longer spans taps)
+    KernelDesign nhwc = base;
+    nhwc.algorithm = Algorithm::kNhwc;
+    nhwc.rblock = std::min(base.rblock, ChannelsLastMaxStep(*kernel.matmul));
+    sink.Add(kernel, nhwc, fmt::format("algorithm {} nhwc", kernel.name),
+             "channels-last implicit GEMM, input repacked once, K ordered by tap then channel");
+    if (base.precision == Precision::kIeee && !IsHalf(kernel.matmul->dtype)) {
+      // An exact incumbent in FMA products: its contiguous K loads pay most on the tensor cores. At tol 1e-4
+      // the H200's level-1 2-D convolutions that ended channels-last in tf32x3 products ran 38-74 TFLOP/s,
+      // those left to the NCHW gather in ieee products 12-21 (bench/results/h200-fair-l1-3/tol1e-4/
+      // scoreboard.md), and stage 2's precision move comes after the time budget has often ended a search.
+      nhwc.precision = Precision::kTf32x3;
+      sink.Add(kernel, nhwc, fmt::format("algorithm {} nhwc tf32x3", kernel.name),
+               "channels-last implicit GEMM in three tf32 tensor-core products (float32 accuracy)");
+    }
+  }
+}
+
 // Matmul: split K into slices (half or twice the incumbent's, or the default factor), or one program per
 // tile; a mat-vec product between tl.dot tiles and the gemv rows (whose K slices split the same way); a
 // convolution between the NCHW gather and the channels-last GEMM in the same tiles (and the direct form).
@@ -246,19 +274,7 @@ void MatmulFamily::AlgorithmMoves(const KernelPlan& kernel, MoveSink& sink) cons
   if (base.algorithm == Algorithm::kTiled) {
     CopyMoves(kernel, sink);
   }
-  if (DirectConvolutionFits(*kernel.matmul)) {
-    const KernelDesign direct = DefaultDesign(kernel, 0, Precision::kUnset);
-    sink.Add(kernel, direct, fmt::format("algorithm {} direct", kernel.name),
-             "one output element per lane, the group's few products unrolled (no tl.dot padding)");
-  }
-  if (base.algorithm == Algorithm::kTiled && ChannelsLastConvolutionFits(*kernel.matmul)) {
-    // same tiles, the K step at most the group's channels (it no longer spans taps)
-    KernelDesign nhwc = base;
-    nhwc.algorithm = Algorithm::kNhwc;
-    nhwc.rblock = std::min(base.rblock, ChannelsLastMaxStep(*kernel.matmul));
-    sink.Add(kernel, nhwc, fmt::format("algorithm {} nhwc", kernel.name),
-             "channels-last implicit GEMM, input repacked once, K ordered by tap then channel");
-  }
+  ConvolutionMoves(kernel, sink);
   std::vector<int64_t> splits;
   if (base.algorithm == Algorithm::kSplitK) {
     splits = {1, base.split / 2, base.split * 2};

@@ -252,6 +252,14 @@ TEST(ConvolutionPlanTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTap
   EXPECT_EQ(design.rblock, 16);  // a K step spans the 12 channels of one tap, not (channel, tap) pairs
   EXPECT_EQ(design.xblock, kernel.design.xblock);
   EXPECT_EQ(design.precision, kernel.design.precision);
+  // from FMA products, also channels-last on the tensor cores (tf32x3 keeps float32 accuracy)
+  ASSERT_EQ(kernel.design.precision, Precision::kIeee);
+  const auto tensor_cores = std::find_if(moves.begin(), moves.end(), [&](const DesignMove& move) {
+    return move.move == "algorithm " + name + " nhwc tf32x3";
+  });
+  ASSERT_NE(tensor_cores, moves.end());
+  EXPECT_EQ(tensor_cores->design.kernels.at(name).algorithm, Algorithm::kNhwc);
+  EXPECT_EQ(tensor_cores->design.kernels.at(name).precision, Precision::kTf32x3);
   const Candidate nhwc = GenerateCandidate(graph, "", "conv", nhwc_move->design);
   ASSERT_TRUE(nhwc.source) << nhwc.problem;
   const std::string& source = *nhwc.source;
