@@ -1,9 +1,11 @@
 """`egg bench` end to end on the CPU: several workers, results.json with KernelBench's metrics, the
 KernelBench-layout files, and report.html opened in headless Chromium."""
 import json
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +162,34 @@ def test_scoreboard_gives_each_level1_product_its_tflops_beside_the_library():
     assert "| 12_Matmul_with_diagonal_matrices_ | 0 (elementwise) | - | - | - | - | - | - | - |" in lines
     assert "| GEMM | 16 | 1.25x | 1 |" in lines and "| convolution | 35 | 1.37x | 9 |" in lines
     assert sum(line.startswith("| ") and "_conv_" in line for line in lines) == 35, "every convolution task a row"
+
+
+def test_ab_run_checks_each_candidate_and_the_nan_variant_differs_in_nan_alone(tmp_path):
+    """bench/h200_ab.sh over an A/B set in the interpreter (no GPU: correctness only, nothing timed): the nan
+    fixture's seed-0 file passes, and its `plain` variant (bench/ab_variants.py: tl.max / tl.min and folds without
+    propagate_nan) misses the rows that hold a nan, so the pair differs in PyTorch's nan semantics alone."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import ab_variants
+
+    work = tmp_path / "set"
+    work.mkdir()
+    shutil.copy(EXPERT_TASKS / "nan_extrema.py", work / "x_task.py")
+    proc = subprocess.run([str(ROOT / "egg"), "compile", str(work / "x_task.py"), "--seed", "0", "--device", "cpu",
+                           "--out", str(work / "x_kept.py")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    kept = (work / "x_kept.py").read_text()
+    plain = ab_variants.without_nan_semantics(kept)
+    assert "_egg_max(" in kept and "propagate_nan=" in kept
+    assert "propagate_nan=" not in plain and "tl.max(" in plain
+    (work / "x_plain.py").write_text(plain)
+    (work / "manifest.json").write_text(json.dumps([{"tag": "x", "variant": v, "tol": 1e-4, "baselines": False}
+                                                    for v in ("kept", "plain")]))
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "TRITON_INTERPRET": "1",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", str(ROOT / "bench" / "h200_ab.sh"), str(work)], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = {row["variant"]: row for row in map(json.loads, (tmp_path / "out" / "ab.jsonl").read_text().splitlines())}
+    assert rows["kept"]["correct"] is True, rows["kept"]
+    assert rows["plain"]["correct"] is False and "NaN" in rows["plain"]["reason"], rows["plain"]
+    assert "| x | - | - | - | - | kept yes, plain NO: " in proc.stdout

@@ -1,0 +1,166 @@
+"""A/B sets of candidate files for one GPU call, measured by bench/h200_ab.sh through egg_worker.timeit.
+
+    .venv/bin/python bench/ab_variants.py make transposed DIR [--egg build/egg]   # candidates + DIR/manifest.json
+    python3 bench/ab_variants.py table DIR/results.jsonl                          # the table of a run
+
+Sets (each variant the same task compiled with another design record, so a pair differs in one decision):
+- `transposed`: transposed convolutions (issue 21) at full KernelBench size, each in its seed-0 tiles as the NCHW
+  phase form (`tiled`) and channels-last (`nhwc`) at tf32 products (tol 1e-2), and for the stride-1 ones seed 1's
+  NCHW form in ieee products against channels-last in tf32x3 products (tol 1e-4).
+- `nan`: max-like reductions and poolings in their seed-0 files (nan kept as PyTorch keeps it) against the same
+  files with tl.max / tl.min and plain folds (`plain`, nan dropped): the cost of PyTorch's nan semantics.
+
+`make` needs egg built and torch (each task captured once on the meta device, as tests/golden/golden.py does, its
+graph kept in $EGG_GOLDEN/graphs); the candidates and copies of the tasks go to DIR, so DIR alone is
+carried to the GPU machine. `table` needs only the standard library.
+"""
+import argparse
+import importlib.util
+import json
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+KERNELBENCH = ROOT.parent / "shared" / "kernelbench"
+TRANSPOSED = ["level1/65_", "level1/69_", "level1/77_", "level1/57_", "level2/36_", "level2/49_"]
+STRIDE_ONE = {"level1/65_", "level1/69_", "level1/57_"}
+NAN = ["level1/23_", "level1/24_", "level1/41_", "level1/42_", "level1/43_", "level1/49_", "level1/53_"]
+
+
+def task_file(prefix: str) -> pathlib.Path:
+    level, number = prefix.split("/")
+    matches = sorted((KERNELBENCH / level).glob(number + "*.py"))
+    if len(matches) != 1:
+        sys.exit(f"ab_variants: {prefix}: {len(matches)} task files")
+    return matches[0]
+
+
+def golden():
+    """tests/golden/golden.py as a module: its capture on the meta device (full-size tasks without their memory)
+    into $EGG_GOLDEN/graphs, reused where a graph is there already."""
+    spec = importlib.util.spec_from_file_location("golden", ROOT / "tests" / "golden" / "golden.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compile_task(egg: str, task: pathlib.Path, design: dict, out: pathlib.Path) -> dict:
+    capture = golden()
+    capture.capture_one(str(task))
+    graph = capture.graph_path(task)
+    proc = subprocess.run([egg, "compile", str(task), "--graph", str(graph), "--design", json.dumps(design),
+                           "--out", str(out), "--json"], capture_output=True, text=True)
+    if proc.returncode != 0 or "warning: --design" in proc.stderr:
+        sys.exit(f"ab_variants: {task.name}: {proc.stderr.strip()[-400:]}")
+    return json.loads(proc.stdout)
+
+
+def with_convolutions(report: dict, **changes) -> dict:
+    """The report's design with every convolution kernel's design changed (the K step kept within 64)."""
+    kernels = {}
+    for kernel in report["kernels"]:
+        design = dict(kernel["design"])
+        if kernel["kind"] == "matmul" and "aten.convolution.default" in kernel["ops"]:
+            design.update(changes, rblock=min(design["rblock"], 64))
+        kernels[kernel["name"]] = design
+    return {**report["design"], "kernels": kernels}
+
+
+def staged(prefixes: list, out: pathlib.Path):
+    """(prefix, task file, tag) per task, its copy written to out/TAG_task.py (1_65 for level1/65_...)."""
+    for prefix in prefixes:
+        task = task_file(prefix)
+        tag = prefix.replace("level", "").replace("/", "_").rstrip("_")
+        shutil.copy(task, out / f"{tag}_task.py")
+        yield prefix, task, tag
+
+
+def make_transposed(egg: str, out: pathlib.Path) -> list:
+    entries = []
+    for prefix, task, tag in staged(TRANSPOSED, out):
+        seed0 = compile_task(egg, task, {"seed": 0, "precision": "tf32"}, out / f"{tag}_tiled.py")
+        compile_task(egg, task, with_convolutions(seed0, algorithm="nhwc"), out / f"{tag}_nhwc.py")
+        entries += [{"tag": tag, "variant": "tiled", "tol": 1e-2, "baselines": True},
+                    {"tag": tag, "variant": "nhwc", "tol": 1e-2, "baselines": False}]
+        if prefix in STRIDE_ONE:
+            seed1 = compile_task(egg, task, {"seed": 1}, out / f"{tag}_ieee.py")
+            compile_task(egg, task, with_convolutions(seed1, algorithm="nhwc", precision="tf32x3"),
+                         out / f"{tag}_nhwc-tf32x3.py")
+            entries += [{"tag": tag, "variant": "ieee", "tol": 1e-4, "baselines": False},
+                        {"tag": tag, "variant": "nhwc-tf32x3", "tol": 1e-4, "baselines": False}]
+    return entries
+
+
+def without_nan_semantics(source: str) -> str:
+    """tl.max / tl.min for the nan-keeping reducers (their definitions left as they are) and folds without
+    propagate_nan: the kernels as they were before nan was kept."""
+    lines = []
+    for line in source.splitlines(keepends=True):
+        if not line.startswith("def _egg_m"):
+            line = line.replace("_egg_max(", "tl.max(").replace("_egg_min(", "tl.min(")
+        lines.append(line.replace(", propagate_nan=tl.PropagateNan.ALL", ""))
+    return "".join(lines)
+
+
+def make_nan(egg: str, out: pathlib.Path) -> list:
+    entries = []
+    for _, task, tag in staged(NAN, out):
+        compile_task(egg, task, {"seed": 0}, out / f"{tag}_kept.py")
+        kept = (out / f"{tag}_kept.py").read_text()
+        plain = without_nan_semantics(kept)
+        if plain == kept or re.search(r"^\s+.*_egg_m(ax|in)\(", plain, re.M):
+            sys.exit(f"ab_variants: {tag}: no nan-keeping reduction to replace")
+        (out / f"{tag}_plain.py").write_text(plain)
+        entries += [{"tag": tag, "variant": "kept", "tol": 1e-4, "baselines": False},
+                    {"tag": tag, "variant": "plain", "tol": 1e-4, "baselines": False}]
+    return entries
+
+
+def table(path: pathlib.Path) -> list:
+    rows = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        rows.setdefault(row["tag"], {})[row["variant"]] = row
+    variants = list(dict.fromkeys(v for by_variant in rows.values() for v in by_variant))
+
+    def median(row: dict, key: str):
+        return ((row.get("time_ms") or {}).get(key) or {}).get("median")
+
+    lines = ["| task | eager ms | torch.compile ms | " + " | ".join(f"{v} ms" for v in variants) + " | correct |",
+             "|---|---|---|" + "---|" * len(variants) + "---|"]
+    for tag, by_variant in rows.items():
+        eager = next((median(r, "eager") for r in by_variant.values() if median(r, "eager")), None)
+        compiled = next((median(r, "compile") for r in by_variant.values() if median(r, "compile")), None)
+        cells = [f"{median(by_variant[v], 'candidate'):.3f}" if v in by_variant and median(by_variant[v], "candidate")
+                 else "-" for v in variants]
+        correct = ", ".join(f"{v} {'yes' if r.get('correct') else 'NO: ' + str(r.get('reason') or r.get('error'))[:60]}"
+                            for v, r in by_variant.items())
+        fmt = lambda x: f"{x:.3f}" if x else "-"
+        lines.append(f"| {tag} | {fmt(eager)} | {fmt(compiled)} | " + " | ".join(cells) + f" | {correct} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    make = sub.add_parser("make")
+    make.add_argument("set", choices=("transposed", "nan"))
+    make.add_argument("out", type=pathlib.Path)
+    make.add_argument("--egg", default=str(ROOT / "egg"))
+    show = sub.add_parser("table")
+    show.add_argument("results", type=pathlib.Path)
+    args = parser.parse_args()
+    if args.command == "table":
+        print("\n".join(table(args.results)))
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    entries = (make_transposed if args.set == "transposed" else make_nan)(args.egg, args.out)
+    (args.out / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
+    print(f"wrote {len(entries)} candidates and {args.out / 'manifest.json'}")
+
+
+if __name__ == "__main__":
+    main()
