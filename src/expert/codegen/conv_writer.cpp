@@ -117,27 +117,26 @@ KernelWriter::ChannelsLastTaps KernelWriter::ChannelsLastGeometry() {
   const MatmulSpec& mm = *kernel_.matmul;
   const ConvShape& conv = *mm.conv;
   const int64_t in_per_group = conv.in_channels / conv.groups;
-  const Index block = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
   ChannelsLastTaps geometry;
   // A transposed convolution runs one dense convolution per output phase, as its NCHW form does: the batch
   // axis is (group, phase), rows are (image, q) and a phase's taps are j < its count.
-  const int64_t phases = conv.transposed ? Product(conv.stride) : 1;
-  geometry.group = phases > 1 ? Index(0) : block;
-  if (phases > 1 && conv.groups > 1) {
-    geometry.prologue.push_back("gindex = " + block.FloorDiv(phases).Code());
-    geometry.group = Index::Var("gindex", conv.groups);
+  PhaseGrid grid;
+  if (conv.transposed) {
+    grid = TransposedGrid(geometry.prologue);
+  } else {
+    grid.group = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
+    grid.rows_shape = {conv.images};
+    grid.rows_shape.insert(grid.rows_shape.end(), conv.out_size.begin(), conv.out_size.end());
   }
-  std::vector<int64_t> rows_shape = {conv.images};
+  geometry.group = grid.group;
+  const auto& phase = grid.phase;
   std::vector<int64_t> tap_shape;
   for (size_t s = 0; s < conv.kernel.size(); ++s) {
-    rows_shape.push_back(conv.transposed ? (conv.out_size[s] + conv.stride[s] - 1) / conv.stride[s]
-                                         : conv.out_size[s]);
     tap_shape.push_back(conv.transposed ? TransposedMaxTaps(conv, s) : conv.kernel[s]);
   }
   geometry.taps = Product(tap_shape);
-  const auto row = Delinearize(Index::Var("mindex", mm.m), rows_shape);
+  const auto row = Delinearize(Index::Var("mindex", mm.m), grid.rows_shape);
   const auto rows = NamedRows(row, geometry.prologue);
-  const auto phase = conv.transposed ? Delinearize(block.Mod(phases), conv.stride) : std::vector<Index>{};
   // per tap: its offsets, the rows' input positions, their validity and their base in the NHWC copy, and
   // (transposed) the weight's tap it multiplies
   std::vector<std::string>& lines = geometry.tap_lines;
@@ -169,10 +168,7 @@ KernelWriter::ChannelsLastTaps KernelWriter::ChannelsLastGeometry() {
     RequireInside(position, conv.in_size[s], valid);
     base = base * conv.in_size[s] + position;
   }
-  if (!rows_valid.empty()) {  // rows past this phase's output extent
-    geometry.prologue.push_back("mmask = mmask & " + rows_valid);
-    geometry.prologue.push_back("omask = mmask & nmask");
-  }
+  MaskPhaseRows(rows_valid, geometry.prologue);
   // A tap past this phase's count runs no K step (a stride-2 3-D kernel of 3 taps a dim: a phase takes 1 or
   // 2 of the loop's 2 per dim, 3.4 of its 8 taps on average), so neither operand is read there.
   if (!tap_valid.empty()) {
@@ -183,7 +179,8 @@ KernelWriter::ChannelsLastTaps KernelWriter::ChannelsLastGeometry() {
   lines.push_back("tbase = " + (base * conv.in_channels + geometry.group * in_per_group).Code());
   // with phases (a stride above 1) the loop's tap j is the kernel's first + j * step; else it is the tap
   // itself
-  geometry.weight_tap = phases > 1 ? Named("wtap", weight_tap, lines) : Index::Var("tap", geometry.taps);
+  const bool phased = conv.transposed && Product(conv.stride) > 1;
+  geometry.weight_tap = phased ? Named("wtap", weight_tap, lines) : Index::Var("tap", geometry.taps);
   return geometry;
 }
 

@@ -337,6 +337,18 @@ class KernelWriter {
 
   PhaseTerms TransposedTerms(const ConvShape& conv, size_t s, const Index& phase_code, const Index& q,
                              std::vector<std::string>& prologue);
+  // A transposed convolution's program grid, shared by its NCHW and channels-last forms: the batch axis split
+  // into the group (its line in `prologue` where there are several groups and phases) and each dim's phase,
+  // and the rows' shape (image, q < ceil(out / stride) per dim).
+  struct PhaseGrid {
+    Index group;
+    std::vector<Index> phase;
+    std::vector<int64_t> rows_shape;
+  };
+  PhaseGrid TransposedGrid(std::vector<std::string>& prologue) const;
+  // Rows past this phase's output extent (`rows_valid`, where a stride does not divide the output) masked off
+  // in `prologue`.
+  static void MaskPhaseRows(const std::string& rows_valid, std::vector<std::string>& prologue);
 
   // The loop body (input and weight tiles, zero where masked), the bias, and the accumulator's store with its
   // fused consumers at `tiles.out`.

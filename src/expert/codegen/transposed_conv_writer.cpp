@@ -11,26 +11,17 @@ kir::Kernel KernelWriter::TransposedConvolutionProgram() {
   const MatmulSpec& mm = *kernel_.matmul;
   const ConvShape& conv = *mm.conv;
   const int64_t in_per_group = conv.in_channels / conv.groups;
-  const int64_t phases = Product(conv.stride);
-  std::vector<std::string> prologue;
-  const Index block = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
-  Index g = phases > 1 ? Index(0) : block;
-  if (phases > 1 && conv.groups > 1) {
-    prologue.push_back("gindex = " + block.FloorDiv(phases).Code());
-    g = Index::Var("gindex", conv.groups);
-  }
-  const auto phase = Delinearize(block.Mod(phases), conv.stride);
-  std::vector<int64_t> rows_shape = {conv.images};
+  ConvTiles tiles;
+  const PhaseGrid grid = TransposedGrid(tiles.prologue);
+  const Index& g = grid.group;
+  const auto& phase = grid.phase;
   std::vector<int64_t> k_shape = {in_per_group};
   for (size_t s = 0; s < conv.kernel.size(); ++s) {
-    rows_shape.push_back((conv.out_size[s] + conv.stride[s] - 1) / conv.stride[s]);
     k_shape.push_back(TransposedMaxTaps(conv, s));
   }
   const Index n = Index::Var("nindex", mm.n);
-  const auto row = Delinearize(Index::Var("mindex", mm.m), rows_shape);
+  const auto row = Delinearize(Index::Var("mindex", mm.m), grid.rows_shape);
   const auto kb = Delinearize(Index::Var("kbindex", mm.k), k_shape);
-  ConvTiles tiles;
-  tiles.prologue = std::move(prologue);
   const auto rows = NamedRows(row, tiles.prologue);
   const auto ka = NamedTaps(Delinearize(Index::Var("kaindex", mm.k), k_shape), tiles.loop);
   tiles.input = {rows[0], g * in_per_group + ka[0]};
@@ -60,10 +51,7 @@ kir::Kernel KernelWriter::TransposedConvolutionProgram() {
       And(rows_valid, fmt::format("{} < {}", terms.out.Code(), conv.out_size[s]));
     }
   }
-  if (!rows_valid.empty()) {  // rows past this phase's output extent
-    tiles.prologue.push_back("mmask = mmask & " + rows_valid);
-    tiles.prologue.push_back("omask = mmask & nmask");
-  }
+  MaskPhaseRows(rows_valid, tiles.prologue);
   if (!has_taps.empty()) {
     // Where the dilation shares a factor with the stride (1_77: 2 and 2) a phase along that dim takes no tap:
     // its outputs are the bias alone, and its programs (7 of 1_77's 8 phases) run no K step.
@@ -71,6 +59,32 @@ kir::Kernel KernelWriter::TransposedConvolutionProgram() {
     skip_dropped_tiles_ = true;
   }
   return FinishConvolution(tiles, g * mm.n + n);
+}
+
+KernelWriter::PhaseGrid KernelWriter::TransposedGrid(std::vector<std::string>& prologue) const {
+  const MatmulSpec& mm = *kernel_.matmul;
+  const ConvShape& conv = *mm.conv;
+  const int64_t phases = Product(conv.stride);
+  const Index block = mm.batched ? Index::Var("bindex", mm.batch) : Index(0);
+  PhaseGrid grid;
+  grid.group = phases > 1 ? Index(0) : block;
+  if (phases > 1 && conv.groups > 1) {
+    prologue.push_back("gindex = " + block.FloorDiv(phases).Code());
+    grid.group = Index::Var("gindex", conv.groups);
+  }
+  grid.phase = Delinearize(block.Mod(phases), conv.stride);
+  grid.rows_shape = {conv.images};
+  for (size_t s = 0; s < conv.kernel.size(); ++s) {
+    grid.rows_shape.push_back((conv.out_size[s] + conv.stride[s] - 1) / conv.stride[s]);
+  }
+  return grid;
+}
+
+void KernelWriter::MaskPhaseRows(const std::string& rows_valid, std::vector<std::string>& prologue) {
+  if (!rows_valid.empty()) {
+    prologue.push_back("mmask = mmask & " + rows_valid);
+    prologue.push_back("omask = mmask & nmask");
+  }
 }
 
 KernelWriter::PhaseTerms KernelWriter::TransposedTerms(const ConvShape& conv, size_t s,
