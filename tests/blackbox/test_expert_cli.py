@@ -180,6 +180,11 @@ def compiled(tmp_path_factory):
         **{f"nan{seed}": ["nan_extrema.py", "--out", f"out/nan_s{seed}.py", "--json", "--seed", str(seed)]
            for seed in range(3)},
         "intdiv": ["int_division.py", "--out", "out/intdiv.py", "--json"],
+        # concatenations written in place by their pieces' kernels, and the same plan with them copied
+        **{f"cat{seed}": ["cat_in_place.py", "--out", f"out/cat_s{seed}.py", "--json", "--seed", str(seed)]
+           for seed in range(3)},
+        "cat_apart": ["cat_in_place.py", "--out", "out/cat_apart.py", "--json", "--design",
+                      '{"seed": 0, "plan": {"concat_in_place": false}}'],
         # tf32 products, 128 query rows x 32 keys in 8 warps for the first, 32 x 16 for MinGPT's
         "att_tiles": ["attention.py", "--out", "out/att_tiles.py", "--json", "--design", json.dumps(
             {"seed": 0, "precision": "tf32", "kernels": {
@@ -434,6 +439,28 @@ def test_compile_computes_small_group_convolutions_directly_at_seed_0(compiled):
     assert sum("tl.static_range(2)" in line for line in direct) >= 2  # input channels per group, the 2-wide taps
 
 
+def test_concatenations_are_written_in_place_by_their_pieces(compiled):
+    """Each concatenation whose pieces kernels compute is a buffer the pieces' kernels store into through views
+    of it (the convolutions with their ReLU epilogues, the scan and the constant column, the two elementwise
+    pieces along the batch): no kernel copies it. plan.concat_in_place false copies each in a kernel of its own."""
+    egg, runs = compiled
+    for seed in range(3):
+        report = json.loads(runs[f"cat{seed}"].stdout)
+        assert report["pytorch_ops"] == [], report["pytorch_ops"]
+        in_place = [note.split(" ")[0] for note in report["planner_notes"] if " in place: " in note]
+        assert in_place == ["cat", "cat_1", "cat_2"], report["planner_notes"]
+        assert not any("aten.cat.default" in k["ops"] for k in report["kernels"]), report["kernels"]
+        lines = [line.strip() for line in code_lines((egg.workdir / report["candidate"]).read_text())]
+        assert "v_relu_1 = v_cat.narrow(1, 8, 8)" in lines and "v_cumsum = v_cat_1.narrow(3, 1, 4)" in lines
+        assert "v_tanh = v_cat_2.narrow(0, 2, 2)" in lines
+        conv = next(k for k in report["kernels"] if k["name"] == "egg_k1_convolution_1")
+        assert "aten.relu.default" in conv["ops"]  # the piece is the convolution's epilogue
+    apart = json.loads(runs["cat_apart"].stdout)
+    assert apart["design"]["plan"]["concat_in_place"] is False
+    assert sum("aten.cat.default" in k["ops"] for k in apart["kernels"]) >= 2, apart["kernels"]
+    assert not any(" in place: " in note for note in apart["planner_notes"])
+
+
 def test_transposed_convolutions_run_channels_last_per_output_phase(compiled):
     """A transposed convolution's nhwc form: the input and the weight copied as for a convolution, the loop over
     the most taps of any phase, a tap the program's phase lacks running no channel step (`kend`); stride 1 is
@@ -644,7 +671,8 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_s1.py",
                                        "mv_split.py", "att_s0.py", "att_s1.py", "att_tiles.py", "nhwc.py",
                                        "dense_nhwc.py", "aligned.py", "kmajor.py", "kmajor_dense.py", "silu.py",
-                                       "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py"])
+                                       "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py", "cat_s0.py", "cat_s1.py",
+                                       "cat_s2.py", "cat_apart.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -660,7 +688,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "dense_nhwc.py": "dense_cat_conv.py", "aligned.py": "irregular_products.py",
             "kmajor.py": "irregular_products.py", "kmajor_dense.py": "dense_products.py", "silu.py": "linear_silu.py",
             "convt_nhwc.py": "conv_transpose_grouped.py", "convt3_nhwc.py": "conv_transpose_3d.py",
-            "convt_s1.py": "conv_transpose_stride1.py", **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
+            "convt_s1.py": "conv_transpose_stride1.py", **{f"cat_{tag}.py": "cat_in_place.py" for tag in ("s0", "s1", "s2", "apart")},
+            **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
     assert result["status"] == "ok" and result["correct"] is True, result["reason"]
@@ -674,7 +703,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "unfold.py", "pad.py", "index.py", "mv_s0.py", "mv_split.py", "tri.py",
                                        "att_s0.py", "att_tiles.py", "att_masked.py", "nan_s1.py", "nan_s2.py",
                                        "intdiv.py", "nhwc.py", "dense_nhwc.py", "aligned.py", "kmajor.py",
-                                       "kmajor_dense.py", "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py"])
+                                       "kmajor_dense.py", "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py",
+                                       "cat_s0.py", "cat_s2.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""

@@ -93,11 +93,20 @@ class ForwardWriter {
   void Kernel(const KernelPlan& kernel, const KernelSource& source) {
     const std::string device = Device();
     for (int value : kernel.stores) {
-      const TensorMeta& meta = *ValueAt(graph_, value).meta;
-      const std::string name = Name(value);
-      Line(fmt::format("{} = torch.empty({}, device={}, dtype={})", name, ShapeTuple(meta.shape), device,
-                       TorchDType(meta.dtype)));
-      bound_[value] = name;
+      const auto slot = plan_.slots.find(value);
+      const int buffer = slot == plan_.slots.end() ? value : slot->second.cat;
+      if (bound_.count(buffer) == 0) {
+        const TensorMeta& meta = *ValueAt(graph_, buffer).meta;
+        Line(fmt::format("{} = torch.empty({}, device={}, dtype={})", Name(buffer), ShapeTuple(meta.shape),
+                         device, TorchDType(meta.dtype)));
+        bound_[buffer] = Name(buffer);
+      }
+      if (slot != plan_.slots.end()) {  // a piece of a concatenation: a view of the cat's buffer
+        const int dim = slot->second.dim;
+        Line(fmt::format("{} = {}.narrow({}, {}, {})", Name(value), Name(buffer), dim, slot->second.offset,
+                         ValueAt(graph_, value).meta->shape.at(static_cast<size_t>(dim))));
+        bound_[value] = Name(value);
+      }
     }
     std::vector<std::string> scratch;
     for (size_t i = 0; i < source.scratch.size(); ++i) {
@@ -396,7 +405,7 @@ Candidate GenerateAt(const Graph& graph, const std::string& task_source, const s
       candidate.design.kernels[kernel.name] = kernel.design;
       std::map<int, TensorMeta> layouts;
       for (int value : kernel.stores) {
-        layouts[value] = DenseLayout(*ValueAt(graph, value).meta);
+        layouts[value] = StoreLayout(graph, plan, value);
       }
       sources.push_back(GenerateKernel(graph, kernel, plan.memory_before.at(k), layouts));
       candidate.launches += sources.back().launches.size();

@@ -14,7 +14,7 @@ const std::set<std::string> kIntegerFields = {"xblock", "rblock",    "yblock",
                                               "split",  "num_warps", "num_stages"};
 const std::set<std::string> kTextFields = {"algorithm", "precision"};
 const std::set<std::string> kPlanFields = {"fuse_reductions", "fuse_epilogues", "cuda_graph",
-                                           "fuse_attention"};
+                                           "fuse_attention", "concat_in_place"};
 
 std::string Names(const std::set<std::string>& names) {
   std::string out;
@@ -37,10 +37,11 @@ MoveCheck CheckPlanMove(const Candidate& incumbent, const std::string& field, co
   }
   CandidateDesign design = incumbent.design;
   PlanOptions& plan = design.plan;
-  bool* target = field == "fuse_reductions"  ? &plan.fuse_reductions
-                 : field == "fuse_epilogues" ? &plan.fuse_epilogues
-                 : field == "cuda_graph"     ? &plan.cuda_graph
-                                             : &plan.fuse_attention;
+  bool* target = field == "fuse_reductions"   ? &plan.fuse_reductions
+                 : field == "fuse_epilogues"  ? &plan.fuse_epilogues
+                 : field == "cuda_graph"      ? &plan.cuda_graph
+                 : field == "concat_in_place" ? &plan.concat_in_place
+                                              : &plan.fuse_attention;
   if (*target == value.get<bool>()) {
     return Refuse(fmt::format("the move changes nothing: plan.{} is already {}", field, value.dump()));
   }
@@ -150,7 +151,8 @@ Json DesignRecordJson(const Candidate& incumbent) {
                {{"fuse_reductions", incumbent.design.plan.fuse_reductions},
                 {"fuse_epilogues", incumbent.design.plan.fuse_epilogues},
                 {"cuda_graph", incumbent.design.plan.cuda_graph},
-                {"fuse_attention", incumbent.design.plan.fuse_attention}}},
+                {"fuse_attention", incumbent.design.plan.fuse_attention},
+                {"concat_in_place", incumbent.design.plan.concat_in_place}}},
               {"pytorch_ops", incumbent.pytorch_ops}};
 }
 

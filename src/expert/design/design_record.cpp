@@ -41,6 +41,9 @@ Json PlanOptions::ToJson() const {
   if (!fuse_attention) {
     json["fuse_attention"] = false;
   }
+  if (!concat_in_place) {
+    json["concat_in_place"] = false;
+  }
   if (!families.empty()) {
     json["families"] = families;
   }
@@ -53,6 +56,7 @@ PlanOptions PlanOptions::FromJson(const Json& json) {
   options.fuse_epilogues = json.value("fuse_epilogues", true);
   options.cuda_graph = json.value("cuda_graph", false);
   options.fuse_attention = json.value("fuse_attention", true);
+  options.concat_in_place = json.value("concat_in_place", true);
   options.families = json.value("families", std::vector<std::string>{});
   for (const std::string& name : options.families) {
     FamilyNamed(name);  // UnknownName for a family that is not registered

@@ -146,6 +146,9 @@ struct PlanOptions {
   // Attention patterns (ParseAttention) as one flash kernel each; false keeps the products and the softmax in
   // kernels of their own (seed 1, the unfused path measured against it). Recorded only when false.
   bool fuse_attention = true;
+  // A concatenation whose every piece a kernel computes is never copied: each piece is stored into its slice
+  // of the cat's buffer (Plan::slots). Recorded only when false.
+  bool concat_in_place = true;
   // Experimental kernel families switched on by name (KernelFamily::Experimental: off unless named here);
   // recorded only when not empty.
   std::vector<std::string> families;

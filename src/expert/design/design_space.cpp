@@ -169,7 +169,7 @@ int64_t KernelTrafficBytes(const Graph& graph, const Plan& plan, size_t kernel) 
   int64_t bytes = 0;
   for (int value : k.stores) {
     const TensorMeta& meta = *graph.values.at(static_cast<size_t>(value)).meta;
-    layouts[value] = DenseLayout(meta);
+    layouts[value] = StoreLayout(graph, plan, value);
     bytes += meta.Numel() * DTypeBytes(meta.dtype);
   }
   try {

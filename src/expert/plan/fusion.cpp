@@ -41,7 +41,7 @@ std::vector<int> Planner::Results(const KernelPlan& kernel) const {
 std::map<int, TensorMeta> Planner::Layouts(const KernelPlan& kernel) const {
   std::map<int, TensorMeta> layouts;
   for (int value : Results(kernel)) {
-    layouts[value] = DenseLayout(*ValueAt(graph_, value).meta);
+    layouts[value] = StoreLayout(graph_, plan_, value);
   }
   return layouts;
 }

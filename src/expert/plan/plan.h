@@ -56,6 +56,15 @@ struct KernelPlan {
       false;  // a max and a sum of exp(x - max) over the same rows: online softmax applies
 };
 
+// A value stored straight into its piece of a concatenation's buffer (Inductor's ConcatKernel does the same):
+// `cat` is never copied, its inputs' kernels write their slices of it. The value is the view
+// cat.narrow(dim, offset, its size along dim): its layout has the cat's strides.
+struct ConcatSlot {
+  int cat = -1;  // the concatenation's value
+  int dim = 0;
+  int64_t offset = 0;
+};
+
 struct Step {
   enum class Kind { kKernel, kExtern };
   Kind kind = Kind::kKernel;
@@ -71,7 +80,12 @@ struct Plan {
   std::vector<std::string> notes;                        // planner decisions worth reporting
   std::vector<std::string> extern_ops;                   // ops left to PyTorch
   int unfused_attention = 0;  // attention patterns found but planned unfused (fuse_attention false)
+  std::map<int, ConcatSlot> slots;  // by value: stored into a slice of a concatenation (none copies it)
 };
+
+// The layout `value` is stored in: dense, or for a value in a concatenation's slot the cat's strides (the
+// view the candidate file makes of the cat's buffer, its offset in the view's pointer).
+TensorMeta StoreLayout(const Graph& graph, const Plan& plan, int value);
 
 Plan MakePlan(const Graph& graph, const PlanOptions& options);
 }  // namespace egg::expert

@@ -19,6 +19,11 @@ bool Planner::Run(int* failed_node) {
     }
   }
   MarkRealizations();
+  PlaceConcatenations();
+  std::set<int> placed_cats;
+  for (const auto& [value, slot] : plan_.slots) {
+    placed_cats.insert(slot.cat);
+  }
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const Node& node = graph_.nodes[n];
     const auto index = static_cast<int>(n);
@@ -26,6 +31,10 @@ bool Planner::Run(int* failed_node) {
       plan_.steps.push_back({Step::Kind::kExtern, index});
       plan_.extern_ops.push_back(node.op);
       AddExternResults(node);
+      continue;
+    }
+    if (placed_cats.count(node.value) != 0) {  // its pieces, placed before it, wrote it
+      memory_[node.value] = DenseLayout(*ValueAt(graph_, node.value).meta);
       continue;
     }
     if (roots_.count(node.value) == 0) {

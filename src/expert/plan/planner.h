@@ -46,6 +46,13 @@ class Planner {
 
   void MarkRealizations();
 
+  // Concatenations each of whose pieces a kernel can store into its slice of the cat's buffer: the pieces
+  // become roots with a slot (Plan::slots), the cat is no kernel's root and is in memory once they are.
+  void PlaceConcatenations();
+  // Whether `value`, a piece of a concatenation, can be stored into a slot of it: computed by a kernel that
+  // stores through a layout, read only by kernels (which take any strides), not an output.
+  bool Slottable(int value, int cat) const;
+
   void NeedArg(const Arg& arg, bool allow_view = true);
 
   void AddExternResults(const Node& node);

@@ -121,6 +121,24 @@ TEST(PlannerTest, TransposedAndBatchedOperandsAreIndexArithmetic) {
   EXPECT_NE(b.source->find("bindex = tl.program_id(1)"), std::string::npos);
 }
 
+TEST(PlannerTest, ExclusiveCumsumScansIntoItsSliceBesideAZeroColumn) {
+  // cat([zeros_like(x[:, :1]), cumsum(x[:, :-1], 1)], 1): the scan stores one column to the right in the
+  // output, a second kernel writes the zero column without reading x, nothing copies the concatenation.
+  const Graph graph = Fixture("level1_92_cumsum_exclusive");
+  const Candidate candidate = GenerateCandidate(graph, "", "cumsum_exclusive", {});
+  ASSERT_TRUE(candidate.source) << candidate.problem;
+  const std::string& code = *candidate.source;
+  ASSERT_EQ(candidate.kernels.size(), 2U);
+  EXPECT_EQ(candidate.kernels[0].kind, "scan");
+  EXPECT_NE(code.find("v_cumsum = v_cat.narrow(1, 1, "), std::string::npos);
+  EXPECT_NE(code.find("v_full_like = v_cat.narrow(1, 0, 1)"), std::string::npos);
+  const size_t zeros = code.find("def egg_k1_full_like(");
+  ASSERT_NE(zeros, std::string::npos);
+  const std::string body = code.substr(zeros, code.find("@triton.jit", zeros) - zeros);
+  EXPECT_EQ(body.find("tl.load("), std::string::npos) << body;
+  EXPECT_NE(body.find("tl.store("), std::string::npos) << body;
+}
+
 TEST(PlannerTest, ProductsOfTypesNoKernelLowersRunInPyTorchWithANote) {
   const Graph float64 = LoadGraph(
       testing::Retyped(FixtureJson("level1_3_Batched_matrix_multiplication"), "float32", "float64"));

@@ -80,6 +80,81 @@ void Planner::MarkRealizations() {
   }
 }
 
+bool Planner::Slottable(int value, int cat) const {
+  const Value& v = ValueAt(graph_, value);
+  const Value& c = ValueAt(graph_, cat);
+  if (v.kind != ValueKind::kNode || !v.meta || v.meta->dtype != c.meta->dtype ||
+      v.meta->Rank() != c.meta->Rank() || v.meta->Numel() == 0 || plan_.slots.count(value) != 0) {
+    return false;
+  }
+  const int node = v.node;
+  const OpClass op_class = classes_.at(node);
+  const bool computed =
+      ((op_class == OpClass::kPointwise || op_class == OpClass::kConcat || op_class == OpClass::kGather) &&
+       claims_.count(node) == 0) ||
+      matmuls_.count(node) != 0 || (scans_.count(node) != 0 && scans_.at(node).kind != ScanKind::kSort);
+  if (!computed || externs_.count(node) != 0) {
+    return false;
+  }
+  for (const Arg& output : graph_.outputs) {
+    if (output.value == value) {
+      return false;
+    }
+  }
+  for (const auto& [target, arg] : graph_.mutations) {
+    if (arg.kind == Arg::Kind::kValue && arg.value == value) {
+      return false;
+    }
+  }
+  static const std::set<OpClass> kReaders = {OpClass::kPointwise, OpClass::kReduction, OpClass::kPool,
+                                             OpClass::kScan,      OpClass::kConcat,    OpClass::kGather,
+                                             OpClass::kMatmul};
+  for (int user : v.users) {
+    if (user != c.node && (kReaders.count(classes_.at(user)) == 0 || externs_.count(user) != 0)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Planner::PlaceConcatenations() {
+  if (!plan_.options.concat_in_place) {
+    return;
+  }
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    const Node& node = graph_.nodes[n];
+    const Value& c = ValueAt(graph_, node.value);
+    if (node.op != "aten.cat.default" || roots_.count(node.value) == 0 ||
+        claims_.count(static_cast<int>(n)) != 0 || externs_.count(static_cast<int>(n)) != 0 || !c.meta ||
+        node.args.empty()) {
+      continue;
+    }
+    const Arg* dim_arg = node.ArgAt(1, "dim");
+    int64_t dim = dim_arg != nullptr ? dim_arg->i : 0;
+    dim = dim < 0 ? dim + c.meta->Rank() : dim;
+    std::set<int> pieces;
+    bool placeable = dim >= 0 && dim < c.meta->Rank();
+    for (const Arg& piece : node.args[0].list) {
+      placeable = placeable && piece.kind == Arg::Kind::kValue && pieces.insert(piece.value).second &&
+                  Slottable(piece.value, node.value);
+    }
+    if (!placeable || pieces.size() < 2) {
+      continue;
+    }
+    int64_t offset = 0;
+    std::string names;
+    for (const Arg& piece : node.args[0].list) {
+      plan_.slots[piece.value] = ConcatSlot{node.value, static_cast<int>(dim), offset};
+      offset += ValueAt(graph_, piece.value).meta->shape.at(static_cast<size_t>(dim));
+      roots_.insert(piece.value);
+      names += (names.empty() ? "" : ", ") + ValueAt(graph_, piece.value).name;
+    }
+    roots_.erase(node.value);
+    plan_.notes.push_back(
+        fmt::format("{} in place: {} stored into their slices of it, never copied", node.name, names));
+  }
+}
+
 void Planner::NeedArg(const Arg& arg, bool allow_view) {
   if (arg.kind == Arg::Kind::kValue && ValueAt(graph_, arg.value).meta) {
     NeedMemory(arg.value, allow_view);

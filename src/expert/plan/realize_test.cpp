@@ -1,6 +1,6 @@
 // Which values the planner realizes in memory: outputs and the operands of ops left to PyTorch (through a
 // zero-copy view, its base; a copy, itself), the results of ops that run in PyTorch, and nothing for a view
-// of what is already in memory.
+// of what is already in memory; a concatenation whose pieces kernels compute is written in place by them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -180,6 +180,69 @@ TEST(RealizeTest, ARecurrentLayerReadsAViewOfItsInputFromADenseCopy) {
   ASSERT_EQ(plan.memory_before[1].count(xp), 1U);
   EXPECT_EQ(plan.memory_before[1].at(xp).stride, (std::vector<int64_t>{2048, 32, 1}))
       << "in its own dense layout";
+}
+
+// x [4, 8]: a = exp(x), b = tanh(x), cat([a, b], 1) the output, and with `a_read_by` an op that also reads a
+// (its result an output too): "output" returns a itself, "view" a view of a, "add" y + a for y [2, 4, 8] (a
+// kernel of its own, over another domain, reading a from memory).
+Graph Concatenation(const std::string& a_read_by) {
+  std::vector<Json> nodes = {
+      NodeJson("a", "aten.exp.default", Json::array({Ref("x")}), Meta({4, 8})),
+      NodeJson("b", "aten.tanh.default", Json::array({Ref("x")}), Meta({4, 8})),
+      NodeJson("cat", "aten.cat.default", {Json::array({Ref("a"), Ref("b")}), 1}, Meta({4, 16}))};
+  std::vector<std::string> outputs = {"cat"};
+  if (a_read_by == "output") {
+    outputs.push_back("a");
+  } else if (a_read_by == "view") {
+    nodes.push_back(NodeJson("view", "aten.view.default", {Ref("a"), Json::array({32})}, Meta({32})));
+    outputs.push_back("view");
+  } else if (a_read_by == "add") {
+    nodes.push_back(NodeJson("add", "aten.add.Tensor", {Ref("y"), Ref("a")}, Meta({2, 4, 8})));
+    outputs.push_back("add");
+  }
+  return LoadGraph(GraphJson({Input("x", 0, Meta({4, 8})), Input("y", 1, Meta({2, 4, 8}))}, nodes, outputs));
+}
+
+TEST(RealizeTest, AConcatenationIsWrittenInPlaceByItsPieces) {
+  const Graph graph = Concatenation("add");
+  const Plan plan = MakePlan(graph, {});
+  const int a = testing::ValueNamed(graph, "a");
+  const int b = testing::ValueNamed(graph, "b");
+  const int cat = testing::ValueNamed(graph, "cat");
+  ASSERT_EQ(plan.slots.size(), 2U);
+  EXPECT_EQ(plan.slots.at(a).cat, cat);
+  EXPECT_EQ(plan.slots.at(a).dim, 1);
+  EXPECT_EQ(plan.slots.at(a).offset, 0);
+  EXPECT_EQ(plan.slots.at(b).offset, 8);
+  const std::vector<std::string> roots = Roots(graph, plan);
+  EXPECT_EQ(std::count(roots.begin(), roots.end(), "cat"), 0) << "no kernel copies the concatenation";
+  EXPECT_TRUE(InMemory(graph, plan, "cat"));
+  // a is stored in the cat's strides, and the kernel reading it reads it so
+  EXPECT_EQ(StoreLayout(graph, plan, a).stride, (std::vector<int64_t>{16, 1}));
+  EXPECT_EQ(StoreLayout(graph, plan, testing::ValueNamed(graph, "add")).stride,
+            (std::vector<int64_t>{32, 8, 1}));
+  const auto reader = std::find_if(plan.memory_before.begin(), plan.memory_before.end(),
+                                   [&](const auto& memory) { return memory.count(a) != 0; });
+  ASSERT_NE(reader, plan.memory_before.end());
+  EXPECT_EQ(reader->at(a).stride, (std::vector<int64_t>{16, 1}));
+
+  PlanOptions apart;
+  apart.concat_in_place = false;
+  const Plan copied = MakePlan(graph, apart);
+  EXPECT_TRUE(copied.slots.empty());
+  const std::vector<std::string> copied_roots = Roots(graph, copied);
+  EXPECT_EQ(std::count(copied_roots.begin(), copied_roots.end(), "cat"), 1);
+}
+
+TEST(RealizeTest, AConcatenationWithAPieceReadOutsideKernelsIsCopied) {
+  // An output would be a view of the cat's buffer; a view of a non-contiguous piece may not exist.
+  for (const char* reader : {"output", "view"}) {
+    const Graph graph = Concatenation(reader);
+    const Plan plan = MakePlan(graph, {});
+    EXPECT_TRUE(plan.slots.empty()) << reader;
+    const std::vector<std::string> roots = Roots(graph, plan);
+    EXPECT_EQ(std::count(roots.begin(), roots.end(), "cat"), 1) << reader;
+  }
 }
 
 TEST(RealizeTest, APoolsOutputIsComputedByThePoolKernel) {

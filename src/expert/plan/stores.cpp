@@ -7,6 +7,18 @@
 
 namespace egg::expert {
 
+TensorMeta StoreLayout(const Graph& graph, const Plan& plan, int value) {
+  const TensorMeta& meta = *ValueAt(graph, value).meta;
+  const auto slot = plan.slots.find(value);
+  if (slot == plan.slots.end()) {
+    return DenseLayout(meta);
+  }
+  TensorMeta layout = meta;
+  layout.stride = ContiguousStrides(ValueAt(graph, slot->second.cat).meta->shape);
+  layout.offset = 0;
+  return layout;
+}
+
 void Planner::FinalizeStores() {
   std::set<int> needed;
   auto need_base = [&](int value) {
@@ -43,6 +55,9 @@ void Planner::FinalizeStores() {
     if (arg.kind == Arg::Kind::kValue) {
       need_base(arg.value);
     }
+  }
+  for (const auto& [value, slot] : plan_.slots) {
+    needed.insert(value);  // the cat is its pieces' stores
   }
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     MarkAlgorithms(&plan_.kernels[k], kernel_memory_[k]);
@@ -92,7 +107,16 @@ void Planner::RecordMemory() {
     }
     plan_.memory_before.push_back(before);
     for (int value : kernel.stores) {
-      available[value] = DenseLayout(*ValueAt(graph_, value).meta);
+      available[value] = StoreLayout(graph_, plan_, value);
+    }
+    for (const auto& [value, slot] : plan_.slots) {
+      bool whole = true;
+      for (const auto& [piece, other] : plan_.slots) {
+        whole = whole && (other.cat != slot.cat || available.count(piece) != 0);
+      }
+      if (whole) {
+        available[slot.cat] = DenseLayout(*ValueAt(graph_, slot.cat).meta);
+      }
     }
   }
   // In memory by the end: what the first kernel may read (inputs, state, extern results) and every store. A
