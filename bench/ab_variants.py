@@ -9,6 +9,10 @@ Sets (each variant the same task compiled with another design record, so a pair 
   NCHW form in ieee products against channels-last in tf32x3 products (tol 1e-4).
 - `nan`: max-like reductions and poolings in their seed-0 files (nan kept as PyTorch keeps it) against the same
   files with tl.max / tl.min and plain folds (`plain`, nan dropped): the cost of PyTorch's nan semantics.
+- `cat`: concatenations written in place by their pieces' kernels (`in-place`, seed 0 at tf32, tol 1e-2) against
+  the same record with `plan.concat_in_place` false (`copied`: a kernel copies each piece into the cat).
+
+`--append` adds a set's candidates to DIR's manifest (several sets in one GPU call).
 
 `make` needs egg built and torch (each task captured once on the meta device, as tests/golden/golden.py does, its
 graph kept in $EGG_GOLDEN/graphs); the candidates and copies of the tasks go to DIR, so DIR alone is
@@ -27,6 +31,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 KERNELBENCH = ROOT.parent / "shared" / "kernelbench"
 TRANSPOSED = ["level1/65_", "level1/69_", "level1/77_", "level1/57_", "level2/36_", "level2/49_"]
 STRIDE_ONE = {"level1/65_", "level1/69_", "level1/57_"}
+CAT = ["level1/92_", "level3/17_", "level3/6_", "level3/34_"]
 NAN = ["level1/23_", "level1/24_", "level1/41_", "level1/42_", "level1/43_", "level1/49_", "level1/53_"]
 
 
@@ -119,6 +124,19 @@ def make_nan(egg: str, out: pathlib.Path) -> list:
     return entries
 
 
+def make_cat(egg: str, out: pathlib.Path) -> list:
+    entries = []
+    for _, task, tag in staged(CAT, out):
+        report = compile_task(egg, task, {"seed": 0, "precision": "tf32"}, out / f"{tag}_in-place.py")
+        if not any(" in place: " in note for note in report["planner_notes"]):
+            sys.exit(f"ab_variants: {tag}: no concatenation written in place")
+        copied = {**report["design"], "plan": {**report["design"]["plan"], "concat_in_place": False}}
+        compile_task(egg, task, {k: v for k, v in copied.items() if k != "kernels"}, out / f"{tag}_copied.py")
+        entries += [{"tag": tag, "variant": "in-place", "tol": 1e-2, "baselines": True},
+                    {"tag": tag, "variant": "copied", "tol": 1e-2, "baselines": False}]
+    return entries
+
+
 def table(path: pathlib.Path) -> list:
     rows = {}
     for line in path.read_text().splitlines():
@@ -147,8 +165,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     make = sub.add_parser("make")
-    make.add_argument("set", choices=("transposed", "nan"))
+    make.add_argument("set", choices=("transposed", "nan", "cat"))
     make.add_argument("out", type=pathlib.Path)
+    make.add_argument("--append", action="store_true", help="add to DIR's manifest instead of replacing it")
     make.add_argument("--egg", default=str(ROOT / "egg"))
     show = sub.add_parser("table")
     show.add_argument("results", type=pathlib.Path)
@@ -157,8 +176,10 @@ def main() -> None:
         print("\n".join(table(args.results)))
         return
     args.out.mkdir(parents=True, exist_ok=True)
-    entries = (make_transposed if args.set == "transposed" else make_nan)(args.egg, args.out)
-    (args.out / "manifest.json").write_text(json.dumps(entries, indent=1) + "\n")
+    manifest = args.out / "manifest.json"
+    earlier = json.loads(manifest.read_text()) if args.append and manifest.exists() else []
+    entries = {"transposed": make_transposed, "nan": make_nan, "cat": make_cat}[args.set](args.egg, args.out)
+    manifest.write_text(json.dumps(earlier + entries, indent=1) + "\n")
     print(f"wrote {len(entries)} candidates and {args.out / 'manifest.json'}")
 
 
