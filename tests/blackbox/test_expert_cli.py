@@ -185,6 +185,11 @@ def compiled(tmp_path_factory):
            for seed in range(3)},
         "cat_apart": ["cat_in_place.py", "--out", "out/cat_apart.py", "--json", "--design",
                       '{"seed": 0, "plan": {"concat_in_place": false}}'],
+        # the two linear pieces in split K: the combine launch stores each into its slice
+        "cat_splitk": ["cat_in_place.py", "--out", "out/cat_splitk.py", "--json", "--design", json.dumps(
+            {"seed": 0, "kernels": {name: {"algorithm": "splitk", "split": 2, "xblock": 16, "yblock": 16,
+                                           "rblock": 32, "num_warps": 4, "num_stages": 2, "precision": "ieee"}
+                                    for name in ("egg_k6_addmm", "egg_k7_addmm_1")}})],
         # tf32 products, 128 query rows x 32 keys in 8 warps for the first, 32 x 16 for MinGPT's
         "att_tiles": ["attention.py", "--out", "out/att_tiles.py", "--json", "--design", json.dumps(
             {"seed": 0, "precision": "tf32", "kernels": {
@@ -442,19 +447,22 @@ def test_compile_computes_small_group_convolutions_directly_at_seed_0(compiled):
 def test_concatenations_are_written_in_place_by_their_pieces(compiled):
     """Each concatenation whose pieces kernels compute is a buffer the pieces' kernels store into through views
     of it (the convolutions with their ReLU epilogues, the scan and the constant column, the two elementwise
-    pieces along the batch): no kernel copies it. plan.concat_in_place false copies each in a kernel of its own."""
+    pieces along the batch, the linear layers, in split K too): no kernel copies it. plan.concat_in_place false
+    copies each in a kernel of its own."""
     egg, runs = compiled
     for seed in range(3):
         report = json.loads(runs[f"cat{seed}"].stdout)
         assert report["pytorch_ops"] == [], report["pytorch_ops"]
         in_place = [note.split(" ")[0] for note in report["planner_notes"] if " in place: " in note]
-        assert in_place == ["cat", "cat_1", "cat_2"], report["planner_notes"]
+        assert in_place == ["cat", "cat_1", "cat_2", "cat_3"], report["planner_notes"]
         assert not any("aten.cat.default" in k["ops"] for k in report["kernels"]), report["kernels"]
         lines = [line.strip() for line in code_lines((egg.workdir / report["candidate"]).read_text())]
         assert "v_relu_1 = v_cat.narrow(1, 8, 8)" in lines and "v_cumsum = v_cat_1.narrow(3, 1, 4)" in lines
         assert "v_tanh = v_cat_2.narrow(0, 2, 2)" in lines
         conv = next(k for k in report["kernels"] if k["name"] == "egg_k1_convolution_1")
         assert "aten.relu.default" in conv["ops"]  # the piece is the convolution's epilogue
+    splitk = json.loads(runs["cat_splitk"].stdout)
+    assert [k["design"]["algorithm"] for k in splitk["kernels"] if k["kind"] == "matmul"][-2:] == ["splitk"] * 2
     apart = json.loads(runs["cat_apart"].stdout)
     assert apart["design"]["plan"]["concat_in_place"] is False
     assert sum("aten.cat.default" in k["ops"] for k in apart["kernels"]) >= 2, apart["kernels"]
@@ -672,7 +680,7 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
                                        "mv_split.py", "att_s0.py", "att_s1.py", "att_tiles.py", "nhwc.py",
                                        "dense_nhwc.py", "aligned.py", "kmajor.py", "kmajor_dense.py", "silu.py",
                                        "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py", "cat_s0.py", "cat_s1.py",
-                                       "cat_s2.py", "cat_apart.py"])
+                                       "cat_s2.py", "cat_apart.py", "cat_splitk.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -688,7 +696,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "dense_nhwc.py": "dense_cat_conv.py", "aligned.py": "irregular_products.py",
             "kmajor.py": "irregular_products.py", "kmajor_dense.py": "dense_products.py", "silu.py": "linear_silu.py",
             "convt_nhwc.py": "conv_transpose_grouped.py", "convt3_nhwc.py": "conv_transpose_3d.py",
-            "convt_s1.py": "conv_transpose_stride1.py", **{f"cat_{tag}.py": "cat_in_place.py" for tag in ("s0", "s1", "s2", "apart")},
+            "convt_s1.py": "conv_transpose_stride1.py", **{f"cat_{tag}.py": "cat_in_place.py" for tag in ("s0", "s1", "s2", "apart", "splitk")},
             **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
@@ -704,7 +712,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "att_s0.py", "att_tiles.py", "att_masked.py", "nan_s1.py", "nan_s2.py",
                                        "intdiv.py", "nhwc.py", "dense_nhwc.py", "aligned.py", "kmajor.py",
                                        "kmajor_dense.py", "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py",
-                                       "cat_s0.py", "cat_s2.py"])
+                                       "cat_s0.py", "cat_s2.py", "cat_splitk.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""
