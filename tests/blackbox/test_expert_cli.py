@@ -6,6 +6,7 @@ runs once, in a module-scoped fixture with its own EGG_HOME."""
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -70,6 +71,11 @@ def design_line(source: str) -> dict:
 def code_lines(source: str) -> list:
     """The candidate without its comment lines (where the design and the summary are written)."""
     return [line for line in source.splitlines() if not line.lstrip().startswith("#")]
+
+
+def launched(lines: list) -> list:
+    """The kernels a candidate's forward launches, in order (a pack's launch inside its _egg_packed call too)."""
+    return [name for line in lines for name in re.findall(r"\b(egg_k\w+)\[", line)]
 
 
 def rows(egg: Egg, sql: str) -> list:
@@ -479,7 +485,7 @@ def test_transposed_convolutions_run_channels_last_per_output_phase(compiled):
         assert report["pytorch_ops"] == [], report["pytorch_ops"]
         assert [k["design"]["algorithm"] for k in report["kernels"]] == ["nhwc"], run
         lines = code_lines((egg.workdir / report["candidate"]).read_text())
-        launches = [line.strip().split("[")[0] for line in lines if "](" in line and "egg_k" in line]
+        launches = launched(lines)
         assert launches == ["egg_k0_convolution_weight", "egg_k0_convolution_nhwc", "egg_k0_convolution"], launches
         phased = run != "convt_s1"
         assert any(line.strip().startswith("phase0 = ") for line in lines) == phased, run
@@ -500,18 +506,62 @@ def test_nhwc_design_repacks_the_input_then_loops_over_taps(compiled):
     assert "aten.relu.default" in ops["egg_k1_convolution_1"]  # relu after the bias
     assert "aten.mul.Tensor" in ops["egg_k2_convolution_2"]
     lines = code_lines((egg.workdir / "out" / "nhwc.py").read_text())
-    launches = [line.strip().split("[")[0] for line in lines if "](" in line and "egg_k" in line]
+    launches = launched(lines)
     assert launches == [f"{kernel}{suffix}" for kernel in ("egg_k0_convolution", "egg_k1_convolution_1",
                                                            "egg_k2_convolution_2")
                         for suffix in ("_weight", "_nhwc", "")], launches
     assert sum("_scratch0 = torch.empty(" in line for line in lines) == 3
-    assert sum("_scratch1 = torch.empty(" in line for line in lines) == 3  # the weights as (tap, channel) rows
+    # the weights as (tap, channel) rows, kept between calls while the parameters keep their version
+    assert sum("_scratch1 = _egg_packed(self, " in line for line in lines) == 3
     assert [line.strip() for line in lines if line.strip().startswith("for tap in")] == [
         "for tap in range(3):", "for tap in tl.static_range(9):", "for tap in range(18):"]  # ieee: never unrolled
     assert sum("tl.load(ptr0 + (kaindex + tbase), tvalid & kamask, other=0.0)" in line for line in lines) == 3
     assert sum('input_precision="tf32x3"' in line for line in lines) == 1
     dense = json.loads(runs["dense_nhwc"].stdout)
     assert [k["design"]["algorithm"] for k in dense["kernels"] if k["kind"] == "matmul"] == ["nhwc", "nhwc"]
+
+
+PACK_CHECK = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+torch.manual_seed(0)
+ref, new = m.Model(*m.get_init_inputs()), m.ModelNew(*m.get_init_inputs())
+new.load_state_dict(ref.state_dict())
+x = m.get_inputs()
+def same():
+    a, b = ref(*x), new(*x)
+    return all(torch.allclose(p, q, atol=1e-4, rtol=1e-4) for p, q in zip(a, b))  # nhwc_convs returns a tuple
+assert same()
+packs = dict(new.__dict__["_egg_packs"])
+assert same() and all(new._egg_packs[k][2] is v[2] for k, v in packs.items()), "repacked with nothing changed"
+with torch.no_grad():
+    for p, q in zip(ref.parameters(), new.parameters()):
+        p.mul_(1.5); q.mul_(1.5)
+assert same(), "stale after an in-place update"
+state = {k: torch.randn_like(v) for k, v in ref.state_dict().items()}
+ref.load_state_dict(state); new.load_state_dict(state)
+assert same(), "stale after load_state_dict"
+for model in (ref, new):  # new Parameter objects; a freed one's memory may hold its replacement
+    for name, p in list(model.named_parameters()):
+        owner, leaf = name.rsplit(".", 1)
+        setattr(model.get_submodule(owner), leaf, torch.nn.Parameter(p.detach().clone() * 0.5))
+assert same(), "stale after replacing the parameters"
+print(len(packs), "packs")
+"""
+
+
+def test_packed_weights_are_kept_until_their_parameters_change(compiled):
+    """A weight repacked into (tap, channel) rows is packed once and kept while its parameter is the same tensor
+    at the same version: a second call repacks nothing; an in-place update, load_state_dict and a replaced
+    parameter each repack (the outputs match PyTorch's after each)."""
+    egg, _ = compiled
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "python")}
+    proc = subprocess.run([sys.executable, "-c", PACK_CHECK, str(egg.workdir / "out" / "nhwc.py")],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=egg.workdir)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == "3 packs"
 
 
 def test_aligned_design_copies_both_operands_then_multiplies_the_copies(compiled):
@@ -522,7 +572,7 @@ def test_aligned_design_copies_both_operands_then_multiplies_the_copies(compiled
     assert [(k["name"], k["design"]["algorithm"]) for k in report["kernels"]] == [
         ("egg_k0_mm", "aligned"), ("egg_k1_bmm", "aligned")]
     lines = code_lines((egg.workdir / "out" / "aligned.py").read_text())
-    launches = [line.strip().split("[")[0] for line in lines if "](" in line and "egg_k" in line]
+    launches = launched(lines)
     assert launches == ["egg_k0_mm_aligned_a", "egg_k0_mm_aligned_b", "egg_k0_mm",
                         "egg_k1_bmm_aligned_a", "egg_k1_bmm_aligned_b", "egg_k1_bmm"], launches
     text = "\n".join(lines)
@@ -539,7 +589,7 @@ def test_kmajor_design_copies_b_transposed_then_reads_its_tiles_along_k(compiled
     assert [(k["name"], k["design"]["algorithm"], k["design"]["precision"]) for k in report["kernels"]] == [
         ("egg_k0_mm", "kmajor", "tf32x3"), ("egg_k1_bmm", "kmajor", "tf32")]
     lines = code_lines((egg.workdir / "out" / "kmajor.py").read_text())
-    launches = [line.strip().split("[")[0] for line in lines if "](" in line and "egg_k" in line]
+    launches = launched(lines)
     assert launches == ["egg_k0_mm_aligned_a", "egg_k0_mm_kmajor_b", "egg_k0_mm",
                         "egg_k1_bmm_aligned_a", "egg_k1_bmm_kmajor_b", "egg_k1_bmm"], launches
     text = "\n".join(lines)
@@ -552,7 +602,7 @@ def test_kmajor_reads_a_dense_aligned_a_in_place_and_copies_only_b(compiled):
     egg, runs = compiled
     assert [k["design"]["algorithm"] for k in json.loads(runs["kmajor_dense"].stdout)["kernels"]] == ["kmajor"] * 2
     lines = code_lines((egg.workdir / "out" / "kmajor_dense.py").read_text())
-    launches = [line.strip().split("[")[0] for line in lines if "](" in line and "egg_k" in line]
+    launches = launched(lines)
     assert launches == ["egg_k0_mm_kmajor_b", "egg_k0_mm", "egg_k1_bmm_kmajor_b", "egg_k1_bmm"], launches
     text = "\n".join(lines)
     # A's tiles at its own strides (rows of 64; x's batches of 23 x 32), read through the emitter as tiled does
@@ -563,7 +613,7 @@ def test_kmajor_reads_a_dense_aligned_a_in_place_and_copies_only_b(compiled):
 def test_split_k_candidate_launches_partials_then_their_sum(compiled):
     egg, _ = compiled
     lines = code_lines((egg.workdir / "out" / "deepk_ragged.py").read_text())
-    launches = [line.strip().split("[")[0] for line in lines if "egg_k1_bmm" in line and "](" in line]
+    launches = [name for name in launched(lines) if name.startswith("egg_k1_bmm")]
     assert launches == ["egg_k1_bmm_partial", "egg_k1_bmm"], launches
     # K = 3000 in slices of 1024 (3000 / 3 rounded up to the K step of 64): 1024, 1024 and 952
     assert any("range(split * 1024, tl.minimum(split * 1024 + 1024, 3000), BLOCK_K)" in line for line in lines)

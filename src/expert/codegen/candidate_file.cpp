@@ -29,7 +29,9 @@ int StagesThatFit(const KernelPlan& kernel, const KernelSource& source) {
 
 class ForwardWriter {
  public:
-  ForwardWriter(const Graph& graph, const Plan& plan) : graph_(graph), plan_(plan) {
+  // `graphed`: the forward runs as a CUDA graph, which replays every launch (no pack is kept between calls).
+  ForwardWriter(const Graph& graph, const Plan& plan, bool graphed)
+      : graph_(graph), plan_(plan), graphed_(graphed) {
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       for (int value : plan.kernels[k].stores) {
         stored_.insert(value);
@@ -108,32 +110,61 @@ class ForwardWriter {
         bound_[value] = Name(value);
       }
     }
+    // A pack launch (weights repacked from parameters alone) runs once per parameter version, not per call.
+    std::map<size_t, const KernelLaunch*> packs;
+    for (const KernelLaunch& launch : source.launches) {
+      if (launch.packs >= 0 && !graphed_) {
+        packs[static_cast<size_t>(launch.packs)] = &launch;
+      }
+    }
     std::vector<std::string> scratch;
     for (size_t i = 0; i < source.scratch.size(); ++i) {
       scratch.push_back(fmt::format("{}_scratch{}", source.name, i));
-      Line(fmt::format("{} = torch.{}(({},), device={}, dtype={})", scratch.back(),
-                       source.scratch[i].zeroed ? "zeros" : "empty", source.scratch[i].numel, device,
-                       TorchDType(source.scratch[i].dtype)));
+    }
+    for (size_t i = 0; i < source.scratch.size(); ++i) {
+      const Scratch& buffer = source.scratch[i];
+      if (packs.count(i) == 0) {
+        Line(fmt::format("{} = torch.{}(({},), device={}, dtype={})", scratch[i],
+                         buffer.zeroed ? "zeros" : "empty", buffer.numel, device, TorchDType(buffer.dtype)));
+        continue;
+      }
+      std::vector<std::string> names = scratch;
+      names[i] = "out";
+      std::string sources;
+      for (int pointer : packs.at(i)->pointers) {
+        sources += IsScratch(pointer) ? "" : Expr(pointer) + ", ";
+      }
+      Line(fmt::format("{} = _egg_packed(self, {}, ({}), {}, {}, {}, lambda out: {})", scratch[i],
+                       Quote(scratch[i]), sources, buffer.numel, TorchDType(buffer.dtype), device,
+                       LaunchCall(kernel, *packs.at(i), names)));
+      uses_packs_ = true;
     }
     for (const KernelLaunch& launch : source.launches) {
-      std::vector<std::string> args;
-      for (int pointer : launch.pointers) {
-        args.push_back(IsScratch(pointer) ? scratch.at(ScratchIndex(pointer)) : Expr(pointer));
+      if (launch.packs < 0 || packs.count(static_cast<size_t>(launch.packs)) == 0) {
+        Line(LaunchCall(kernel, launch, scratch));
       }
-      for (const auto& scalar : launch.scalars) {
-        args.push_back(std::to_string(scalar.second));
-      }
-      for (const auto& [key, number] : launch.constexprs) {
-        args.push_back(fmt::format("{}={}", key, number));
-      }
-      args.push_back(fmt::format("num_warps={}", kernel.design.num_warps));
-      args.push_back(fmt::format("num_stages={}", kernel.design.num_stages));
-      std::string call = launch.function + "[" + launch.grid + "](";
-      for (size_t i = 0; i < args.size(); ++i) {
-        call += (i == 0 ? "" : ", ") + args[i];
-      }
-      Line(call + ")");
     }
+  }
+
+  std::string LaunchCall(const KernelPlan& kernel, const KernelLaunch& launch,
+                         const std::vector<std::string>& scratch) {
+    std::vector<std::string> args;
+    for (int pointer : launch.pointers) {
+      args.push_back(IsScratch(pointer) ? scratch.at(ScratchIndex(pointer)) : Expr(pointer));
+    }
+    for (const auto& scalar : launch.scalars) {
+      args.push_back(std::to_string(scalar.second));
+    }
+    for (const auto& [key, number] : launch.constexprs) {
+      args.push_back(fmt::format("{}={}", key, number));
+    }
+    args.push_back(fmt::format("num_warps={}", kernel.design.num_warps));
+    args.push_back(fmt::format("num_stages={}", kernel.design.num_stages));
+    std::string call = launch.function + "[" + launch.grid + "](";
+    for (size_t i = 0; i < args.size(); ++i) {
+      call += (i == 0 ? "" : ", ") + args[i];
+    }
+    return call + ")";
   }
 
   void Extern(const Node& node) {
@@ -185,6 +216,7 @@ class ForwardWriter {
 
   std::vector<std::string> Lines() const { return lines_; }
   const std::vector<int>& Constants() const { return constants_; }
+  bool UsesPacks() const { return uses_packs_; }
 
  private:
   static std::string Quote(const std::string& text) { return Json(text).dump(); }
@@ -268,6 +300,8 @@ class ForwardWriter {
 
   const Graph& graph_;
   const Plan& plan_;
+  bool graphed_ = false;
+  bool uses_packs_ = false;
   std::set<int> stored_;
   std::map<int, std::string> bound_;
   std::vector<std::string> lines_;
@@ -301,6 +335,24 @@ std::string ConstantsSource(const Graph& graph, const std::vector<int>& constant
       "    return cache[(name, device)]\n";
   return text;
 }
+
+// The pack cache: a weight's repacked rows kept per module while every tensor the pack read is the same
+// object (a weak reference: a freed parameter's memory may hold its replacement) at the same address and
+// version. A write the version counter does not see (through `.data`, which autograd does not see either)
+// leaves it stale; docs/expert.md says so.
+constexpr const char* kPackedSource =
+    "def _egg_packed(module, key, sources, numel, dtype, device, pack):\n"
+    "    \"\"\"The scratch buffer `pack` fills from `sources` (parameters, buffers), kept while they are "
+    "unchanged.\"\"\"\n"
+    "    cache = module.__dict__.setdefault(\"_egg_packs\", {})\n"
+    "    stamp = tuple((t.data_ptr(), t._version) for t in sources)\n"
+    "    kept = cache.get(key)\n"
+    "    if kept is None or kept[1] != stamp or any(r() is not t for r, t in zip(kept[0], sources)) \\\n"
+    "            or kept[2].device != device:\n"
+    "        out = torch.empty((numel,), device=device, dtype=dtype)\n"
+    "        pack(out)\n"
+    "        kept = cache[key] = ([weakref.ref(t) for t in sources], stamp, out)\n"
+    "    return kept[2]\n\n\n";
 
 // kernel.warmup(torch.float32, ..., XBLOCK=..., grid=(1,)): Triton compiles from dtypes alone.
 std::vector<std::string> PrecompileCalls(const Graph& graph, const KernelPlan& kernel, const KernelSource& source) {
@@ -363,7 +415,7 @@ std::string WriteForward(const Graph& graph, const Plan& plan, const std::vector
     }
   }
   forward->Return();
-  return ConstantsSource(graph, forward->Constants());
+  return ConstantsSource(graph, forward->Constants()) + (forward->UsesPacks() ? kPackedSource : "");
 }
 
 // The candidate's design record before its kernels: the search's choices, and what the graph says of the
@@ -432,7 +484,7 @@ Candidate GenerateAt(const Graph& graph, const std::string& task_source, const s
   candidate.design.plan.cuda_graph = design.plan.cuda_graph && plan.extern_ops.empty();
   // recorded only where it kept an attention pattern unfused
   candidate.design.plan.fuse_attention = design.plan.fuse_attention || plan.unfused_attention == 0;
-  ForwardWriter forward(graph, plan);
+  ForwardWriter forward(graph, plan, candidate.design.plan.cuda_graph);
   std::string constants;
   try {
     constants = WriteForward(graph, plan, sources, &forward);

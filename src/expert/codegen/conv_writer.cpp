@@ -285,12 +285,20 @@ void KernelWriter::PrependRepack(kir::Kernel& program, int value, const std::vec
   function.domain.columns = columns;
   function.domain.int64 = NeedsInt64(graph_, repack.MaxAddress()) || wide_scratch_;
   function.body = repack.CloseStatements();
-  program.launches.insert(program.launches.begin(), {function.name,
-                                                     repack.PointerValues(),
-                                                     fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))",
-                                                                 rows, block_p, columns, block_c),
-                                                     {{"BLOCK_P", block_p}, {"BLOCK_C", block_c}},
-                                                     {}});
+  // a copy of parameters and buffers alone (a weight, not an input) is packed once per their version
+  const std::vector<int>& sources = repack.PointerValues();
+  const bool from_state = std::all_of(sources.begin(), sources.end(), [&](int pointer) {
+    const Value* v = IsScratch(pointer) ? nullptr : &ValueAt(graph_, pointer);
+    return v == nullptr || (v->kind == ValueKind::kState && v->state_kind != "constant");
+  });
+  program.launches.insert(
+      program.launches.begin(),
+      {function.name,
+       sources,
+       fmt::format("(triton.cdiv({}, {}), triton.cdiv({}, {}))", rows, block_p, columns, block_c),
+       {{"BLOCK_P", block_p}, {"BLOCK_C", block_c}},
+       {},
+       from_state ? static_cast<int>(ScratchIndex(scratch)) : -1});
   program.int64_indexing = program.int64_indexing || function.domain.int64;
   program.functions.insert(program.functions.begin(), std::move(function));
   for (const Helper& helper : repack.Helpers()) {

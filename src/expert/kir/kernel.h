@@ -26,6 +26,10 @@ struct KernelLaunch {
   // Runtime integer arguments after the pointers, in the function's parameter order: one compiled variant
   // serves every value (a recurrent layer's direction and offsets).
   std::vector<std::pair<std::string, int64_t>> scalars;
+  // The scratch buffer this launch fills from module parameters and buffers alone (a weight repacked into
+  // rows), or -1: the candidate file keeps its result while those tensors keep their version (`_egg_packed`)
+  // instead of repacking at every call, except in a CUDA-graph forward (which replays the pack).
+  int packs = -1;
 };
 
 struct Scratch {

@@ -148,6 +148,16 @@ TEST(ConvolutionPlanTest, TransposedChannelsLastRunsNoKStepForATapItsPhaseLacks)
   EXPECT_EQ(Count(source, "tl.dot("), 1U);
   // no mask of the phase's taps on the operands: the channel loop does not run there
   EXPECT_EQ(source.find("tapok"), std::string::npos);
+  // the weight's rows are packed once per parameter version, the input copied at every call; a CUDA-graph
+  // forward replays the pack with the rest (the graph keeps nothing between its replays' parameters)
+  EXPECT_NE(source.find("_scratch1 = _egg_packed(self, "), std::string::npos);
+  EXPECT_NE(source.find("_scratch0 = torch.empty("), std::string::npos);
+  CandidateDesign graphed = nhwc_move->design;
+  graphed.plan.cuda_graph = true;
+  const Candidate replayed = GenerateCandidate(graph, "", "convt", graphed);
+  ASSERT_TRUE(replayed.source) << replayed.problem;
+  EXPECT_EQ(replayed.source->find("_egg_packed("), std::string::npos);
+  EXPECT_NE(replayed.source->find("_scratch1 = torch.empty("), std::string::npos);
   // back to the phase form that gathers the NCHW input
   const auto back = StageMoves(graph, "stage1.algorithm", nhwc, "", 8);
   EXPECT_TRUE(std::any_of(back.begin(), back.end(), [&](const DesignMove& move) {
@@ -267,7 +277,11 @@ TEST(ConvolutionPlanTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTap
   EXPECT_NE(source.find(name + "_nhwc[(triton.cdiv(4096, 128), triton.cdiv(12, 16))]("), std::string::npos)
       << source;
   EXPECT_NE(source.find(name + "_scratch0 = torch.empty((49152,)"), std::string::npos);  // 16 x 16 x 16 x 12
-  EXPECT_NE(source.find(name + "_scratch1 = torch.empty((1728,)"), std::string::npos);   // 16 x (9 taps x 12)
+  // the weight: 16 x (9 taps x 12), packed once per parameter version
+  EXPECT_NE(source.find(name + "_scratch1 = _egg_packed(self, \"" + name +
+                        "_scratch1\", (v_p_conv_weight, ), 1728, "),
+            std::string::npos)
+      << source;
   EXPECT_NE(source.find(name + "_weight[(triton.cdiv(16, 16), triton.cdiv(108, 32))]("), std::string::npos);
   // the weight tile contiguous along K: (output channel, tap, channel) rows
   EXPECT_NE(source.find("b = tl.load(ptr1 + (kbindex + 108*nindex + 12*tap), kbmask & nmask, other=0.0)"),
