@@ -285,4 +285,51 @@ void WriteGuardCalls(const Graph& graph, const DynamicBatch* dynamic, templates:
   values->text["forward_guard"].pop_back();
 }
 
+std::string ConstantsSource(const Graph& graph, const std::vector<int>& constants) {
+  if (constants.empty()) {
+    return "";
+  }
+  std::string text = "_EGG_CONSTANTS = {\n";
+  for (int value : constants) {
+    const Value& v = ValueAt(graph, value);
+    if (!v.constant_values) {
+      throw std::logic_error("constant " + v.name + " is too large to embed");
+    }
+    std::string numbers;
+    for (double number : *v.constant_values) {
+      numbers += FloatLiteral(number) + ", ";
+    }
+    text += fmt::format("    {}: ([{}], {}, {}),\n", Json(v.name).dump(), numbers, TorchDType(v.meta->dtype),
+                        ShapeTuple(v.meta->shape));
+  }
+  text += "}\n\n\n";
+  text +=
+      "def _egg_constant_of(module, name, device):\n"
+      "    cache = module.__dict__.setdefault(\"_egg_constant_cache\", {})\n"
+      "    if (name, device) not in cache:\n"
+      "        values, dtype, shape = _EGG_CONSTANTS[name]\n"
+      "        cache[(name, device)] = torch.tensor(values, "
+      "dtype=torch.float64).to(dtype).reshape(shape).to(device)\n"
+      "    return cache[(name, device)]\n";
+  return text;
+}
+
+// The pack cache: a weight's repacked rows kept per module while every tensor the pack read is the same
+// object (a weak reference: a freed parameter's memory may hold its replacement) at the same address and
+// version. A write the version counter does not see (through `.data`, which autograd does not see either)
+// leaves it stale; docs/expert.md says so.
+const char* const kPackedSource =
+    "def _egg_packed(module, key, sources, numel, dtype, device, pack):\n"
+    "    \"\"\"The scratch buffer `pack` fills from `sources` (parameters, buffers), kept while they are "
+    "unchanged.\"\"\"\n"
+    "    cache = module.__dict__.setdefault(\"_egg_packs\", {})\n"
+    "    stamp = tuple((t.data_ptr(), t._version) for t in sources)\n"
+    "    kept = cache.get(key)\n"
+    "    if kept is None or kept[1] != stamp or any(r() is not t for r, t in zip(kept[0], sources)) \\\n"
+    "            or kept[2].device != device:\n"
+    "        out = torch.empty((numel,), device=device, dtype=dtype)\n"
+    "        pack(out)\n"
+    "        kept = cache[key] = ([weakref.ref(t) for t in sources], stamp, out)\n"
+    "    return kept[2]\n\n\n";
+
 }  // namespace egg::expert

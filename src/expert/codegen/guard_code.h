@@ -1,6 +1,6 @@
 // The Python around the kernels in a candidate file: its guard (the shapes, dtypes and strides the kernels
-// were made for; with a dynamic batch, _egg_batch and the batch as egg_B), the settings check, and small text
-// helpers the file's writer shares.
+// were made for; with a dynamic batch, _egg_batch and the batch as egg_B), the settings check, the helpers
+// its forward calls (embedded constants, kept weight packs), and small text helpers the file's writer shares.
 #pragma once
 
 #include <cstdint>
@@ -30,5 +30,11 @@ std::string BatchInput(const Graph& graph, int axis = 0);
 // The template's guard slots: forward's guard call, the guard's arguments and, for a dynamic batch (`dynamic`
 // not null), _egg_batch and the header's note of the range.
 void WriteGuardCalls(const Graph& graph, const DynamicBatch* dynamic, templates::Values* values);
+
+// The embedded constants (`_EGG_CONSTANTS`) and `_egg_constant_of`, "" when there are none.
+std::string ConstantsSource(const Graph& graph, const std::vector<int>& constants);
+// `_egg_packed(module, key, sources, numel, dtype, device, pack)`: a pack launch's scratch buffer kept
+// between calls while the tensors it read are unchanged.
+extern const char* const kPackedSource;
 
 }  // namespace egg::expert
