@@ -1034,23 +1034,32 @@ def handle_evaluate(request: dict) -> dict:
         context.snapshot = guards.take_snapshot(extra=[task.module, task.Model])
         threads_before = set(threading.enumerate())
         processes_before = fence.descendants()
-        no_memory = None
-        try:
-            _evaluate(context, result)
-        except Rejected as rejection:
-            _fail(result, "rejected", str(rejection))
-        except CandidateFailed as failure:
-            _fail(result, failure.status, failure.reason)
-        except RequestError:
-            raise
-        except Exception as error:  # raised by the checks on what the candidate returned
-            if _is_out_of_memory(error):  # the harness's own work did not fit: no verdict on the candidate
-                no_memory = HarnessOutOfMemory(f"the harness ran out of memory checking a candidate's outputs "
-                                               f"(other workers on the GPU? fewer per GPU): {one_line(error)}")
-            _fail(result, "runtime_error", f"checking the candidate's outputs failed: {one_line(error)}")
-            if guards.find_patches(context.snapshot):
-                guards.restore(context.snapshot)
-                context.tainted = True
+        for attempt in (1, 2):
+            no_memory = None
+            try:
+                _evaluate(context, result)
+            except Rejected as rejection:
+                _fail(result, "rejected", str(rejection))
+            except CandidateFailed as failure:
+                _fail(result, failure.status, failure.reason)
+            except RequestError:
+                raise
+            except Exception as error:  # raised by the checks on what the candidate returned
+                if _is_out_of_memory(error):  # the harness's own work did not fit: no verdict on the candidate
+                    no_memory = HarnessOutOfMemory(f"the harness ran out of memory checking a candidate's outputs "
+                                                   f"(other workers on the GPU? fewer per GPU): {one_line(error)}")
+                _fail(result, "runtime_error", f"checking the candidate's outputs failed: {one_line(error)}")
+                if guards.find_patches(context.snapshot):
+                    guards.restore(context.snapshot)
+                    context.tainted = True
+            if no_memory is None or attempt == 2 or context.tainted:
+                break
+            # Once more from the start with the allocator's cached blocks given back: a worker sharing the GPU
+            # often has the memory reserved but unallocated (fragmented), not used.
+            gc.collect()
+            if parsed.device.type == "cuda":
+                torch.cuda.empty_cache()
+            result = _empty_result(parsed)
     _flag_new_threads(context, threads_before)
     strays = end_stray_processes(processes_before)
     if strays is not None:

@@ -51,6 +51,28 @@ def test_out_of_memory_in_the_harness_checks_is_no_verdict_on_the_candidate(monk
     request = {"task": task_path("relu_64"), "candidate": candidate_path("relu_ok"), "device": "cpu",
                "tol": 1e-4, "trials": 1, "seed": 1, "init_seed": 42, "robust_trial": False}
     with pytest.raises(evaluate.HarnessOutOfMemory, match="ran out of memory checking"):
-        evaluate.handle_evaluate(request)
+        evaluate.handle_evaluate(request)  # twice: the retry with the cached blocks given back failed too
     monkeypatch.undo()
     assert evaluate.handle_evaluate(request)["status"] == "ok"  # nothing left behind
+
+
+def test_the_harness_checks_run_once_more_after_running_out_of_memory(monkeypatch):
+    # a worker sharing the GPU: the first comparison finds the memory reserved but fragmented; the evaluation
+    # runs again from the start once the cached blocks are given back, and its verdict stands
+    from conftest import candidate_path, task_path
+    from egg_worker import evaluate
+
+    compare = evaluate.compare_outputs
+    calls = []
+
+    def fragmented_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.00 GiB")
+        return compare(*args, **kwargs)
+    monkeypatch.setattr(evaluate, "compare_outputs", fragmented_once)
+    request = {"task": task_path("relu_64"), "candidate": candidate_path("relu_ok"), "device": "cpu",
+               "tol": 1e-4, "trials": 1, "seed": 1, "init_seed": 42, "robust_trial": False}
+    result = evaluate.handle_evaluate(request)
+    assert result["status"] == "ok" and result["correct"] is True
+    assert len(calls) >= 2
