@@ -193,3 +193,5 @@ def test_ab_run_checks_each_candidate_and_the_nan_variant_differs_in_nan_alone(t
     assert rows["kept"]["correct"] is True, rows["kept"]
     assert rows["plain"]["correct"] is False and "NaN" in rows["plain"]["reason"], rows["plain"]
     assert "| x | - | - | - | - | kept yes, plain NO: " in proc.stdout
+    # the table is also kept current after each candidate, for a call cut at the device's limit
+    assert "| x | - | - | - | - | kept yes, plain NO: " in (tmp_path / "out" / "ab-table.txt").read_text()
