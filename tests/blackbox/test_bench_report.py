@@ -164,6 +164,35 @@ def test_scoreboard_gives_each_level1_product_its_tflops_beside_the_library():
     assert sum(line.startswith("| ") and "_conv_" in line for line in lines) == 35, "every convolution task a row"
 
 
+BASELINE_TIMES = ROOT.parent / "shared" / "kernelbench" / "baseline_times"
+
+
+@pytest.mark.skipif(not BASELINE_TIMES.is_dir(), reason="KernelBench's baseline timings not found")
+def test_probe_check_sets_egg_baselines_beside_independent_timings():
+    """bench/probe_check.py: egg's `default` eager and torch.compile times over an independent timing of the same
+    tasks, per level and family, and the tasks off by more than 10%: the H200 probe's layout (the committed level
+    1-2 run at 1e-4) and KernelBench's own (H100_Modal, the H100 convolutions, whose rows name no level)."""
+    script = ROOT / "bench" / "probe_check.py"
+    fair = ROOT / "bench" / "results" / "h200-fair-l1-3" / "tol1e-4" / "results.json"
+    proc = subprocess.run([sys.executable, str(script), str(fair)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "| 1 | GEMM | 18 | 0.986 (0.764-1.011) | 0.987 (0.335-1.016) |" in lines
+    assert "| 2 | convolution | 45 | 1.002 (0.963-1.092) | 0.972 (0.694-1.074) |" in lines
+    assert "Off by more than 10% (12 of 168):" in lines
+    assert "| 1 | 12_Matmul_with_diagonal_matrices_.py | 0.764 | 0.335 |" in lines
+    conv = ROOT / "bench" / "results" / "h100-conv-1e-2" / "results.json"
+    proc = subprocess.run([sys.executable, str(script), str(conv), "--reference", str(BASELINE_TIMES / "H100_Modal")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "| 1 | convolution | 33 | 1.005 (0.931-1.398) | 1.001 (0.892-1.342) |" in lines
+    assert "| 1 | 60_conv_standard_3D__square_input__asymmetric_kernel.py | 1.398 | 1.299 |" in lines
+    missing = subprocess.run([sys.executable, str(script), str(conv), "--reference", str(BASELINE_TIMES / "none")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and missing.stderr.startswith("probe_check: ") and len(missing.stderr.splitlines()) == 1
+
+
 def test_ab_run_checks_each_candidate_and_the_nan_variant_differs_in_nan_alone(tmp_path):
     """bench/h200_ab.sh over an A/B set in the interpreter (no GPU: correctness only, nothing timed): the nan
     fixture's seed-0 file passes, and its `plain` variant (bench/ab_variants.py: tl.max / tl.min and folds without
