@@ -548,6 +548,14 @@ for model in (ref, new):  # new Parameter objects; a freed one's memory may hold
         owner, leaf = name.rsplit(".", 1)
         setattr(model.get_submodule(owner), leaf, torch.nn.Parameter(p.detach().clone() * 0.5))
 assert same(), "stale after replacing the parameters"
+with torch.inference_mode():  # parameters made here are inference tensors: no version counter, packed per call
+    ref, new = m.Model(*m.get_init_inputs()), m.ModelNew(*m.get_init_inputs())
+    new.load_state_dict(ref.state_dict())
+    assert same()
+    with torch.no_grad():
+        for p, q in zip(ref.parameters(), new.parameters()):
+            p.mul_(2); q.mul_(2)
+    assert same() and "_egg_packs" not in new.__dict__, "an inference tensor's pack was kept"
 print(len(packs), "packs")
 """
 
@@ -555,7 +563,8 @@ print(len(packs), "packs")
 def test_packed_weights_are_kept_until_their_parameters_change(compiled):
     """A weight repacked into (tap, channel) rows is packed once and kept while its parameter is the same tensor
     at the same version: a second call repacks nothing; an in-place update, load_state_dict and a replaced
-    parameter each repack (the outputs match PyTorch's after each)."""
+    parameter each repack (the outputs match PyTorch's after each); inference tensors, which keep no version
+    counter, are packed at every call."""
     egg, _ = compiled
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "python")}
     proc = subprocess.run([sys.executable, "-c", PACK_CHECK, str(egg.workdir / "out" / "nhwc.py")],
