@@ -9,6 +9,9 @@ Sets (each variant the same task compiled with another design record, so a pair 
   NCHW form in ieee products against channels-last in tf32x3 products (tol 1e-4).
 - `nan`: max-like reductions and poolings in their seed-0 files (nan kept as PyTorch keeps it) against the same
   files with tl.max / tl.min and plain folds (`plain`, nan dropped): the cost of PyTorch's nan semantics.
+- `phases`: transposed convolutions in seed 0's channels-last form at tf32 (tol 1e-2), their output phases side
+  by side along one grid axis (`inner`, as generated) against the phase on grid axis 1 (`outer`, the order
+  before: the same file with the lanes and the grid rewritten).
 - `cat`: concatenations written in place by their pieces' kernels (`in-place`, seed 0 at tf32, tol 1e-2) against
   the same record with `plan.concat_in_place` false (`copied`: a kernel copies each piece into the cat).
 
@@ -31,6 +34,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 KERNELBENCH = ROOT.parent / "shared" / "kernelbench"
 TRANSPOSED = ["level1/65_", "level1/69_", "level1/77_", "level1/57_", "level2/36_", "level2/49_"]
 STRIDE_ONE = {"level1/65_", "level1/69_", "level1/57_"}
+PHASES = ["level1/81_", "level1/79_", "level1/77_", "level1/73_", "level2/36_", "level2/49_", "level2/2_", "level2/16_"]
 CAT = ["level1/92_", "level3/17_", "level3/6_", "level3/34_"]
 NAN = ["level1/23_", "level1/24_", "level1/41_", "level1/42_", "level1/43_", "level1/49_", "level1/53_"]
 
@@ -124,6 +128,35 @@ def make_nan(egg: str, out: pathlib.Path) -> list:
     return entries
 
 
+def phases_outer(source: str) -> str:
+    """The phase on grid axis 1 again: `bindex = pid % B; tile = pid // B` and a grid (tiles * B,) back to
+    `tile = program_id(0)`, `bindex = program_id(1)` and a grid (tiles, B)."""
+    lanes = re.compile(r"    # the batch \(output phases\) fastest[^\n]*\n"
+                       r"    bindex = tl\.program_id\(0\)(\.to\(tl\.int64\))? % (\d+)\n"
+                       r"    tile = tl\.program_id\(0\) // \d+\n")
+    source, lanes_changed = lanes.subn(lambda m: f"    tile = tl.program_id(0)\n"
+                                              f"    bindex = tl.program_id(1){m.group(1) or ''}\n", source)
+    source, grids_changed = re.subn(r"\[\((.+?) \* (\d+),\)\]\(", r"[(\1, \2)](", source)
+    if lanes_changed == 0 or lanes_changed != grids_changed:
+        raise ValueError(f"{lanes_changed} phase-inner kernels, {grids_changed} grids")
+    return source
+
+
+def make_phases(egg: str, out: pathlib.Path) -> list:
+    entries = []
+    for _, task, tag in staged(PHASES, out):
+        report = compile_task(egg, task, {"seed": 0, "precision": "tf32"}, out / f"{tag}_probe.py")
+        compile_task(egg, task, with_convolutions(report, algorithm="nhwc"), out / f"{tag}_inner.py")
+        (out / f"{tag}_probe.py").unlink()
+        try:
+            (out / f"{tag}_outer.py").write_text(phases_outer((out / f"{tag}_inner.py").read_text()))
+        except ValueError as error:
+            sys.exit(f"ab_variants: {tag}: {error}")
+        entries += [{"tag": tag, "variant": "inner", "tol": 1e-2, "baselines": True},
+                    {"tag": tag, "variant": "outer", "tol": 1e-2, "baselines": False}]
+    return entries
+
+
 def make_cat(egg: str, out: pathlib.Path) -> list:
     entries = []
     for _, task, tag in staged(CAT, out):
@@ -165,7 +198,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     make = sub.add_parser("make")
-    make.add_argument("set", choices=("transposed", "nan", "cat"))
+    make.add_argument("set", choices=("transposed", "nan", "cat", "phases"))
     make.add_argument("out", type=pathlib.Path)
     make.add_argument("--append", action="store_true", help="add to DIR's manifest instead of replacing it")
     make.add_argument("--egg", default=str(ROOT / "egg"))
@@ -178,7 +211,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     manifest = args.out / "manifest.json"
     earlier = json.loads(manifest.read_text()) if args.append and manifest.exists() else []
-    entries = {"transposed": make_transposed, "nan": make_nan, "cat": make_cat}[args.set](args.egg, args.out)
+    entries = {"transposed": make_transposed, "nan": make_nan, "cat": make_cat,
+               "phases": make_phases}[args.set](args.egg, args.out)
     manifest.write_text(json.dumps(earlier + entries, indent=1) + "\n")
     print(f"wrote {len(entries)} candidates and {args.out / 'manifest.json'}")
 

@@ -193,6 +193,33 @@ def test_probe_check_sets_egg_baselines_beside_independent_timings():
     assert missing.returncode == 1 and missing.stderr.startswith("probe_check: ") and len(missing.stderr.splitlines()) == 1
 
 
+def test_phases_variant_puts_the_phase_back_on_grid_axis_1_and_both_orders_are_correct(tmp_path):
+    """bench/ab_variants.py's `phases` set: a transposed convolution's kernel as generated (the output phases
+    fastest along one grid axis) and rewritten to the order before (the phase on axis 1), both correct in the
+    interpreter, so the pair differs in the programs' order alone."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import ab_variants
+
+    shutil.copy(EXPERT_TASKS / "conv_transpose_grouped.py", tmp_path / "task.py")
+    proc = subprocess.run([str(ROOT / "egg"), "compile", "task.py", "--seed", "0", "--device", "cpu", "--out",
+                           "inner.py"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    inner = (tmp_path / "inner.py").read_text()
+    outer = ab_variants.phases_outer(inner)
+    assert "tl.program_id(0) //" in inner and "tl.program_id(1)" not in inner
+    assert "bindex = tl.program_id(1)" in outer and "tl.program_id(0) //" not in outer
+    (tmp_path / "outer.py").write_text(outer)
+    with pytest.raises(ValueError):
+        ab_variants.phases_outer(outer)  # nothing left to rewrite: refused, not copied
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    for name in ("inner.py", "outer.py"):
+        proc = subprocess.run([str(ROOT / "egg"), "eval", "task.py", name, "--device", "cpu", "--json"],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+        assert proc.returncode == 0, proc.stderr
+        result = json.loads(proc.stdout)
+        assert result["correct"] is True, (name, result["reason"])
+
+
 def test_ab_run_checks_each_candidate_and_the_nan_variant_differs_in_nan_alone(tmp_path):
     """bench/h200_ab.sh over an A/B set in the interpreter (no GPU: correctness only, nothing timed): the nan
     fixture's seed-0 file passes, and its `plain` variant (bench/ab_variants.py: tl.max / tl.min and folds without

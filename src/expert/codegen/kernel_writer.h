@@ -346,6 +346,7 @@ class KernelWriter {
     std::vector<int64_t> rows_shape;
   };
   PhaseGrid TransposedGrid(std::vector<std::string>& prologue) const;
+  std::string TileGrid(bool dynamic, bool batch_inner, int64_t grid_m, int64_t grid_n) const;
   // Rows past this phase's output extent (`rows_valid`, where a stride does not divide the output) masked off
   // in `prologue`.
   static void MaskPhaseRows(const std::string& rows_valid, std::vector<std::string>& prologue);

@@ -7,6 +7,17 @@
 
 namespace egg::expert::writer {
 
+// The launch grid of a tiled product, open for the split-K axis: "(tiles, batch" or, with the batch fastest
+// along one axis (a transposed convolution's phases), "(tiles * batch,"; with a dynamic batch the tile count
+// is computed where M is known.
+std::string KernelWriter::TileGrid(bool dynamic, bool batch_inner, int64_t grid_m, int64_t grid_n) const {
+  const MatmulSpec& mm = *kernel_.matmul;
+  const std::string tiles = dynamic
+                                ? fmt::format("triton.cdiv({}, {}) * {}", mm.m, kernel_.design.xblock, grid_n)
+                                : std::to_string(grid_m * grid_n);
+  return batch_inner ? fmt::format("({} * {},", tiles, mm.batch) : fmt::format("({}, {}", tiles, mm.batch);
+}
+
 kir::Kernel KernelWriter::MatmulProgram() {
   const MatmulSpec& mm = *kernel_.matmul;
   if (mm.conv) {
@@ -308,12 +319,14 @@ kir::Kernel KernelWriter::FinishMatmul(DotLoop loop, int out, const std::vector<
   function.domain.size = mm.m;
   function.domain.columns = mm.n;
   function.domain.int64 = program.int64_indexing;
-  function.domain.tiles = {mm.batched, grid_m, dynamic, group_m, group_m * grid_n};
+  // a transposed convolution's output phases side by side (kir::TileOrder::batch_inner): one grid axis
+  const bool phases_inner =
+      mm.conv && mm.conv->transposed && mm.batched && Product(mm.conv->stride) > 1 && !split_k;
+  function.domain.tiles = {mm.batched, grid_m,           dynamic,
+                           group_m,    group_m * grid_n, phases_inner ? mm.batch : 0};
   const std::map<std::string, int64_t> blocks = {
       {"BLOCK_M", design.xblock}, {"BLOCK_N", design.yblock}, {"BLOCK_K", design.rblock}};
-  const std::string grid =
-      dynamic ? fmt::format("(triton.cdiv({}, {}) * {}, {}", mm.m, design.xblock, grid_n, mm.batch)
-              : fmt::format("({}, {}", grid_m * grid_n, mm.batch);
+  const std::string grid = TileGrid(dynamic, phases_inner, grid_m, grid_n);
   const std::vector<int> pointers = emitter_.PointerValues();
   if (split_k) {
     function.name = kernel_.name + "_partial";

@@ -49,8 +49,13 @@ TEST(TransposedConvWriterTest, PhasesAndGroupsShareTheBatchAxis) {
   const KernelLaunch& launch = source.launches[0];
   const int64_t block_m = launch.constexprs.at("BLOCK_M");
   const int64_t block_n = launch.constexprs.at("BLOCK_N");
-  EXPECT_EQ(launch.grid,
-            "(" + std::to_string(((4352 + block_m - 1) / block_m) * ((4 + block_n - 1) / block_n)) + ", 24)");
+  // one grid axis, the batch (group, phase) fastest: a tile's phases run side by side
+  EXPECT_EQ(
+      launch.grid,
+      "(" + std::to_string(((4352 + block_m - 1) / block_m) * ((4 + block_n - 1) / block_n)) + " * 24,)");
+  EXPECT_TRUE(Has(source.code, "bindex = tl.program_id(0) % 24\n    tile = tl.program_id(0) // 24\n"))
+      << source.code;
+  EXPECT_FALSE(Has(source.code, "tl.program_id(1)")) << source.code;
   EXPECT_TRUE(Has(source.code, "# 24 x [4352 x 24] @ [24 x 4]")) << source.code;
   EXPECT_TRUE(Has(source.code, "gindex = (bindex // 6)")) << source.code;
   EXPECT_TRUE(Has(source.code, "phase0 = ((bindex // 3) % 2)")) << source.code;
@@ -102,7 +107,7 @@ TEST(TransposedConvWriterTest, EvenPhasesNeedNoRowOrTapCountMasks) {
   // kernel 4, stride 2, padding 1: 8 -> 16, every phase takes 2 taps from its own first one
   const KernelSource source = WriteTransposed(Transposed(4, 2, 1));
   ASSERT_EQ(source.launches.size(), 1U);
-  EXPECT_EQ(source.launches[0].grid.substr(source.launches[0].grid.rfind(", ")), ", 4)") << "2 x 2 phases";
+  EXPECT_EQ(source.launches[0].grid.substr(source.launches[0].grid.rfind(" * ")), " * 4,)") << "2 x 2 phases";
   EXPECT_TRUE(Has(source.code, "# 4 x [128 x 16] @ [16 x 6]")) << "(image, 8 x 8 q), 4 channels x 2 x 2 taps";
   EXPECT_TRUE(Has(source.code, "tap0 = ")) << "the first tap differs by phase: " << source.code;
   EXPECT_FALSE(Has(source.code, "taps0")) << "but not the count: " << source.code;

@@ -25,17 +25,24 @@ std::string TileLanes(const Domain& domain) {
   const TileOrder& order = domain.tiles;
   const std::string grid_m =
       order.runtime_rows ? fmt::format("tl.cdiv({}, BLOCK_M)", domain.size) : std::to_string(order.grid_m);
-  std::string code = fmt::format(
+  std::string code = order.batch_inner > 0
+                         ? fmt::format(
+                               "    # the batch (output phases) fastest: a tile's phases run side by side\n"
+                               "    bindex = tl.program_id(0){1} % {0}\n"
+                               "    tile = tl.program_id(0) // {0}\n",
+                               order.batch_inner, Wide(domain.int64))
+                         : "    tile = tl.program_id(0)\n";
+  code = fmt::format(
       "    # grouped tile order: {0} tile rows advance together along N, so their A rows and B columns stay "
       "in "
       "L2\n"
-      "    tile = tl.program_id(0)\n"
+      "{3}"
       "    group = tile // {1}\n"
       "    group_rows = tl.minimum({2} - group * {0}, {0})\n"
       "    tile_m = group * {0} + (tile % {1}) % group_rows\n"
       "    tile_n = (tile % {1}) // group_rows\n",
-      order.group_m, order.group_size, grid_m);
-  if (order.batched) {
+      order.group_m, order.group_size, grid_m, code);
+  if (order.batched && order.batch_inner == 0) {
     code += fmt::format("    bindex = tl.program_id(1){}\n", Wide(domain.int64));
   }
   code +=

@@ -61,6 +61,11 @@ struct TileOrder {
   bool runtime_rows = false;  // M is a runtime size (dynamic batch): tl.cdiv(M, BLOCK_M) tiles instead
   int64_t group_m = 0;        // tile rows that sweep N together (L2 reuse)
   int64_t group_size = 0;     // programs of one group: group_m x the tiles along N
+  // > 0: the batch varies fastest along program_id(0) over this many entries (a one-axis grid of tiles x
+  // batch): a transposed convolution's output phases of one tile run side by side, so their stores, which
+  // interleave along the output rows, fill the same 32-byte sectors while L2 holds them, and they read the
+  // same input rows. 0: the batch is program_id(1).
+  int64_t batch_inner = 0;
 };
 
 // An attention's head dims and the tile sides they are padded to (tl.dot's smallest side at least).
