@@ -94,6 +94,10 @@ void Planner::RecordMemory() {
     }
   }
   std::map<int, TensorMeta> available;
+  std::map<int, int> pieces_left;  // a concatenation in place: its pieces no kernel has stored yet
+  for (const auto& [value, slot] : plan_.slots) {
+    ++pieces_left[slot.cat];
+  }
   for (const Step& step : plan_.steps) {
     if (step.kind == Step::Kind::kExtern) {
       continue;
@@ -108,14 +112,9 @@ void Planner::RecordMemory() {
     plan_.memory_before.push_back(before);
     for (int value : kernel.stores) {
       available[value] = StoreLayout(graph_, plan_, value);
-    }
-    for (const auto& [value, slot] : plan_.slots) {
-      bool whole = true;
-      for (const auto& [piece, other] : plan_.slots) {
-        whole = whole && (other.cat != slot.cat || available.count(piece) != 0);
-      }
-      if (whole) {
-        available[slot.cat] = DenseLayout(*ValueAt(graph_, slot.cat).meta);
+      const auto slot = plan_.slots.find(value);
+      if (slot != plan_.slots.end() && --pieces_left[slot->second.cat] == 0) {  // the last piece: the cat
+        available[slot->second.cat] = DenseLayout(*ValueAt(graph_, slot->second.cat).meta);
       }
     }
   }
