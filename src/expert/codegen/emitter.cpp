@@ -313,16 +313,13 @@ Operand KernelEmitter::Pointwise(const Node& node, const Value& out, const std::
   if (node.op == "aten.arange.start_step" || node.op == "aten.arange.default" || node.op == "aten.arange.start") {
     return Arange(node, out, index);
   }
-  // full_like and its kin read only their input's shape: the input is never loaded.
-  static const std::set<std::string> kShapeOnly = {"aten.full_like.default", "aten.zeros_like.default",
-                                                   "aten.ones_like.default"};
   std::vector<Operand> operands;
   bool all_scalar = true;
   for (const Arg& arg : node.args) {
     Operand operand;
     if (arg.kind == Arg::Kind::kValue) {
       const Value& input = graph_.values.at(static_cast<size_t>(arg.value));
-      if (input.meta && kShapeOnly.count(node.op) != 0) {
+      if (input.meta && IsConstantFill(node.op)) {  // only its shape is read: the input is never loaded
         operand = Operand{"0", input.meta->dtype, true};
       } else if (!input.meta) {
         if (!input.scalar.IsNumber()) {

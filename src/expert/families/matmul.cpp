@@ -162,7 +162,7 @@ KernelDesign MatmulFamily::DefaultDesign(const KernelPlan& kernel, int seed, Pre
     // Seed 2's convolutions of 16 channels a group or more are channels-last (input and weight copied, K
     // by tap then channel): on the H200 1.04-1.6x faster than the NCHW gather in the same tiles on four
     // of six level-1 convolutions, a tie on the 1-D one (bench/results/h200-nhwc-aligned). Seed 0's
-    // transposed ones too: per output phase, 1.07-2.3x faster than the NCHW phase form on all six measured
+    // transposed ones too: per output phase, 1.08-2.31x faster than the NCHW phase form on all six measured
     // (H100, tf32), 3.0-4.0x faster in tf32x3 than seed 1's NCHW ieee at tol 1e-4
     // (bench/results/h100-ab-transposed-cat). With fewer channels a tap's K step would be mostly padding (a
     // depthwise one: 1 of 16).

@@ -38,6 +38,8 @@ enum class OpClass {
 
 OpClass ClassifyOp(const std::string& op);
 std::string OpClassName(OpClass op_class);
+// full, full_like, zeros_like, fill...: one constant everywhere, a tensor argument read for its shape alone.
+bool IsConstantFill(const std::string& op);
 
 // A value inside generated kernel code: an expression (or variable) and its element type.
 struct Operand {

@@ -2,7 +2,9 @@
 // from a table of lowerings per op (bitwise ops: ir/ops_indexing.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -52,6 +54,20 @@ std::string Cast(const std::string& code, DType from, DType to) {
   }
   return "(" + code + ").to(" + TritonDType(to) + ")";
 }
+
+// Ops whose value is one constant everywhere: a tensor argument gives only the shape.
+constexpr const char* kConstantFills[] = {
+    "aten.scalar_tensor.default", "aten.full.default",  "aten.full_like.default", "aten.zeros_like.default",
+    "aten.ones_like.default",     "aten.zeros.default", "aten.ones.default",      "aten.fill.Scalar"};
+
+}  // namespace
+
+bool IsConstantFill(const std::string& op) {
+  return std::any_of(std::begin(kConstantFills), std::end(kConstantFills),
+                     [&](const char* fill) { return op == fill; });
+}
+
+namespace {
 
 // Where the value is a literal, make it a tile-free constant of the right type.
 std::string ConstantOf(const Node& node, DType out) {
@@ -437,9 +453,7 @@ LoweringMap ConversionLowerings() {
   t["aten._to_copy.default"] = convert;
   t["prims.convert_element_type.default"] = convert;
   auto constant = [](const Node& node, const V&, DType out, H*) { return ConstantOf(node, out); };
-  for (const char* op : {"aten.scalar_tensor.default", "aten.full.default", "aten.full_like.default",
-                         "aten.zeros_like.default", "aten.ones_like.default", "aten.zeros.default",
-                         "aten.ones.default", "aten.fill.Scalar"}) {
+  for (const char* op : kConstantFills) {
     t[op] = constant;
   }
   t["aten.copy.default"] = [](const Node&, const V& in, DType out, H*) {
