@@ -79,7 +79,7 @@ int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
   }
   expert::CandidateDesign design;
   design.seed = args.seed;
-  design.plan.fuse_attention = expert::SeedFusesAttention(args.seed);
+  design.plan = expert::SeedPlan(args.seed);
   if (!args.design_json.empty()) {
     try {
       design = expert::CandidateDesign::FromJson(Json::parse(args.design_json));

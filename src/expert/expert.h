@@ -9,7 +9,7 @@
 // - compile a design into a candidate: CandidateDesign (the design record, which travels as data in the
 //   agents' messages and the store), GenerateCandidate -> Candidate (source, plan, per-kernel reports),
 //   DesignFits;
-// - seeds: kSeedFamilies, SeedFusesAttention;
+// - seeds: kSeedFamilies, SeedPlan;
 // - the backends: MakeExpertBackend, MakeHybridBackend.
 #pragma once
 

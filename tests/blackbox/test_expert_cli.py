@@ -74,7 +74,7 @@ def code_lines(source: str) -> list:
 
 
 def launched(lines: list) -> list:
-    """The kernels a candidate's forward launches, in order (a pack's launch inside its _egg_packed call too)."""
+    """The kernels a candidate's forward launches, in order (a pack's launch inside the function its _egg_kept call keeps too)."""
     return [name for line in lines for name in re.findall(r"\b(egg_k\w+)\[", line)]
 
 
@@ -196,6 +196,11 @@ def compiled(tmp_path_factory):
             {"seed": 0, "kernels": {name: {"algorithm": "splitk", "split": 2, "xblock": 16, "yblock": 16,
                                            "rblock": 32, "num_warps": 4, "num_stages": 2, "precision": "ieee"}
                                     for name in ("egg_k6_addmm", "egg_k7_addmm_1")}})],
+        # sums over products' columns folded into passes over their inputs (seeds 0 and 1, the fold off)
+        **{f"fold{seed}": ["summed_products.py", "--out", f"out/fold_s{seed}.py", "--json", "--seed", str(seed)]
+           for seed in range(2)},
+        "fold_off": ["summed_products.py", "--out", "out/fold_off.py", "--json", "--design",
+                     '{"seed": 0, "plan": {"fold_summed_products": false}}'],
         # tf32 products, 128 query rows x 32 keys in 8 warps for the first, 32 x 16 for MinGPT's
         "att_tiles": ["attention.py", "--out", "out/att_tiles.py", "--json", "--design", json.dumps(
             {"seed": 0, "precision": "tf32", "kernels": {
@@ -475,6 +480,38 @@ def test_concatenations_are_written_in_place_by_their_pieces(compiled):
     assert not any(" in place: " in note for note in apart["planner_notes"])
 
 
+def test_summed_products_are_folded_into_passes_over_their_inputs(compiled):
+    """Seed 0 folds the two sums over products' columns: the weights' row sums and the bias terms' sums, each
+    computed once and kept (`_egg_kept`), then one reduction over the input's rows with the scale and the
+    summed biases as its epilogue; the product read twice and the one summed over its rows stay products.
+    Seed 1, and plan.fold_summed_products false, keep all four products (the record says so)."""
+    egg, runs = compiled
+    folded = json.loads(runs["fold0"].stdout)
+    assert "fold_summed_products" not in folded["design"]["plan"]
+    assert [(k["name"], k["kind"]) for k in folded["kernels"]] == [
+        ("egg_k0_sum_1_fold_weights", "reduction"), ("egg_k1_sum_1_fold_bias", "reduction"),
+        ("egg_k2_sum_1_fold_rows", "reduction"), ("egg_k3_mean_fold_weights", "reduction"),
+        ("egg_k4_mean_fold_rows", "reduction"), ("egg_k5_addmm_1", "matmul"), ("egg_k6_sum_2", "reduction"),
+        ("egg_k7_mm_1", "matmul"), ("egg_k8_sum_3", "reduction")], folded["kernels"]
+    rows = {k["name"]: k["ops"] for k in folded["kernels"]}
+    # 0.5 * (x . rowsum(W)) + (0.5 * sum(bias) - sum(shift)), and -(x . rowsum(W)) / (4 * 40) - 0.5
+    assert rows["egg_k2_sum_1_fold_rows"] == ["aten.mul.Tensor", "aten.sum.dim_IntList", "aten.mul.Tensor",
+                                              "aten.add.Tensor", "aten.add.Tensor"]
+    assert rows["egg_k4_mean_fold_rows"] == ["aten.mul.Tensor", "aten.sum.dim_IntList", "aten.mul.Tensor",
+                                             "aten.add.Tensor"]
+    lines = [line.strip() for line in code_lines((egg.workdir / folded["candidate"]).read_text())]
+    kept = [line for line in lines if "= _egg_kept(self, " in line]
+    assert [line.split(" = ")[0] for line in kept] == [
+        "v_sum_1_fold_weights", "v_sum_1_fold_bias, v_sum_1_fold_bias_", "v_mean_fold_weights"], kept
+    assert "(v_p_linear_bias, v_p_shift, )" in kept[1]
+    assert launched(lines) == [k["name"] for k in folded["kernels"]]
+    for run in ("fold1", "fold_off"):
+        whole = json.loads(runs[run].stdout)
+        assert whole["design"]["plan"]["fold_summed_products"] is False, run
+        assert [k["kind"] for k in whole["kernels"]].count("matmul") == 4, whole["kernels"]
+        assert not any("fold" in k["name"] for k in whole["kernels"])
+
+
 def test_transposed_convolutions_run_channels_last_per_output_phase(compiled):
     """A transposed convolution's nhwc form: the input and the weight copied as for a convolution, the loop over
     the most taps of any phase, a tap the program's phase lacks running no channel step (`kend`); stride 1 is
@@ -512,7 +549,7 @@ def test_nhwc_design_repacks_the_input_then_loops_over_taps(compiled):
                         for suffix in ("_weight", "_nhwc", "")], launches
     assert sum("_scratch0 = torch.empty(" in line for line in lines) == 3
     # the weights as (tap, channel) rows, kept between calls while the parameters keep their version
-    assert sum("_scratch1 = _egg_packed(self, " in line for line in lines) == 3
+    assert sum("_scratch1 = _egg_kept(self, " in line for line in lines) == 3
     assert [line.strip() for line in lines if line.strip().startswith("for tap in")] == [
         "for tap in range(3):", "for tap in tl.static_range(9):", "for tap in range(18):"]  # ieee: never unrolled
     assert sum("tl.load(ptr0 + (kaindex + tbase), tvalid & kamask, other=0.0)" in line for line in lines) == 3
@@ -534,8 +571,8 @@ def same():
     a, b = ref(*x), new(*x)
     return all(torch.allclose(p, q, atol=1e-4, rtol=1e-4) for p, q in zip(a, b))  # nhwc_convs returns a tuple
 assert same()
-packs = dict(new.__dict__["_egg_packs"])
-assert same() and all(new._egg_packs[k][2] is v[2] for k, v in packs.items()), "repacked with nothing changed"
+packs = dict(new.__dict__["_egg_kept"])
+assert same() and all(new._egg_kept[k][2] is v[2] for k, v in packs.items()), "repacked with nothing changed"
 with torch.no_grad():
     for p, q in zip(ref.parameters(), new.parameters()):
         p.mul_(1.5); q.mul_(1.5)
@@ -545,7 +582,7 @@ ref.load_state_dict(state); new.load_state_dict(state)
 assert same(), "stale after load_state_dict"
 for model in (ref, new):  # new Parameter objects; a freed one's memory may hold its replacement
     for name, p in list(model.named_parameters()):
-        owner, leaf = name.rsplit(".", 1)
+        owner, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(owner), leaf, torch.nn.Parameter(p.detach().clone() * 0.5))
 assert same(), "stale after replacing the parameters"
 with torch.inference_mode():  # parameters made here are inference tensors: no version counter, packed per call
@@ -555,22 +592,24 @@ with torch.inference_mode():  # parameters made here are inference tensors: no v
     with torch.no_grad():
         for p, q in zip(ref.parameters(), new.parameters()):
             p.mul_(2); q.mul_(2)
-    assert same() and "_egg_packs" not in new.__dict__, "an inference tensor's pack was kept"
-print(len(packs), "packs")
+    assert same() and "_egg_kept" not in new.__dict__, "an inference tensor's pack was kept"
+print(len(packs), "kept")
 """
 
 
-def test_packed_weights_are_kept_until_their_parameters_change(compiled):
-    """A weight repacked into (tap, channel) rows is packed once and kept while its parameter is the same tensor
-    at the same version: a second call repacks nothing; an in-place update, load_state_dict and a replaced
-    parameter each repack (the outputs match PyTorch's after each); inference tensors, which keep no version
-    counter, are packed at every call."""
+@pytest.mark.parametrize("candidate", ["nhwc.py", "fold_s0.py"])
+def test_values_of_the_weights_are_kept_until_their_parameters_change(compiled, candidate):
+    """A weight repacked into (tap, channel) rows (nhwc), a weight's row sums and the biases' sums (fold_s0) are
+    computed once and kept while their parameters are the same tensors at the same version: a second call
+    recomputes nothing; an in-place update, load_state_dict and a replaced parameter each recompute (the
+    outputs match PyTorch's after each); inference tensors, which keep no version counter, are computed at
+    every call."""
     egg, _ = compiled
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "python")}
-    proc = subprocess.run([sys.executable, "-c", PACK_CHECK, str(egg.workdir / "out" / "nhwc.py")],
+    proc = subprocess.run([sys.executable, "-c", PACK_CHECK, str(egg.workdir / "out" / candidate)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=egg.workdir)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.strip() == "3 packs"
+    assert proc.stdout.strip() == "3 kept"
 
 
 def test_aligned_design_copies_both_operands_then_multiplies_the_copies(compiled):
@@ -739,7 +778,7 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
                                        "mv_split.py", "att_s0.py", "att_s1.py", "att_tiles.py", "nhwc.py",
                                        "dense_nhwc.py", "aligned.py", "kmajor.py", "kmajor_dense.py", "silu.py",
                                        "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py", "cat_s0.py", "cat_s1.py",
-                                       "cat_s2.py", "cat_apart.py", "cat_splitk.py"])
+                                       "cat_s2.py", "cat_apart.py", "cat_splitk.py", "fold_s0.py", "fold_s1.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -756,6 +795,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "kmajor.py": "irregular_products.py", "kmajor_dense.py": "dense_products.py", "silu.py": "linear_silu.py",
             "convt_nhwc.py": "conv_transpose_grouped.py", "convt3_nhwc.py": "conv_transpose_3d.py",
             "convt_s1.py": "conv_transpose_stride1.py", **{f"cat_{tag}.py": "cat_in_place.py" for tag in ("s0", "s1", "s2", "apart", "splitk")},
+            "fold_s0.py": "summed_products.py", "fold_s1.py": "summed_products.py",
             **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
@@ -771,7 +811,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "att_s0.py", "att_tiles.py", "att_masked.py", "nan_s1.py", "nan_s2.py",
                                        "intdiv.py", "nhwc.py", "dense_nhwc.py", "aligned.py", "kmajor.py",
                                        "kmajor_dense.py", "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py",
-                                       "cat_s0.py", "cat_s2.py", "cat_splitk.py"])
+                                       "cat_s0.py", "cat_s2.py", "cat_splitk.py", "fold_s0.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""

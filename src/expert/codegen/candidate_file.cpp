@@ -6,17 +6,19 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
 
-#include "expert/codegen/dynamic_batch.h"
+#include "expert/codegen/generate_at.h"
 #include "expert/codegen/guard_code.h"
 #include "expert/codegen/kernel_codegen.h"
 #include "expert/codegen/templates.h"
 #include "expert/design/defaults.h"
 #include "expert/design/legality.h"
 #include "expert/families/family.h"
+#include "expert/ir/fold.h"
 
 namespace egg::expert {
 namespace {
@@ -93,6 +95,52 @@ class ForwardWriter {
   }
 
   void Kernel(const KernelPlan& kernel, const KernelSource& source) {
+    if (const auto sources = KeptSources(kernel, source)) {
+      Kept(kernel, source, *sources);
+      return;
+    }
+    Buffers(kernel);
+    // A pack launch (weights repacked from parameters alone) runs once per parameter version, not per call.
+    std::map<size_t, const KernelLaunch*> packs;
+    for (const KernelLaunch& launch : source.launches) {
+      if (launch.packs >= 0 && !graphed_ && StateSources(launch.pointers, -1)) {
+        packs[static_cast<size_t>(launch.packs)] = &launch;
+      }
+    }
+    std::vector<std::string> scratch;
+    for (size_t i = 0; i < source.scratch.size(); ++i) {
+      scratch.push_back(fmt::format("{}_scratch{}", source.name, i));
+    }
+    const std::string device = Device();
+    for (size_t i = 0; i < source.scratch.size(); ++i) {
+      const Scratch& buffer = source.scratch[i];
+      const std::string allocate =
+          fmt::format("torch.{}(({},), device={}, dtype={})", buffer.zeroed ? "zeros" : "empty", buffer.numel,
+                      device, TorchDType(buffer.dtype));
+      if (packs.count(i) == 0) {
+        Line(fmt::format("{} = {}", scratch[i], allocate));
+        continue;
+      }
+      const std::vector<int> sources = *StateSources(packs.at(i)->pointers, -1);
+      for (int pointer : packs.at(i)->pointers) {
+        if (!IsScratch(pointer)) {
+          Expr(pointer);  // bound in the forward, not in the function that makes the pack
+        }
+      }
+      std::vector<std::string> names = scratch;
+      names[i] = "out";
+      KeptCall(scratch[i], scratch[i], sources,
+               {"out = " + allocate, LaunchCall(kernel, *packs.at(i), names)}, "out");
+    }
+    for (const KernelLaunch& launch : source.launches) {
+      if (launch.packs < 0 || packs.count(static_cast<size_t>(launch.packs)) == 0) {
+        Line(LaunchCall(kernel, launch, scratch));
+      }
+    }
+  }
+
+  // The buffers a kernel stores into, allocated (a concatenation's piece: a view of the cat's buffer).
+  void Buffers(const KernelPlan& kernel) {
     const std::string device = Device();
     for (int value : kernel.stores) {
       const auto slot = plan_.slots.find(value);
@@ -103,47 +151,102 @@ class ForwardWriter {
                          device, TorchDType(meta.dtype)));
         bound_[buffer] = Name(buffer);
       }
-      if (slot != plan_.slots.end()) {  // a piece of a concatenation: a view of the cat's buffer
+      if (slot != plan_.slots.end()) {
         const int dim = slot->second.dim;
         Line(fmt::format("{} = {}.narrow({}, {}, {})", Name(value), Name(buffer), dim, slot->second.offset,
                          ValueAt(graph_, value).meta->shape.at(static_cast<size_t>(dim))));
         bound_[value] = Name(value);
       }
     }
-    // A pack launch (weights repacked from parameters alone) runs once per parameter version, not per call.
-    std::map<size_t, const KernelLaunch*> packs;
-    for (const KernelLaunch& launch : source.launches) {
-      if (launch.packs >= 0 && !graphed_) {
-        packs[static_cast<size_t>(launch.packs)] = &launch;
-      }
-    }
-    std::vector<std::string> scratch;
-    for (size_t i = 0; i < source.scratch.size(); ++i) {
-      scratch.push_back(fmt::format("{}_scratch{}", source.name, i));
-    }
-    for (size_t i = 0; i < source.scratch.size(); ++i) {
-      const Scratch& buffer = source.scratch[i];
-      if (packs.count(i) == 0) {
-        Line(fmt::format("{} = torch.{}(({},), device={}, dtype={})", scratch[i],
-                         buffer.zeroed ? "zeros" : "empty", buffer.numel, device, TorchDType(buffer.dtype)));
+  }
+
+  // The module state (parameters, buffers, constants) under `pointers` other than `skip` and scratch, or
+  // nullopt where one is not state or there is none. A view resolves to the tensor under it: a view is a
+  // new object at every call, the state is not.
+  std::optional<std::vector<int>> StateSources(const std::vector<int>& pointers, int skip) const {
+    std::vector<int> sources;
+    for (int pointer : pointers) {
+      if (pointer == skip || IsScratch(pointer)) {
         continue;
       }
-      std::vector<std::string> names = scratch;
-      names[i] = "out";
-      std::string sources;
-      for (int pointer : packs.at(i)->pointers) {
-        sources += IsScratch(pointer) ? "" : Expr(pointer) + ", ";
+      int base = pointer;
+      while (base >= 0 && ValueAt(graph_, base).kind == ValueKind::kNode) {
+        const Node& node = graph_.nodes.at(static_cast<size_t>(ValueAt(graph_, base).node));
+        const bool view = ClassifyOp(node.op) == OpClass::kView && !node.args.empty() &&
+                          node.args[0].kind == Arg::Kind::kValue;
+        base = view ? node.args[0].value : -1;
       }
-      Line(fmt::format("{} = _egg_packed(self, {}, ({}), {}, {}, {}, lambda out: {})", scratch[i],
-                       Quote(scratch[i]), sources, buffer.numel, TorchDType(buffer.dtype), device,
-                       LaunchCall(kernel, *packs.at(i), names)));
-      uses_packs_ = true;
-    }
-    for (const KernelLaunch& launch : source.launches) {
-      if (launch.packs < 0 || packs.count(static_cast<size_t>(launch.packs)) == 0) {
-        Line(LaunchCall(kernel, launch, scratch));
+      if (base < 0 || ValueAt(graph_, base).kind != ValueKind::kState) {
+        return std::nullopt;
+      }
+      if (std::find(sources.begin(), sources.end(), base) == sources.end()) {
+        sources.push_back(base);
       }
     }
+    if (sources.empty()) {
+      return std::nullopt;
+    }
+    return sources;
+  }
+
+  // The state a kernel reads, where it reads nothing else, launches once with no scratch and stores values a
+  // rewrite derived from the state (Node::keepable: a weight's row sums) that are neither returned, mutated
+  // nor a concatenation's pieces: kept between calls like a pack. What the captured graph computes runs at
+  // every call, from the state alone or not.
+  std::optional<std::vector<int>> KeptSources(const KernelPlan& kernel, const KernelSource& source) const {
+    if (graphed_ || !source.scratch.empty() || source.launches.size() != 1) {
+      return std::nullopt;
+    }
+    for (int stored : kernel.stores) {
+      const Value& value = ValueAt(graph_, stored);
+      if (value.kind != ValueKind::kNode || !graph_.nodes.at(static_cast<size_t>(value.node)).keepable ||
+          plan_.slots.count(stored) != 0 || IsGraphResult(graph_, stored)) {
+        return std::nullopt;
+      }
+    }
+    std::vector<int> pointers;
+    for (int pointer : source.launches.front().pointers) {
+      if (std::find(kernel.stores.begin(), kernel.stores.end(), pointer) == kernel.stores.end()) {
+        pointers.push_back(pointer);
+      }
+    }
+    return StateSources(pointers, -1);
+  }
+
+  // `target` = what `body` makes (`result`), kept under `key` while `sources` are unchanged (`_egg_kept`).
+  void KeptCall(const std::string& key, const std::string& target, const std::vector<int>& sources,
+                const std::vector<std::string>& body, const std::string& result) {
+    std::string names;
+    for (int state : sources) {
+      names += Expr(state) + ", ";
+    }
+    const std::string make = "_make_" + key;
+    Line(fmt::format("def {}():", make));
+    for (const std::string& line : body) {
+      Line("    " + line);
+    }
+    Line("    return " + result);
+    Line(fmt::format("{} = _egg_kept(self, {}, ({}), {})", target, Quote(key), names, make));
+    uses_kept_ = true;
+  }
+
+  void Kept(const KernelPlan& kernel, const KernelSource& source, const std::vector<int>& sources) {
+    for (int pointer : source.launches.front().pointers) {
+      if (std::find(kernel.stores.begin(), kernel.stores.end(), pointer) == kernel.stores.end()) {
+        Expr(pointer);  // bound in the forward, not in the function that makes the values
+      }
+    }
+    Device();  // bound in the forward too
+    const size_t start = lines_.size();
+    Buffers(kernel);
+    std::vector<std::string> body(lines_.begin() + static_cast<std::ptrdiff_t>(start), lines_.end());
+    lines_.resize(start);
+    body.push_back(LaunchCall(kernel, source.launches.front(), {}));
+    std::string names;
+    for (int value : kernel.stores) {
+      names += (names.empty() ? "" : ", ") + Name(value);
+    }
+    KeptCall(source.name, names, sources, body, names);
   }
 
   std::string LaunchCall(const KernelPlan& kernel, const KernelLaunch& launch,
@@ -216,7 +319,7 @@ class ForwardWriter {
 
   std::vector<std::string> Lines() const { return lines_; }
   const std::vector<int>& Constants() const { return constants_; }
-  bool UsesPacks() const { return uses_packs_; }
+  bool UsesKept() const { return uses_kept_; }
 
  private:
   static std::string Quote(const std::string& text) { return Json(text).dump(); }
@@ -301,7 +404,7 @@ class ForwardWriter {
   const Graph& graph_;
   const Plan& plan_;
   bool graphed_ = false;
-  bool uses_packs_ = false;
+  bool uses_kept_ = false;
   std::set<int> stored_;
   std::map<int, std::string> bound_;
   std::vector<std::string> lines_;
@@ -369,7 +472,7 @@ std::string WriteForward(const Graph& graph, const Plan& plan, const std::vector
     }
   }
   forward->Return();
-  return ConstantsSource(graph, forward->Constants()) + (forward->UsesPacks() ? kPackedSource : "");
+  return ConstantsSource(graph, forward->Constants()) + (forward->UsesKept() ? kKeptSource : "");
 }
 
 // The candidate's design record before its kernels: the search's choices, and what the graph says of the
@@ -388,12 +491,26 @@ CandidateDesign RecordHead(const Graph& graph, const CandidateDesign& design, co
   return head;
 }
 
-// One candidate from one concrete graph. `dynamic`: the file is written in its dynamic-batch form (egg_B
-// defined in forward and passed to the guard), with `graph` one sample of the batch (dynamic_batch.h).
-Candidate GenerateAt(const Graph& graph, const std::string& task_source, const std::string& task_name,
+// The graph a candidate's plan is of: the captured one, or its rewrite where the design turns one on and it
+// changes something (ir/fold.h), kept in the candidate.
+const Graph& PlannedGraph(const Graph& captured, const CandidateDesign& design, Candidate* candidate) {
+  std::optional<Graph> folded = FoldSummedProducts(captured);
+  candidate->foldable = folded.has_value();
+  if (folded && design.plan.fold_summed_products) {
+    candidate->graph = std::make_shared<const Graph>(std::move(*folded));
+  }
+  return candidate->graph ? *candidate->graph : captured;
+}
+
+}  // namespace
+
+Candidate GenerateAt(const Graph& captured, const std::string& task_source, const std::string& task_name,
                      const CandidateDesign& design, const DynamicBatch* dynamic) {
   Candidate candidate;
+  const Graph& graph = PlannedGraph(captured, design, &candidate);
   candidate.design = RecordHead(graph, design, dynamic);
+  // recorded only where it kept a summed product whole
+  candidate.design.plan.fold_summed_products = design.plan.fold_summed_products || !candidate.foldable;
   try {
     candidate.plan = MakePlan(graph, design.plan);
   } catch (const std::exception& error) {
@@ -467,119 +584,6 @@ Candidate GenerateAt(const Graph& graph, const std::string& task_source, const s
   candidate.source = templates::Render("triton/model.py.mustache", values);
   return candidate;
 }
-
-// A reduction kernel whose length grows with the batch (a mean over every element) cannot keep a one-tile
-// design: the record with each such kernel (its length at `other`'s batch not the top's) looped over tiles of
-// the same size, or nullopt when there is none to change.
-std::optional<CandidateDesign> LoopedOverTheBatch(const Candidate& top, const Candidate& other) {
-  CandidateDesign design = top.design;
-  bool changed = false;
-  for (const KernelPlan& kernel : top.plan.kernels) {
-    for (const KernelPlan& at : other.plan.kernels) {
-      auto record = design.kernels.find(kernel.name);
-      if (at.name != kernel.name || at.length == kernel.length || record == design.kernels.end() ||
-          record->second.algorithm != Algorithm::kPersistent) {
-        continue;
-      }
-      record->second.algorithm = Algorithm::kLooped;
-      changed = true;
-    }
-  }
-  return changed ? std::optional<CandidateDesign>(design) : std::nullopt;
-}
-
-// The file at each sample (SamplePoints) from `design`, merged (dynamic_batch.h); `mismatch` gets
-// the sample whose design differed from the top's, if that is why there is no source, and `form_changed` is
-// set when the samples' code differed in form.
-Candidate MergeDynamic(const Graph& graph, const std::string& task_source, const std::string& task_name,
-                       const CandidateDesign& design, std::optional<Candidate>* mismatch,
-                       bool* form_changed = nullptr) {
-  const DynamicBatch& dynamic = *graph.dynamic;
-  Candidate top = GenerateAt(graph, task_source, task_name, design, &dynamic);
-  if (!top.source) {
-    return top;
-  }
-  const std::vector<int64_t> tops = dynamic.Tops();
-  std::vector<BatchSample> samples = {{tops, *top.source}};
-  for (const std::vector<int64_t>& point : SamplePoints(tops)) {
-    if (point == tops) {
-      continue;
-    }
-    const std::string batch =
-        fmt::format("{} {}", point.size() == 1 ? "batch" : "sizes", fmt::join(point, "x"));
-    ParsedGraph at = GraphAtSizes(dynamic, point);
-    if (!at.graph) {
-      top.source.reset();
-      top.problem = "dynamic batch: " + at.problem;
-      return top;
-    }
-    Candidate other = GenerateAt(*at.graph, task_source, task_name, top.design, &dynamic);
-    if (!other.source || other.design.ToJson() != top.design.ToJson()) {
-      top.source.reset();
-      top.problem = fmt::format("dynamic batch: the design does not hold at {} ({})", batch,
-                                other.source ? "its kernels change" : other.problem);
-      if (other.source) {
-        *mismatch = std::move(other);
-      }
-      return top;
-    }
-    samples.push_back({point, *other.source});
-  }
-  const MergedSource merged = MergeBatchSamples(samples, tops);
-  top.source = merged.source;
-  if (!merged.source) {
-    top.problem = "dynamic batch: " + merged.problem;
-  }
-  if (form_changed != nullptr) {
-    *form_changed = merged.form_changed;
-  }
-  return top;
-}
-
-// The samples' merge, and when it fails on a change of form, once more with every kernel indexing in int64
-// (DynamicBatch::wide_indexing): the far sample may pass int32 offsets where the range's top does not, and
-// int64 offsets hold at every batch.
-Candidate MergeDynamicOrWide(const Graph& graph, const std::string& task_source, const std::string& task_name,
-                             const CandidateDesign& design, std::optional<Candidate>* mismatch) {
-  bool form_changed = false;
-  Candidate merged = MergeDynamic(graph, task_source, task_name, design, mismatch, &form_changed);
-  if (merged.source || !form_changed || graph.dynamic->wide_indexing) {
-    return merged;
-  }
-  Graph wide = graph;
-  wide.dynamic->wide_indexing = true;
-  std::optional<Candidate> wide_mismatch;
-  Candidate retried = MergeDynamic(wide, task_source, task_name, design, &wide_mismatch);
-  return retried.source ? retried : merged;
-}
-
-// A dynamic-batch candidate: the file generated at sample batches at and above the range's top (every range
-// the compiler reasons with then holds for the whole range), the design of the first kept for all, and the
-// sizes that change with the batch written as expressions of egg_B (dynamic_batch.h). A one-tile reduction
-// over a length that grows with the batch is looped instead (LoopedOverTheBatch), once.
-Candidate GenerateDynamic(const Graph& graph, const std::string& task_source, const std::string& task_name,
-                          const CandidateDesign& design) {
-  for (const DynamicDim& dim : graph.dynamic->dims) {
-    if (BatchInput(graph, dim.axis).empty()) {
-      Candidate none;
-      none.problem = fmt::format("dynamic batch: no tensor input has a dim {}", dim.axis);
-      return none;
-    }
-  }
-  std::optional<Candidate> mismatch;
-  Candidate first = MergeDynamicOrWide(graph, task_source, task_name, design, &mismatch);
-  if (first.source || !mismatch) {
-    return first;
-  }
-  const std::optional<CandidateDesign> looped = LoopedOverTheBatch(first, *mismatch);
-  if (!looped) {
-    return first;
-  }
-  mismatch.reset();
-  return MergeDynamicOrWide(graph, task_source, task_name, *looped, &mismatch);
-}
-
-}  // namespace
 
 Candidate GenerateCandidate(const Graph& graph, const std::string& task_source, const std::string& task_name,
                             const CandidateDesign& design) {

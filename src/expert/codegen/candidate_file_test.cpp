@@ -36,42 +36,6 @@ TEST(CandidateTest, SourceDefinesModelNewAndCarriesItsDesign) {
             source);
 }
 
-// relu over x [B, row], B a dynamic batch up to `max`.
-Json DynamicRelu(int64_t row, int64_t max) {
-  const Json b = {{"sym", {1, 0}}};
-  const Json meta = {
-      {"shape", Json::array({b, row})}, {"stride", {row, 1}}, {"offset", 0}, {"dtype", "float32"}};
-  return {{"format", "egg-graph"},
-          {"version", 1},
-          {"torch", "test"},
-          {"dynamic", {{"dim", "batch"}, {"min", 1}, {"max", max}, {"example", 1}}},
-          {"inputs", {{{"name", "x"}, {"position", 0}, {"kind", "tensor"}, {"meta", meta}}}},
-          {"state", Json::array()},
-          {"nodes",
-           {{{"name", "relu"},
-             {"op", "aten.relu.default"},
-             {"args", {{{"node", "x"}}}},
-             {"kwargs", Json::object()},
-             {"meta", meta}}}},
-          {"outputs", {{{"node", "relu"}}}},
-          {"returns", "tensor"}};
-}
-
-TEST(CandidateTest, ADynamicBatchWhoseFarSamplePassesInt32IndexesInInt64Throughout) {
-  // 2^21 floats a row: 2 rows stay under 2^31 elements, the far sample's 2 + 1024 rows do not, so the samples
-  // would differ in their indexing; the module indexes in int64 at every batch instead.
-  const Candidate wide = GenerateCandidate(LoadGraph(DynamicRelu(int64_t{1} << 21, 2)), "class Model: pass\n",
-                                           "relu.py", CandidateDesign{});
-  ASSERT_TRUE(wide.source) << wide.problem;
-  EXPECT_NE(wide.source->find("egg_B"), std::string::npos);
-  EXPECT_NE(wide.source->find("tl.int64"), std::string::npos) << *wide.source;
-  // Far from 2^31 every sample indexes in int32, as a fixed module would.
-  const Candidate narrow =
-      GenerateCandidate(LoadGraph(DynamicRelu(1024, 2)), "class Model: pass\n", "relu.py", CandidateDesign{});
-  ASSERT_TRUE(narrow.source) << narrow.problem;
-  EXPECT_EQ(narrow.source->find("tl.int64"), std::string::npos) << *narrow.source;
-}
-
 TEST(CandidateTest, SeedsAreDifferentAlgorithms) {
   const Graph graph = LoadGraph(Scaled(FixtureJson("level1_23_Softmax"), 64, 65536));
   std::vector<Algorithm> algorithms;

@@ -145,7 +145,8 @@ struct Scope {
 };
 
 // The scope of every token: a `def` at column 0 opens a function (jit when @triton.jit precedes it), a `def`
-// one level into `class ModelNew` a method; any other statement at column 0 returns to module level.
+// one level into `class ModelNew` a method (a `def` deeper in, as forward's `_make_` functions, is its
+// method's); any other statement at column 0 returns to module level.
 std::vector<Scope> Scopes(const std::string& text, const std::vector<Token>& tokens) {
   std::vector<Scope> scopes(tokens.size());
   Scope current;
@@ -168,7 +169,7 @@ std::vector<Scope> Scopes(const std::string& text, const std::vector<Token>& tok
         in_class = head == "class";
         current = {};
       }
-    } else if (token.first && !token.comment && in_class && word(k) == "def") {
+    } else if (token.first && !token.comment && in_class && token.column == 4 && word(k) == "def") {
       current = {false, word(k + 1)};
     }
     scopes[k] = current;

@@ -314,26 +314,21 @@ std::string ConstantsSource(const Graph& graph, const std::vector<int>& constant
   return text;
 }
 
-// The pack cache: a weight's repacked rows kept per module while every tensor the pack read is the same
-// object (a weak reference: a freed parameter's memory may hold its replacement) at the same address and
-// version. A write the version counter does not see (through `.data`, which autograd does not see either)
-// leaves it stale; docs/expert.md says so.
-const char* const kPackedSource =
-    "def _egg_packed(module, key, sources, numel, dtype, device, pack):\n"
-    "    \"\"\"The scratch buffer `pack` fills from `sources` (parameters, buffers), kept while they are "
+// The cache of what the forward computes from the module's state alone (a weight's repacked rows, its row
+// sums): kept per module while every tensor it read is the same object (a weak reference: a freed parameter's
+// memory may hold its replacement) at the same address and version. A write the version counter does not see
+// (through `.data`, which autograd does not see either) leaves it stale; docs/expert.md says so.
+const char* const kKeptSource =
+    "def _egg_kept(module, key, sources, make):\n"
+    "    \"\"\"What `make` computes from `sources` (parameters, buffers) alone, kept while they are "
     "unchanged.\"\"\"\n"
     "    if any(t.is_inference() for t in sources):  # no version counter to tell an update by: every call\n"
-    "        out = torch.empty((numel,), device=device, dtype=dtype)\n"
-    "        pack(out)\n"
-    "        return out\n"
-    "    cache = module.__dict__.setdefault(\"_egg_packs\", {})\n"
+    "        return make()\n"
+    "    cache = module.__dict__.setdefault(\"_egg_kept\", {})\n"
     "    stamp = tuple((t.data_ptr(), t._version) for t in sources)\n"
     "    kept = cache.get(key)\n"
-    "    if kept is None or kept[1] != stamp or any(r() is not t for r, t in zip(kept[0], sources)) \\\n"
-    "            or kept[2].device != device:\n"
-    "        out = torch.empty((numel,), device=device, dtype=dtype)\n"
-    "        pack(out)\n"
-    "        kept = cache[key] = ([weakref.ref(t) for t in sources], stamp, out)\n"
+    "    if kept is None or kept[1] != stamp or any(r() is not t for r, t in zip(kept[0], sources)):\n"
+    "        kept = cache[key] = ([weakref.ref(t) for t in sources], stamp, make())\n"
     "    return kept[2]\n\n\n";
 
 }  // namespace egg::expert

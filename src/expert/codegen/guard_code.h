@@ -33,8 +33,8 @@ void WriteGuardCalls(const Graph& graph, const DynamicBatch* dynamic, templates:
 
 // The embedded constants (`_EGG_CONSTANTS`) and `_egg_constant_of`, "" when there are none.
 std::string ConstantsSource(const Graph& graph, const std::vector<int>& constants);
-// `_egg_packed(module, key, sources, numel, dtype, device, pack)`: a pack launch's scratch buffer kept
-// between calls while the tensors it read are unchanged.
-extern const char* const kPackedSource;
+// `_egg_kept(module, key, sources, make)`: what the forward computes from the module's state alone (a pack
+// launch's scratch buffer, a kernel's values of the state) kept between calls while that state is unchanged.
+extern const char* const kKeptSource;
 
 }  // namespace egg::expert

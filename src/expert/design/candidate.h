@@ -3,6 +3,7 @@
 // source.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,10 @@ struct Candidate {
   std::string problem;     // when there is no source
   CandidateDesign design;  // complete: every kernel's design filled in
   Plan plan;
+  // The graph the plan is of where the design's rewrite changed the captured one (FoldSummedProducts, with
+  // PlanOptions::fold_summed_products), else null: the plan's values index the captured graph.
+  std::shared_ptr<const Graph> graph;
+  bool foldable = false;  // the captured graph has a sum FoldSummedProducts folds, folded here or not
   std::vector<KernelReport> kernels;
   std::vector<std::string> pytorch_ops;  // ops left to PyTorch
   size_t launches = 0;                   // Triton launches per forward (a recurrent layer stack: two a layer)

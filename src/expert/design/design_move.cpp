@@ -13,8 +13,8 @@ namespace {
 const std::set<std::string> kIntegerFields = {"xblock", "rblock",    "yblock",
                                               "split",  "num_warps", "num_stages"};
 const std::set<std::string> kTextFields = {"algorithm", "precision"};
-const std::set<std::string> kPlanFields = {"fuse_reductions", "fuse_epilogues", "cuda_graph",
-                                           "fuse_attention", "concat_in_place"};
+const std::set<std::string> kPlanFields = {"fuse_reductions", "fuse_epilogues",  "cuda_graph",
+                                           "fuse_attention",  "concat_in_place", "fold_summed_products"};
 
 std::string Names(const std::set<std::string>& names) {
   std::string out;
@@ -37,11 +37,12 @@ MoveCheck CheckPlanMove(const Candidate& incumbent, const std::string& field, co
   }
   CandidateDesign design = incumbent.design;
   PlanOptions& plan = design.plan;
-  bool* target = field == "fuse_reductions"   ? &plan.fuse_reductions
-                 : field == "fuse_epilogues"  ? &plan.fuse_epilogues
-                 : field == "cuda_graph"      ? &plan.cuda_graph
-                 : field == "concat_in_place" ? &plan.concat_in_place
-                                              : &plan.fuse_attention;
+  bool* target = field == "fuse_reductions"        ? &plan.fuse_reductions
+                 : field == "fuse_epilogues"       ? &plan.fuse_epilogues
+                 : field == "cuda_graph"           ? &plan.cuda_graph
+                 : field == "concat_in_place"      ? &plan.concat_in_place
+                 : field == "fold_summed_products" ? &plan.fold_summed_products
+                                                   : &plan.fuse_attention;
   if (*target == value.get<bool>()) {
     return Refuse(fmt::format("the move changes nothing: plan.{} is already {}", field, value.dump()));
   }
@@ -152,7 +153,8 @@ Json DesignRecordJson(const Candidate& incumbent) {
                 {"fuse_epilogues", incumbent.design.plan.fuse_epilogues},
                 {"cuda_graph", incumbent.design.plan.cuda_graph},
                 {"fuse_attention", incumbent.design.plan.fuse_attention},
-                {"concat_in_place", incumbent.design.plan.concat_in_place}}},
+                {"concat_in_place", incumbent.design.plan.concat_in_place},
+                {"fold_summed_products", incumbent.design.plan.fold_summed_products}}},
               {"pytorch_ops", incumbent.pytorch_ops}};
 }
 

@@ -44,6 +44,9 @@ Json PlanOptions::ToJson() const {
   if (!concat_in_place) {
     json["concat_in_place"] = false;
   }
+  if (!fold_summed_products) {
+    json["fold_summed_products"] = false;
+  }
   if (!families.empty()) {
     json["families"] = families;
   }
@@ -57,6 +60,7 @@ PlanOptions PlanOptions::FromJson(const Json& json) {
   options.cuda_graph = json.value("cuda_graph", false);
   options.fuse_attention = json.value("fuse_attention", true);
   options.concat_in_place = json.value("concat_in_place", true);
+  options.fold_summed_products = json.value("fold_summed_products", true);
   options.families = json.value("families", std::vector<std::string>{});
   for (const std::string& name : options.families) {
     FamilyNamed(name);  // UnknownName for a family that is not registered

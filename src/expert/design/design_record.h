@@ -149,6 +149,10 @@ struct PlanOptions {
   // A concatenation whose every piece a kernel computes is never copied: each piece is stored into its slice
   // of the cat's buffer (Plan::slots). Recorded only when false.
   bool concat_in_place = true;
+  // A sum or mean over a matrix product's columns computed from the weights' row sums, one pass over the
+  // product's input (FoldSummedProducts, ir/fold.h); seed 1 keeps the product whole. Recorded only when false
+  // where the graph has such a sum.
+  bool fold_summed_products = true;
   // Experimental kernel families switched on by name (KernelFamily::Experimental: off unless named here);
   // recorded only when not empty.
   std::vector<std::string> families;

@@ -14,7 +14,8 @@
 namespace egg::expert {
 namespace {
 
-std::vector<size_t> KernelOrder(const Graph& graph, const Candidate& incumbent, const std::string& focus) {
+std::vector<size_t> KernelOrder(const Graph& captured, const Candidate& incumbent, const std::string& focus) {
+  const Graph& graph = incumbent.graph ? *incumbent.graph : captured;
   std::vector<std::pair<int64_t, size_t>> scored;
   for (size_t k = 0; k < incumbent.plan.kernels.size(); ++k) {
     int64_t score = KernelTrafficBytes(graph, incumbent.plan, k);
@@ -78,11 +79,10 @@ void KernelMoves(SearchStage stage, const Candidate& incumbent, const std::vecto
   }
 }
 
-// The kernels' algorithm moves, then the plan's: flash attention back on, epilogues and reductions fused or
-// apart.
+// The kernels' algorithm moves, then the plan's: flash attention back on, summed products folded or whole,
+// epilogues and reductions fused or apart.
 void AlgorithmMoves(const Candidate& incumbent, const std::vector<size_t>& order, MoveList* list) {
   KernelMoves(SearchStage::kAlgorithm, incumbent, order, list);
-  const PlanOptions& plan = incumbent.design.plan;
   if (incumbent.plan.unfused_attention > 0) {
     CandidateDesign flash = incumbent.design;
     flash.plan.fuse_attention = true;
@@ -91,19 +91,30 @@ void AlgorithmMoves(const Candidate& incumbent, const std::vector<size_t>& order
         "attention as one flash kernel: scores, online softmax and the product with V per query block, "
         "nothing stored in between");
   }
-  CandidateDesign unfused = incumbent.design;
-  unfused.kernels.clear();
-  unfused.plan.fuse_epilogues = !plan.fuse_epilogues;
-  list->AddCandidate(unfused, plan.fuse_epilogues ? "split epilogues" : "fuse epilogues",
-                     plan.fuse_epilogues
-                         ? "elementwise consumers in their own kernels (fewer passes per kernel)"
-                         : "elementwise consumers fused into their producers' kernels (fewer round trips)");
-  CandidateDesign reductions = incumbent.design;
-  reductions.kernels.clear();
-  reductions.plan.fuse_reductions = !plan.fuse_reductions;
-  list->AddCandidate(
-      reductions, plan.fuse_reductions ? "split reductions" : "fuse reductions",
-      plan.fuse_reductions ? "one kernel per reduction" : "reductions over the same rows share a kernel");
+  // A plan option flipped, every kernel's design back to its default: the move named and described for the
+  // way it goes (the option on now: `off`, else `on`).
+  const auto flip = [&incumbent, list](bool PlanOptions::* option,
+                                       const std::pair<const char*, const char*>& off,
+                                       const std::pair<const char*, const char*>& on) {
+    CandidateDesign design = incumbent.design;
+    design.kernels.clear();
+    design.plan.*option = !(incumbent.design.plan.*option);
+    const auto& [move, why] = incumbent.design.plan.*option ? off : on;
+    list->AddCandidate(design, move, why);
+  };
+  if (incumbent.foldable) {
+    flip(&PlanOptions::fold_summed_products,
+         {"unfold summed products",
+          "the matrix product computed whole, then its columns summed (the captured graph)"},
+         {"fold summed products",
+          "a sum over a product's columns from the weights' row sums: one pass over the product's input, no "
+          "GEMM"});
+  }
+  flip(&PlanOptions::fuse_epilogues,
+       {"split epilogues", "elementwise consumers in their own kernels (fewer passes per kernel)"},
+       {"fuse epilogues", "elementwise consumers fused into their producers' kernels (fewer round trips)"});
+  flip(&PlanOptions::fuse_reductions, {"split reductions", "one kernel per reduction"},
+       {"fuse reductions", "reductions over the same rows share a kernel"});
 }
 
 // Launches per forward from which stage2.memory first tries the whole forward as one CUDA graph: a launch
@@ -150,14 +161,19 @@ std::string SeedFamilyName(int seed) {
   }
 }
 
-bool SeedFusesAttention(int index) { return index != 1; }
+PlanOptions SeedPlan(int index) {
+  PlanOptions plan;
+  plan.fuse_attention = index != 1;
+  plan.fold_summed_products = index != 1;
+  return plan;
+}
 
 DesignMove SeedDesign(int index, double tol) {
   DesignMove move;
   move.design.seed = index;
   const Precision precision = index == 1 ? Precision::kIeee : MatmulPrecisionFor(tol);
   move.design.precision = precision == Precision::kIeee ? Precision::kUnset : precision;
-  move.design.plan.fuse_attention = SeedFusesAttention(index);
+  move.design.plan = SeedPlan(index);
   move.move = fmt::format("seed {}", index);
   move.description = SeedFamilyName(index);
   return move;
@@ -220,6 +236,14 @@ std::vector<DesignMove> StageMoves(const Graph& graph, const std::string& stage,
 
 std::vector<DesignMove> RepairMoves(const Candidate& failing, const std::string& status, const std::string& reason) {
   MoveList list(failing, 4);
+  if (status == "mismatch" && failing.graph != nullptr) {  // the folded sums round differently
+    CandidateDesign whole = failing.design;
+    whole.kernels.clear();
+    whole.plan.fold_summed_products = false;
+    list.AddCandidate(
+        whole, "unfold summed products",
+        "a mismatch with folded sums: the matrix product computed whole, then its columns summed");
+  }
   if (status == "mismatch") {
     CandidateDesign exact = failing.design;
     exact.precision = Precision::kUnset;

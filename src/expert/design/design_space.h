@@ -24,8 +24,9 @@ struct DesignMove {
 // (MatmulPrecisionFor), except in seed 1, which keeps ieee products so that a task whose data defeats tf32 at
 // that tolerance still has an exact seed.
 DesignMove SeedDesign(int index, double tol);
-// Whether seed `index` plans attention as one flash kernel (seed 1 keeps it unfused, measured against it).
-bool SeedFusesAttention(int index);
+// The plan options of seed `index`: seed 1 keeps attention unfused (measured against flash attention) and a
+// product whose columns are summed whole (the exact form beside the folded one, ir/fold.h).
+PlanOptions SeedPlan(int index);
 std::string SeedFamilyName(int seed);
 
 // One quick improvement of a seed: the same algorithms, the hottest kernel's tile doubled or halved.

@@ -238,5 +238,38 @@ TEST(DesignSpaceTest, RepairsGetMoreConservative) {
   EXPECT_EQ(RepairMoves(failing, "mismatch", "not allclose").size(), 2U);
 }
 
+TEST(DesignSpaceTest, AFoldedSumIsUnfoldedFirstOnAMismatchAndTheAlgorithmStageMovesBetweenThem) {
+  const Graph graph = testing::Fixture("level2_14_Gemm_Divide_Sum_Scaling");
+  const Candidate folded = GenerateCandidate(graph, "", "sum", SeedDesign(0, 1e-4).design);
+  ASSERT_TRUE(folded.source) << folded.problem;
+  ASSERT_NE(folded.graph, nullptr);
+  EXPECT_TRUE(folded.foldable);
+  EXPECT_GT(folded.graph->nodes.size(), graph.nodes.size()) << "the plan indexes the rewritten graph";
+  const auto repairs = RepairMoves(folded, "mismatch", "not allclose");
+  ASSERT_FALSE(repairs.empty());
+  EXPECT_EQ(repairs[0].move, "unfold summed products");
+  EXPECT_FALSE(repairs[0].design.plan.fold_summed_products);
+  EXPECT_NE(RepairMoves(folded, "compile_error", "OutOfResources").front().move, "unfold summed products");
+
+  const Candidate whole = GenerateCandidate(graph, "", "sum", SeedDesign(1, 1e-4).design);
+  ASSERT_TRUE(whole.source) << whole.problem;
+  EXPECT_EQ(whole.graph, nullptr);
+  EXPECT_EQ(whole.design.ToJson()["plan"]["fold_summed_products"], false);
+  const auto has = [&graph](const Candidate& from, const std::string& name) {
+    for (const DesignMove& move : StageMoves(graph, "stage1.algorithm", from, "", 30)) {
+      if (move.move == name) {
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(has(whole, "fold summed products"));
+  EXPECT_TRUE(has(folded, "unfold summed products"));
+  const Candidate softmax = GenerateCandidate(BigSoftmax(), "", "softmax", SeedDesign(1, 1e-4).design);
+  EXPECT_FALSE(softmax.foldable);
+  EXPECT_FALSE(softmax.design.ToJson()["plan"].contains("fold_summed_products"))
+      << "said only where it applies";
+}
+
 }  // namespace
 }  // namespace egg::expert

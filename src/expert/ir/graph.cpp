@@ -580,6 +580,13 @@ std::string NonFloat32Types(const Graph& graph, const Node& node) {
   return text;
 }
 
+bool IsGraphResult(const Graph& graph, int value) {
+  const auto is = [value](const Arg& arg) { return arg.kind == Arg::Kind::kValue && arg.value == value; };
+  return std::any_of(graph.outputs.begin(), graph.outputs.end(), is) ||
+         std::any_of(graph.mutations.begin(), graph.mutations.end(),
+                     [&is](const auto& m) { return is(m.second); });
+}
+
 TensorMeta DenseLayout(const TensorMeta& meta) {
   TensorMeta layout = meta;
   layout.stride = ContiguousStrides(meta.shape);

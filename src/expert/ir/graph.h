@@ -57,9 +57,38 @@ struct Arg {
   std::vector<Arg> list;
   DType dtype = DType::kFloat32;
 
+  static Arg OfValue(int value) {
+    return Of(Kind::kValue, [value](Arg& a) { a.value = value; });
+  }
+  static Arg OfInt(int64_t i) {
+    return Of(Kind::kInt, [i](Arg& a) { a.i = i; });
+  }
+  static Arg OfFloat(double f) {
+    return Of(Kind::kFloat, [f](Arg& a) { a.f = f; });
+  }
+  static Arg OfBool(bool b) {
+    return Of(Kind::kBool, [b](Arg& a) { a.b = b; });
+  }
+  static Arg OfInts(const std::vector<int64_t>& ints) {
+    return Of(Kind::kList, [&ints](Arg& a) {
+      for (int64_t i : ints) {
+        a.list.push_back(OfInt(i));
+      }
+    });
+  }
+
   bool IsNumber() const { return kind == Kind::kInt || kind == Kind::kFloat || kind == Kind::kBool; }
   double AsDouble() const;
   std::optional<std::vector<int64_t>> AsInts() const;  // an int or a list of ints
+
+ private:
+  template <typename Fill>
+  static Arg Of(Kind kind, Fill fill) {
+    Arg arg;
+    arg.kind = kind;
+    fill(arg);
+    return arg;
+  }
 };
 
 enum class ValueKind { kInput, kState, kNode };
@@ -85,6 +114,9 @@ struct Node {
   std::map<std::string, Arg> kwargs;
   int value = -1;  // the Value this node produces
   std::vector<std::optional<TensorMeta>> tuple_meta;  // for tuple-producing nodes: each element
+  // A value a rewrite derived from the module's state alone (ir/fold.h: a weight's row sums), which the
+  // candidate file may keep between calls; never set on a captured node, whose work runs at every call.
+  bool keepable = false;
 
   const Arg* Kwarg(const std::string& key) const;
   // Positional argument `index`, else the keyword `key`, else nullptr.
@@ -157,6 +189,9 @@ std::string GraphPrecision(const Graph& graph);
 // The floating dtypes other than float32 among a node's tensor operands and result ("bfloat16, float64"), or
 // "" when there are none: the types a float32-only kernel family does not lower.
 std::string NonFloat32Types(const Graph& graph, const Node& node);
+
+// Whether `value` leaves the forward: an output, or the new value of a mutated buffer.
+bool IsGraphResult(const Graph& graph, int value);
 
 // The layout egg gives a value it materializes: contiguous in the value's shape.
 TensorMeta DenseLayout(const TensorMeta& meta);

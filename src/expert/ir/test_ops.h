@@ -11,19 +11,8 @@
 
 namespace egg::expert::testing {
 
-inline Arg Number(double value) {
-  Arg arg;
-  arg.kind = Arg::Kind::kFloat;
-  arg.f = value;
-  return arg;
-}
-
-inline Arg Int(int64_t value) {
-  Arg arg;
-  arg.kind = Arg::Kind::kInt;
-  arg.i = value;
-  return arg;
-}
+inline Arg Number(double value) { return Arg::OfFloat(value); }
+inline Arg Int(int64_t value) { return Arg::OfInt(value); }
 
 inline Arg Text(const std::string& text) {
   Arg arg;
@@ -32,12 +21,7 @@ inline Arg Text(const std::string& text) {
   return arg;
 }
 
-inline Arg TensorArg(int value) {
-  Arg arg;
-  arg.kind = Arg::Kind::kValue;
-  arg.value = value;
-  return arg;
-}
+inline Arg TensorArg(int value) { return Arg::OfValue(value); }
 
 inline Node Op(const std::string& op, std::vector<Arg> args = {}, std::map<std::string, Arg> kwargs = {}) {
   Node node;

@@ -27,7 +27,7 @@ struct KernelLaunch {
   // serves every value (a recurrent layer's direction and offsets).
   std::vector<std::pair<std::string, int64_t>> scalars;
   // The scratch buffer this launch fills from module parameters and buffers alone (a weight repacked into
-  // rows), or -1: the candidate file keeps its result while those tensors keep their version (`_egg_packed`)
+  // rows), or -1: the candidate file keeps its result while those tensors keep their version (`_egg_kept`)
   // instead of repacking at every call, except in a CUDA-graph forward (which replays the pack).
   int packs = -1;
 };

@@ -16,26 +16,9 @@ using testing::Meta;
 using testing::NodeJson;
 using testing::Ref;
 
-Arg Int(int64_t value) {
-  Arg arg;
-  arg.kind = Arg::Kind::kInt;
-  arg.i = value;
-  return arg;
-}
-
-Arg Bool(bool value) {
-  Arg arg;
-  arg.kind = Arg::Kind::kBool;
-  arg.b = value;
-  return arg;
-}
-
-Arg Float(double value) {
-  Arg arg;
-  arg.kind = Arg::Kind::kFloat;
-  arg.f = value;
-  return arg;
-}
+Arg Int(int64_t value) { return Arg::OfInt(value); }
+Arg Bool(bool value) { return Arg::OfBool(value); }
+Arg Float(double value) { return Arg::OfFloat(value); }
 
 TEST(NodeArgsTest, NegativeDimsCountFromTheEnd) {
   EXPECT_EQ(NormalizeDim(-1, 4), 3);

@@ -150,13 +150,13 @@ TEST(ConvolutionPlanTest, TransposedChannelsLastRunsNoKStepForATapItsPhaseLacks)
   EXPECT_EQ(source.find("tapok"), std::string::npos);
   // the weight's rows are packed once per parameter version, the input copied at every call; a CUDA-graph
   // forward replays the pack with the rest (the graph keeps nothing between its replays' parameters)
-  EXPECT_NE(source.find("_scratch1 = _egg_packed(self, "), std::string::npos);
+  EXPECT_NE(source.find("_scratch1 = _egg_kept(self, "), std::string::npos);
   EXPECT_NE(source.find("_scratch0 = torch.empty("), std::string::npos);
   CandidateDesign graphed = nhwc_move->design;
   graphed.plan.cuda_graph = true;
   const Candidate replayed = GenerateCandidate(graph, "", "convt", graphed);
   ASSERT_TRUE(replayed.source) << replayed.problem;
-  EXPECT_EQ(replayed.source->find("_egg_packed("), std::string::npos);
+  EXPECT_EQ(replayed.source->find("_egg_kept("), std::string::npos);
   EXPECT_NE(replayed.source->find("_scratch1 = torch.empty("), std::string::npos);
   // back to the phase form that gathers the NCHW input
   const auto back = StageMoves(graph, "stage1.algorithm", nhwc, "", 8);
@@ -278,10 +278,11 @@ TEST(ConvolutionPlanTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTap
       << source;
   EXPECT_NE(source.find(name + "_scratch0 = torch.empty((49152,)"), std::string::npos);  // 16 x 16 x 16 x 12
   // the weight: 16 x (9 taps x 12), packed once per parameter version
-  EXPECT_NE(source.find(name + "_scratch1 = _egg_packed(self, \"" + name +
-                        "_scratch1\", (v_p_conv_weight, ), 1728, "),
+  EXPECT_NE(source.find(name + "_scratch1 = _egg_kept(self, \"" + name +
+                        "_scratch1\", (v_p_conv_weight, ), _make_" + name + "_scratch1)"),
             std::string::npos)
       << source;
+  EXPECT_NE(source.find("    out = torch.empty((1728,), "), std::string::npos);
   EXPECT_NE(source.find(name + "_weight[(triton.cdiv(16, 16), triton.cdiv(108, 32))]("), std::string::npos);
   // the weight tile contiguous along K: (output channel, tap, channel) rows
   EXPECT_NE(source.find("b = tl.load(ptr1 + (kbindex + 108*nindex + 12*tap), kbmask & nmask, other=0.0)"),

@@ -1,0 +1,21 @@
+// Algebraic rewrites of a captured graph that a design turns on (PlanOptions): each is exact in real
+// arithmetic and rounds differently in float32, so a folded candidate is checked and timed like any other,
+// and a mismatch at a tight tolerance sends the search back to the graph as captured.
+#pragma once
+
+#include <optional>
+
+#include "expert/ir/graph.h"
+
+namespace egg::expert {
+
+// A sum or mean over the columns of a float32 matrix product (mm, addmm), reached from the product through
+// ops linear in it, each the only reader of the one before (a number multiplying or dividing, a negation, a
+// bias row or a number added or subtracted):
+//     sum_j (alpha * (A @ B)[i, j] + beta_j)  =  alpha * sum_k A[i, k] * (sum_j B[k, j])  +  sum_j beta_j
+// B's row sums (from weights alone where B is a parameter: a kernel the candidate file keeps while they are
+// unchanged) turn the product into one pass over A, a GEMV in place of a GEMM. The graph with every such sum
+// folded, its other nodes as they were, or nullopt when there is none.
+std::optional<Graph> FoldSummedProducts(const Graph& graph);
+
+}  // namespace egg::expert
