@@ -199,6 +199,8 @@ def compiled(tmp_path_factory):
         # sums over products' columns folded into passes over their inputs (seeds 0 and 1, the fold off)
         **{f"fold{seed}": ["summed_products.py", "--out", f"out/fold_s{seed}.py", "--json", "--seed", str(seed)]
            for seed in range(2)},
+        **{f"pool{seed}": ["pooled_convolutions.py", "--out", f"out/pool_s{seed}.py", "--json", "--seed", str(seed)]
+           for seed in range(2)},
         "fold_off": ["summed_products.py", "--out", "out/fold_off.py", "--json", "--design",
                      '{"seed": 0, "plan": {"fold_summed_products": false}}'],
         # tf32 products, 128 query rows x 32 keys in 8 warps for the first, 32 x 16 for MinGPT's
@@ -512,6 +514,33 @@ def test_summed_products_are_folded_into_passes_over_their_inputs(compiled):
         assert not any("fold" in k["name"] for k in whole["kernels"])
 
 
+def test_pooled_transposed_convolutions_are_folded_into_sums_of_their_inputs(compiled):
+    """Seed 0 folds the two transposed convolutions pooled over every position without padding: the kernel-summed
+    weights (kept), the input's sums over its positions, and a small product of the two, with the mean's 1/P,
+    the bias and the per-channel ops (scale, shift, batch norm) after it; the padded one and the one pooled over
+    its length alone stay convolutions. Seed 1 keeps all four."""
+    egg, runs = compiled
+    folded = json.loads(runs["pool0"].stdout)
+    assert [(k["name"], k["kind"]) for k in folded["kernels"]][:6] == [
+        ("egg_k0_mean_fold_weights", "reduction"), ("egg_k1_mean_fold_inputs", "reduction"),
+        ("egg_k2_mean_fold_product", "matmul"), ("egg_k3_sum_1_fold_weights", "reduction"),
+        ("egg_k4_sum_1_fold_inputs", "reduction"), ("egg_k5_sum_1_fold_product", "matmul")], folded["kernels"]
+    ops = {k["name"]: k["ops"] for k in folded["kernels"]}
+    product = ops["egg_k2_mean_fold_product"]
+    # the product, its 1/P and bias, the pooled view, then * 2.0, - shift and the batch norm's four ops
+    assert product[product.index("aten.mm.default"):] == [
+        "aten.mm.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.view.default", "aten.mul.Tensor",
+        "aten.sub.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.mul.Tensor", "aten.add.Tensor"], product
+    assert [k["kind"] for k in folded["kernels"]].count("matmul") == 4
+    assert sum("aten.convolution.default" in k["ops"] for k in folded["kernels"]) == 2
+    lines = [line.strip() for line in code_lines((egg.workdir / folded["candidate"]).read_text())]
+    assert [line.split(" = ")[0] for line in lines if "= _egg_kept(self, " in line] == [
+        "v_mean_fold_weights", "v_sum_1_fold_weights"]
+    whole = json.loads(runs["pool1"].stdout)
+    assert whole["design"]["plan"]["fold_summed_products"] is False
+    assert sum("aten.convolution.default" in k["ops"] for k in whole["kernels"]) == 4
+
+
 def test_transposed_convolutions_run_channels_last_per_output_phase(compiled):
     """A transposed convolution's nhwc form: the input and the weight copied as for a convolution, the loop over
     the most taps of any phase, a tap the program's phase lacks running no channel step (`kend`); stride 1 is
@@ -564,7 +593,7 @@ spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
 m = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(m)
 torch.manual_seed(0)
-ref, new = m.Model(*m.get_init_inputs()), m.ModelNew(*m.get_init_inputs())
+ref, new = m.Model(*m.get_init_inputs()).eval(), m.ModelNew(*m.get_init_inputs()).eval()  # batch norms: eval
 new.load_state_dict(ref.state_dict())
 x = m.get_inputs()
 def same():
@@ -577,7 +606,8 @@ with torch.no_grad():
     for p, q in zip(ref.parameters(), new.parameters()):
         p.mul_(1.5); q.mul_(1.5)
 assert same(), "stale after an in-place update"
-state = {k: torch.randn_like(v) for k, v in ref.state_dict().items()}
+state = {k: torch.rand_like(v) + 0.5 if v.is_floating_point() else v  # a batch norm's variance stays positive
+         for k, v in ref.state_dict().items()}
 ref.load_state_dict(state); new.load_state_dict(state)
 assert same(), "stale after load_state_dict"
 for model in (ref, new):  # new Parameter objects; a freed one's memory may hold its replacement
@@ -586,7 +616,7 @@ for model in (ref, new):  # new Parameter objects; a freed one's memory may hold
         setattr(model.get_submodule(owner), leaf, torch.nn.Parameter(p.detach().clone() * 0.5))
 assert same(), "stale after replacing the parameters"
 with torch.inference_mode():  # parameters made here are inference tensors: no version counter, packed per call
-    ref, new = m.Model(*m.get_init_inputs()), m.ModelNew(*m.get_init_inputs())
+    ref, new = m.Model(*m.get_init_inputs()).eval(), m.ModelNew(*m.get_init_inputs()).eval()
     new.load_state_dict(ref.state_dict())
     assert same()
     with torch.no_grad():
@@ -597,8 +627,8 @@ print(len(packs), "kept")
 """
 
 
-@pytest.mark.parametrize("candidate", ["nhwc.py", "fold_s0.py"])
-def test_values_of_the_weights_are_kept_until_their_parameters_change(compiled, candidate):
+@pytest.mark.parametrize("candidate, kept", [("nhwc.py", 3), ("fold_s0.py", 3), ("pool_s0.py", 2)])
+def test_values_of_the_weights_are_kept_until_their_parameters_change(compiled, candidate, kept):
     """A weight repacked into (tap, channel) rows (nhwc), a weight's row sums and the biases' sums (fold_s0) are
     computed once and kept while their parameters are the same tensors at the same version: a second call
     recomputes nothing; an in-place update, load_state_dict and a replaced parameter each recompute (the
@@ -609,7 +639,7 @@ def test_values_of_the_weights_are_kept_until_their_parameters_change(compiled, 
     proc = subprocess.run([sys.executable, "-c", PACK_CHECK, str(egg.workdir / "out" / candidate)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=egg.workdir)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.strip() == "3 kept"
+    assert proc.stdout.strip() == f"{kept} kept"
 
 
 def test_aligned_design_copies_both_operands_then_multiplies_the_copies(compiled):
@@ -778,7 +808,8 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
                                        "mv_split.py", "att_s0.py", "att_s1.py", "att_tiles.py", "nhwc.py",
                                        "dense_nhwc.py", "aligned.py", "kmajor.py", "kmajor_dense.py", "silu.py",
                                        "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py", "cat_s0.py", "cat_s1.py",
-                                       "cat_s2.py", "cat_apart.py", "cat_splitk.py", "fold_s0.py", "fold_s1.py"])
+                                       "cat_s2.py", "cat_apart.py", "cat_splitk.py", "fold_s0.py", "fold_s1.py",
+                                       "pool_s0.py", "pool_s1.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -796,6 +827,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "convt_nhwc.py": "conv_transpose_grouped.py", "convt3_nhwc.py": "conv_transpose_3d.py",
             "convt_s1.py": "conv_transpose_stride1.py", **{f"cat_{tag}.py": "cat_in_place.py" for tag in ("s0", "s1", "s2", "apart", "splitk")},
             "fold_s0.py": "summed_products.py", "fold_s1.py": "summed_products.py",
+            "pool_s0.py": "pooled_convolutions.py", "pool_s1.py": "pooled_convolutions.py",
             **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
@@ -811,7 +843,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "att_s0.py", "att_tiles.py", "att_masked.py", "nan_s1.py", "nan_s2.py",
                                        "intdiv.py", "nhwc.py", "dense_nhwc.py", "aligned.py", "kmajor.py",
                                        "kmajor_dense.py", "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py",
-                                       "cat_s0.py", "cat_s2.py", "cat_splitk.py", "fold_s0.py"])
+                                       "cat_s0.py", "cat_s2.py", "cat_splitk.py", "fold_s0.py", "pool_s0.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""

@@ -1,5 +1,6 @@
 #include "expert/ir/fold.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -16,9 +17,12 @@ struct Term {
   int value = -1;
 };
 
-// One sum over a product's columns, matched: the product A @ B, the nodes from it to the reduction (every one
-// removed from the graph), and the linear form the chain applies, alpha * product + terms + constant, summed.
+// One fold, matched. A sum over a product's columns: the product A @ B, the nodes from it to the reduction
+// (every one removed from the graph), and the linear form the chain applies, alpha * product + terms +
+// constant, summed. A pooled transposed convolution: its input (a), weight (b) and bias, the positions it
+// has, and the per-channel affine ops between it and the pooling, applied again after it.
 struct Fold {
+  bool convolution = false;
   int a = -1;
   int b = -1;
   std::vector<int> nodes;  // product, chain, reduction
@@ -26,6 +30,10 @@ struct Fold {
   double alpha = 1;
   std::vector<Term> terms;
   double constant = 0;  // numbers added, already summed over the N columns
+  int bias = -1;
+  int64_t positions = 0;
+  bool mean = false;
+  std::vector<int> chain;
 };
 
 std::optional<double> FiniteNumber(const Arg* arg) {
@@ -43,6 +51,19 @@ const TensorMeta* Float32Meta(const Graph& graph, const Arg* arg) {
   return value.meta && value.meta->dtype == DType::kFloat32 ? &*value.meta : nullptr;
 }
 
+// The one node that reads `value` (its index added to `nodes`), or nullptr where the value has other readers
+// or leaves the forward.
+const Node* OnlyReader(const Graph& graph, int value, std::vector<int>* nodes) {
+  const std::vector<int>& users = ValueAt(graph, value).users;
+  if (users.size() != 1 || IsGraphResult(graph, value)) {
+    return nullptr;
+  }
+  nodes->push_back(users.front());
+  return &graph.nodes.at(static_cast<size_t>(users.front()));
+}
+
+bool IsSumOrMean(const Node& node) { return node.op == "aten.sum.dim_IntList" || node.op == "aten.mean.dim"; }
+
 class Matcher {
  public:
   Matcher(const Graph& graph, const Node& product) : graph_(graph), product_(product) {}
@@ -52,26 +73,18 @@ class Matcher {
       return std::nullopt;
     }
     int current = product_.value;
-    while (true) {
-      const Value& value = ValueAt(graph_, current);
-      if (value.users.size() != 1 || IsGraphResult(graph_, current)) {
-        return std::nullopt;
+    while (const Node* user = OnlyReader(graph_, current, &fold_.nodes)) {
+      if (IsSumOrMean(*user)) {
+        return Reduction(*user, current) ? std::optional<Fold>(fold_) : std::nullopt;
       }
-      const Node& user = graph_.nodes.at(static_cast<size_t>(value.users.front()));
-      fold_.nodes.push_back(value.users.front());
-      if (user.op == "aten.sum.dim_IntList" || user.op == "aten.mean.dim") {
-        return Reduction(user, current) ? std::optional<Fold>(fold_) : std::nullopt;
-      }
-      if (!Linear(user, current)) {
-        return std::nullopt;
-      }
-      const Value& next = ValueAt(graph_, user.value);
-      if (!next.meta || next.meta->dtype != DType::kFloat32 ||
+      const Value& next = ValueAt(graph_, user->value);
+      if (!Linear(*user, current) || !next.meta || next.meta->dtype != DType::kFloat32 ||
           next.meta->shape != std::vector<int64_t>{m_, n_}) {
         return std::nullopt;
       }
-      current = user.value;
+      current = user->value;
     }
+    return std::nullopt;
   }
 
  private:
@@ -204,6 +217,137 @@ class Matcher {
   int64_t n_ = 0;
 };
 
+// A mean or sum over every position of a float32 transposed convolution's output (keepdim), through ops
+// affine per channel (a number, or a tensor whose only dimension of more than one element is the channel,
+// multiplying, dividing, added or subtracted; a negation). With no padding and no output padding every input
+// element meets every kernel tap inside the output, so
+//     sum_p convT(x, W)[b, o, p]  =  sum_c (sum_i x[b, c, i]) * (sum_k W[c, o, k])  +  P * bias[o]
+// and the per-channel ops commute with the pooling: they run after it, on one value per channel.
+class ConvolutionMatcher {
+ public:
+  ConvolutionMatcher(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
+
+  std::optional<Fold> Match() {
+    if (!Convolution()) {
+      return std::nullopt;
+    }
+    int current = node_.value;
+    while (const Node* user = OnlyReader(graph_, current, &fold_.nodes)) {
+      if (IsSumOrMean(*user)) {
+        return Pooling(*user, current) ? std::optional<Fold>(fold_) : std::nullopt;
+      }
+      const Value& next = ValueAt(graph_, user->value);
+      if (!Affine(*user, current) || !next.meta || next.meta->dtype != DType::kFloat32 ||
+          next.meta->shape != shape_) {
+        return std::nullopt;
+      }
+      fold_.chain.push_back(fold_.nodes.back());
+      current = user->value;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static bool AllZero(const Arg* arg) {
+    const auto ints = arg == nullptr ? std::nullopt : arg->AsInts();
+    return ints && std::all_of(ints->begin(), ints->end(), [](int64_t i) { return i == 0; });
+  }
+
+  bool Convolution() {
+    const Arg* transposed = node_.ArgAt(6);
+    const Arg* groups = node_.ArgAt(8);
+    const TensorMeta* x = Float32Meta(graph_, node_.ArgAt(0));
+    const TensorMeta* w = Float32Meta(graph_, node_.ArgAt(1));
+    const Value& out = ValueAt(graph_, node_.value);
+    if (node_.op != "aten.convolution.default" || transposed == nullptr ||
+        transposed->kind != Arg::Kind::kBool || !transposed->b || !AllZero(node_.ArgAt(4)) ||
+        !AllZero(node_.ArgAt(7)) || groups == nullptr || groups->kind != Arg::Kind::kInt || groups->i != 1 ||
+        x == nullptr || w == nullptr || !out.meta || out.meta->dtype != DType::kFloat32 ||
+        out.meta->Rank() < 3 || x->Rank() != out.meta->Rank()) {
+      return false;
+    }
+    const Arg* bias = node_.ArgAt(2);
+    if (bias != nullptr && bias->kind == Arg::Kind::kValue) {
+      if (Float32Meta(graph_, bias) == nullptr) {
+        return false;
+      }
+      fold_.bias = bias->value;
+    }
+    shape_ = out.meta->shape;
+    fold_.convolution = true;
+    fold_.a = node_.ArgAt(0)->value;
+    fold_.b = node_.ArgAt(1)->value;
+    fold_.positions = Product(std::vector<int64_t>(shape_.begin() + 2, shape_.end()));
+    fold_.nodes.push_back(ValueAt(graph_, node_.value).node);
+    return true;
+  }
+
+  // A number, or a float32 tensor that broadcasts along every dimension of the output but the channel's.
+  bool PerChannel(const Arg* arg) const {
+    if (FiniteNumber(arg)) {
+      return true;
+    }
+    const TensorMeta* meta = Float32Meta(graph_, arg);
+    const int rank = static_cast<int>(shape_.size());
+    if (meta == nullptr || meta->Rank() > rank) {
+      return false;
+    }
+    for (int d = 0; d < meta->Rank(); ++d) {
+      if (rank - meta->Rank() + d != 1 && meta->shape[static_cast<size_t>(d)] != 1) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool Affine(const Node& node, int current) const {
+    const Arg* first = node.ArgAt(0);
+    const bool current_first =
+        first != nullptr && first->kind == Arg::Kind::kValue && first->value == current;
+    const Arg* other = node.ArgAt(current_first ? 1 : 0);
+    const Arg* alpha = node.Kwarg("alpha");
+    if (node.op == "aten.neg.default") {
+      return true;
+    }
+    if (node.op == "aten.div.Tensor" || node.op == "aten.div.Scalar") {
+      return current_first && node.kwargs.empty() && PerChannel(other);
+    }
+    const bool linear = node.op == "aten.mul.Tensor" || node.op == "aten.mul.Scalar" ||
+                        node.op == "aten.add.Tensor" || node.op == "aten.add.Scalar" ||
+                        node.op == "aten.sub.Tensor" || node.op == "aten.sub.Scalar";
+    const bool current_second = node.ArgAt(1) != nullptr && node.ArgAt(1)->value == current;
+    return linear && (current_first != current_second) && PerChannel(other) &&
+           (alpha == nullptr || FiniteNumber(alpha));
+  }
+
+  bool Pooling(const Node& node, int current) {
+    const auto dims = node.ArgAt(1, "dim") == nullptr ? std::nullopt : node.ArgAt(1, "dim")->AsInts();
+    const Arg* keepdim = node.ArgAt(2, "keepdim");
+    if (node.ArgAt(0) == nullptr || node.ArgAt(0)->value != current || !dims ||
+        node.Kwarg("dtype") != nullptr || keepdim == nullptr || keepdim->kind != Arg::Kind::kBool ||
+        !keepdim->b) {
+      return false;
+    }
+    const int64_t rank = static_cast<int64_t>(shape_.size());
+    std::set<int64_t> pooled;
+    for (int64_t d : *dims) {
+      pooled.insert(d < 0 ? d + rank : d);
+    }
+    if (pooled.size() != static_cast<size_t>(rank - 2) || *pooled.begin() != 2 ||
+        *pooled.rbegin() != rank - 1) {
+      return false;
+    }
+    fold_.mean = node.op == "aten.mean.dim";
+    fold_.reduce = fold_.nodes.back();
+    return true;
+  }
+
+  const Graph& graph_;
+  const Node& node_;
+  Fold fold_;
+  std::vector<int64_t> shape_;
+};
+
 // The graph rebuilt node by node: kept nodes copied with their arguments renumbered, each fold's nodes
 // replaced at its reduction by the folded form.
 class Rebuild {
@@ -235,7 +379,8 @@ class Rebuild {
       const Node& node = from_.nodes[n];
       const auto fold = at.find(static_cast<int>(n));
       if (fold != at.end()) {
-        renumber_[node.value] = Folded(*fold->second, node);
+        renumber_[node.value] =
+            fold->second->convolution ? FoldedConvolution(*fold->second, node) : Folded(*fold->second, node);
       } else if (removed.count(static_cast<int>(n)) == 0) {
         Node copy = node;
         for (Arg& arg : copy.args) {
@@ -366,6 +511,58 @@ class Rebuild {
     return current;
   }
 
+  // (sum_i x) @ (sum_k W) over the positions (the mean's 1/P, then the bias, or P times it for a sum), viewed
+  // in the pooling's shape, then the per-channel ops again on it.
+  int FoldedConvolution(const Fold& fold, const Node& reduce) {
+    const std::string base = reduce.name + "_fold";
+    const std::vector<int64_t>& x_shape = ValueAt(from_, fold.a).meta->shape;
+    const std::vector<int64_t>& w_shape = ValueAt(from_, fold.b).meta->shape;
+    std::vector<int64_t> spatial;
+    for (size_t d = 2; d < x_shape.size(); ++d) {
+      spatial.push_back(static_cast<int64_t>(d));
+    }
+    const int weights =
+        New(base + "_weights", "aten.sum.dim_IntList",
+            {Arg::OfValue(renumber_.at(fold.b)), Arg::OfInts(spatial)}, {w_shape[0], w_shape[1]}, {}, true);
+    const int inputs =
+        New(base + "_inputs", "aten.sum.dim_IntList",
+            {Arg::OfValue(renumber_.at(fold.a)), Arg::OfInts(spatial)}, {x_shape[0], x_shape[1]});
+    const std::vector<int64_t> rows = {x_shape[0], w_shape[1]};
+    int current =
+        New(base + "_product", "aten.mm.default", {Arg::OfValue(inputs), Arg::OfValue(weights)}, rows);
+    if (fold.mean) {
+      current = New(base + "_scaled", "aten.mul.Tensor",
+                    {Arg::OfValue(current), Arg::OfFloat(1 / static_cast<double>(fold.positions))}, rows);
+    }
+    if (fold.bias >= 0) {
+      std::map<std::string, Arg> kwargs;
+      if (!fold.mean) {
+        kwargs["alpha"] = Arg::OfInt(fold.positions);
+      }
+      current = New(base + "_plus", "aten.add.Tensor",
+                    {Arg::OfValue(current), Arg::OfValue(renumber_.at(fold.bias))}, rows, kwargs);
+    }
+    const std::vector<int64_t> pooled = ValueAt(from_, reduce.value).meta->shape;
+    current =
+        New(base + "_pooled", "aten.view.default", {Arg::OfValue(current), Arg::OfInts(pooled)}, pooled);
+    renumber_[from_.nodes.at(static_cast<size_t>(fold.nodes.front())).value] = current;
+    for (int n : fold.chain) {
+      Node copy = from_.nodes.at(static_cast<size_t>(n));
+      for (Arg& arg : copy.args) {
+        Renumber(&arg);
+      }
+      for (auto& [key, arg] : copy.kwargs) {
+        Renumber(&arg);
+      }
+      TensorMeta meta;
+      meta.shape = pooled;
+      meta.stride = ContiguousStrides(pooled);
+      const int old = copy.value;
+      renumber_[old] = current = Add(std::move(copy), meta);
+    }
+    return current;
+  }
+
   const Graph& from_;
   Graph out_;
   std::map<int, int> renumber_;
@@ -379,6 +576,8 @@ std::optional<Graph> FoldSummedProducts(const Graph& graph) {
   for (const Node& node : graph.nodes) {
     if (auto fold = Matcher(graph, node).Match()) {
       folds.push_back(std::move(*fold));
+    } else if (auto pooled = ConvolutionMatcher(graph, node).Match()) {
+      folds.push_back(std::move(*pooled));
     }
   }
   if (folds.empty()) {

@@ -14,8 +14,14 @@ namespace egg::expert {
 // bias row or a number added or subtracted):
 //     sum_j (alpha * (A @ B)[i, j] + beta_j)  =  alpha * sum_k A[i, k] * (sum_j B[k, j])  +  sum_j beta_j
 // B's row sums (from weights alone where B is a parameter: a kernel the candidate file keeps while they are
-// unchanged) turn the product into one pass over A, a GEMV in place of a GEMM. The graph with every such sum
-// folded, its other nodes as they were, or nullopt when there is none.
+// unchanged) turn the product into one pass over A, a GEMV in place of a GEMM.
+// Likewise a mean or sum over every position of a float32 transposed convolution with no padding, no output
+// padding and one group (keepdim), reached through ops affine per channel: every input element meets every
+// kernel tap inside the output, so
+//     sum_p convT(x, W)[b, o, p]  =  sum_c (sum_i x[b, c, i]) * (sum_k W[c, o, k])  +  P * bias[o]
+// (the input's sums over its positions times the kernel-summed weights: one pass over x and a small product
+// in place of the convolution), and the per-channel ops run after the pooling, on one value per channel. The
+// graph with every such sum folded, its other nodes as they were, or nullopt when there is none.
 std::optional<Graph> FoldSummedProducts(const Graph& graph);
 
 }  // namespace egg::expert

@@ -139,5 +139,87 @@ TEST(FoldTest, SumsThatAreNotOverAProductsColumnsThroughLinearOpsStay) {
       << "half products round their sums otherwise";
 }
 
+// x [2, 3, 4, 4] through a transposed convolution with w [3, 5, 3, 3] and bias [5] (stride 2: [2, 5, 9, 9]),
+// with `padding`, then `chain` (nodes reading "conv" onward), returning `output`.
+Graph ConvolutionGraph(const std::vector<Json>& chain, const std::string& output, int64_t padding = 0,
+                       int64_t groups = 1) {
+  std::vector<Json> nodes = {
+      NodeJson("conv", "aten.convolution.default",
+               {Ref("x"), Ref("p_w"), Ref("p_b"), {2, 2}, {padding, padding}, {1, 1}, true, {0, 0}, groups},
+               Meta({2, 5, 9 - 2 * padding, 9 - 2 * padding}))};
+  nodes.insert(nodes.end(), chain.begin(), chain.end());
+  Json json = GraphJson({Input("x", 0, Meta({2, 3, 4, 4}))}, nodes, {output});
+  json["state"] = Json::array(
+      {{{"name", "p_w"}, {"kind", "parameter"}, {"target", "w"}, {"meta", Meta({3, 5, 3, 3})}},
+       {{"name", "p_b"}, {"kind", "parameter"}, {"target", "b"}, {"meta", Meta({5})}},
+       {{"name", "p_scale"}, {"kind", "parameter"}, {"target", "scale"}, {"meta", Meta({5, 1, 1})}},
+       {{"name", "p_map"}, {"kind", "parameter"}, {"target", "map"}, {"meta", Meta({9, 9})}}});
+  ParsedGraph parsed = ParseGraph(json);
+  EXPECT_TRUE(parsed.graph) << parsed.problem;
+  return parsed.graph ? *parsed.graph : Graph{};
+}
+
+TEST(FoldTest, APooledTransposedConvolutionIsTheInputsSumsTimesTheKernelSummedWeights) {
+  // mean(conv(x) * scale - 2, (2, 3), keepdim): sum_c (sum_i x) (sum_k w) / 81 + b, then * scale - 2
+  const Graph graph =
+      ConvolutionGraph({NodeJson("mul", "aten.mul.Tensor", {Ref("conv"), Ref("p_scale")}, Meta({2, 5, 9, 9})),
+                        NodeJson("sub", "aten.sub.Tensor", {Ref("mul"), 2.0}, Meta({2, 5, 9, 9})),
+                        NodeJson("mean", "aten.mean.dim", {Ref("sub"), {-1, -2}, true}, Meta({2, 5, 1, 1}))},
+                       "mean");
+  const auto folded = FoldSummedProducts(graph);
+  ASSERT_TRUE(folded);
+  EXPECT_EQ(Ops(*folded),
+            (std::vector<std::string>{"aten.sum.dim_IntList", "aten.sum.dim_IntList", "aten.mm.default",
+                                      "aten.mul.Tensor", "aten.add.Tensor", "aten.view.default",
+                                      "aten.mul.Tensor", "aten.sub.Tensor"}));
+  const Node& weights = folded->nodes[0];
+  EXPECT_TRUE(weights.keepable) << "the weights' sums depend on the parameter alone";
+  EXPECT_FALSE(folded->nodes[1].keepable) << "the input's sums change at every call";
+  EXPECT_EQ(folded->ValueOf(weights.args[0]).name, "p_w");
+  EXPECT_EQ(ValueAt(*folded, weights.value).meta->shape, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(ValueAt(*folded, folded->nodes[1].value).meta->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_DOUBLE_EQ(folded->nodes[3].args[1].f, 1.0 / 81);
+  EXPECT_EQ(folded->ValueOf(folded->nodes[4].args[1]).name, "p_b");
+  EXPECT_EQ(folded->nodes[4].kwargs.count("alpha"), 0U) << "a mean adds the bias once";
+  EXPECT_EQ(ValueAt(*folded, folded->nodes[5].value).meta->shape, (std::vector<int64_t>{2, 5, 1, 1}));
+  EXPECT_EQ(folded->ValueOf(folded->nodes[6].args[1]).name, "p_scale") << "the chain, after the pooling";
+  EXPECT_EQ(ValueAt(*folded, folded->nodes[7].value).meta->shape, (std::vector<int64_t>{2, 5, 1, 1}));
+  EXPECT_EQ(folded->ValueOf(folded->outputs[0]).name, "sub");
+
+  const Graph summed = ConvolutionGraph(
+      {NodeJson("sum", "aten.sum.dim_IntList", {Ref("conv"), {2, 3}, true}, Meta({2, 5, 1, 1}))}, "sum");
+  const auto second = FoldSummedProducts(summed);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->nodes[3].op, "aten.add.Tensor");
+  EXPECT_EQ(second->nodes[3].kwargs.at("alpha").i, 81) << "a sum adds the bias at every position";
+}
+
+TEST(FoldTest, PooledConvolutionsThatCropOrMixPositionsStay) {
+  const auto pooled = [](const std::vector<Json>& chain, int64_t padding = 0, int64_t groups = 1,
+                         const std::string& output = "mean") {
+    return FoldSummedProducts(ConvolutionGraph(chain, output, padding, groups)).has_value();
+  };
+  const auto mean_of = [](const std::string& input, const Json& dims, bool keepdim) {
+    return NodeJson("mean", "aten.mean.dim", {Ref(input), dims, keepdim},
+                    keepdim ? Meta({2, 5, 1, 1}) : Meta({2, 5}));
+  };
+  EXPECT_TRUE(pooled({mean_of("conv", {2, 3}, true)}));
+  EXPECT_FALSE(pooled({mean_of("conv", {2, 3}, true)}, /*padding=*/1)) << "padding crops border taps";
+  EXPECT_FALSE(pooled({mean_of("conv", {2, 3}, true)}, 0, /*groups=*/5)) << "grouped";
+  EXPECT_FALSE(pooled({mean_of("conv", {2, 3}, false)}))
+      << "without keepdim the chain would broadcast otherwise";
+  EXPECT_FALSE(pooled({NodeJson("mean", "aten.mean.dim", {Ref("conv"), {3}, true}, Meta({2, 5, 9, 1}))}))
+      << "one position dim of two";
+  EXPECT_FALSE(pooled({NodeJson("mul", "aten.mul.Tensor", {Ref("conv"), Ref("p_map")}, Meta({2, 5, 9, 9})),
+                       mean_of("mul", {2, 3}, true)}))
+      << "a tensor that varies over the positions";
+  EXPECT_FALSE(pooled({NodeJson("div", "aten.div.Tensor", {2.0, Ref("conv")}, Meta({2, 5, 9, 9})),
+                       mean_of("div", {2, 3}, true)}))
+      << "a reciprocal is not affine";
+  EXPECT_FALSE(pooled({NodeJson("tanh", "aten.tanh.default", Json::array({Ref("conv")}), Meta({2, 5, 9, 9})),
+                       mean_of("tanh", {2, 3}, true)}))
+      << "not affine";
+}
+
 }  // namespace
 }  // namespace egg::expert
