@@ -222,7 +222,8 @@ class Matcher {
 // multiplying, dividing, added or subtracted; a negation). With no padding and no output padding every input
 // element meets every kernel tap inside the output, so
 //     sum_p convT(x, W)[b, o, p]  =  sum_c (sum_i x[b, c, i]) * (sum_k W[c, o, k])  +  P * bias[o]
-// and the per-channel ops commute with the pooling: they run after it, on one value per channel.
+// and the per-channel ops, affine, commute with the mean: they run after it, on one value per channel (a sum
+// is P times the mean).
 class ConvolutionMatcher {
  public:
   ConvolutionMatcher(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
@@ -511,8 +512,9 @@ class Rebuild {
     return current;
   }
 
-  // (sum_i x) @ (sum_k W) over the positions (the mean's 1/P, then the bias, or P times it for a sum), viewed
-  // in the pooling's shape, then the per-channel ops again on it.
+  // (sum_i x) @ (sum_k W) / P + bias (the mean), viewed in the pooling's shape, then the per-channel ops
+  // again on it, then P times that for a sum: the ops are affine, so they commute with the mean, not with the
+  // sum (a number added at every position adds P times it to the sum).
   int FoldedConvolution(const Fold& fold, const Node& reduce) {
     const std::string base = reduce.name + "_fold";
     const std::vector<int64_t>& x_shape = ValueAt(from_, fold.a).meta->shape;
@@ -530,17 +532,11 @@ class Rebuild {
     const std::vector<int64_t> rows = {x_shape[0], w_shape[1]};
     int current =
         New(base + "_product", "aten.mm.default", {Arg::OfValue(inputs), Arg::OfValue(weights)}, rows);
-    if (fold.mean) {
-      current = New(base + "_scaled", "aten.mul.Tensor",
-                    {Arg::OfValue(current), Arg::OfFloat(1 / static_cast<double>(fold.positions))}, rows);
-    }
+    current = New(base + "_scaled", "aten.mul.Tensor",
+                  {Arg::OfValue(current), Arg::OfFloat(1 / static_cast<double>(fold.positions))}, rows);
     if (fold.bias >= 0) {
-      std::map<std::string, Arg> kwargs;
-      if (!fold.mean) {
-        kwargs["alpha"] = Arg::OfInt(fold.positions);
-      }
       current = New(base + "_plus", "aten.add.Tensor",
-                    {Arg::OfValue(current), Arg::OfValue(renumber_.at(fold.bias))}, rows, kwargs);
+                    {Arg::OfValue(current), Arg::OfValue(renumber_.at(fold.bias))}, rows);
     }
     const std::vector<int64_t> pooled = ValueAt(from_, reduce.value).meta->shape;
     current =
@@ -559,6 +555,10 @@ class Rebuild {
       meta.stride = ContiguousStrides(pooled);
       const int old = copy.value;
       renumber_[old] = current = Add(std::move(copy), meta);
+    }
+    if (!fold.mean) {
+      current = New(base + "_summed", "aten.mul.Tensor",
+                    {Arg::OfValue(current), Arg::OfFloat(static_cast<double>(fold.positions))}, pooled);
     }
     return current;
   }

@@ -20,8 +20,9 @@ namespace egg::expert {
 // kernel tap inside the output, so
 //     sum_p convT(x, W)[b, o, p]  =  sum_c (sum_i x[b, c, i]) * (sum_k W[c, o, k])  +  P * bias[o]
 // (the input's sums over its positions times the kernel-summed weights: one pass over x and a small product
-// in place of the convolution), and the per-channel ops run after the pooling, on one value per channel. The
-// graph with every such sum folded, its other nodes as they were, or nullopt when there is none.
+// in place of the convolution); the per-channel ops, affine, commute with the mean and run after it on one
+// value per channel, and a sum is P times that mean. The graph with every such sum folded, its other nodes as
+// they were, or nullopt when there is none.
 std::optional<Graph> FoldSummedProducts(const Graph& graph);
 
 }  // namespace egg::expert

@@ -186,12 +186,21 @@ TEST(FoldTest, APooledTransposedConvolutionIsTheInputsSumsTimesTheKernelSummedWe
   EXPECT_EQ(ValueAt(*folded, folded->nodes[7].value).meta->shape, (std::vector<int64_t>{2, 5, 1, 1}));
   EXPECT_EQ(folded->ValueOf(folded->outputs[0]).name, "sub");
 
+  // sum(conv(x) + 3): a number added at every position adds 81 times it to the sum, so the sum is 81 times
+  // the mean with the chain applied
   const Graph summed = ConvolutionGraph(
-      {NodeJson("sum", "aten.sum.dim_IntList", {Ref("conv"), {2, 3}, true}, Meta({2, 5, 1, 1}))}, "sum");
+      {NodeJson("add", "aten.add.Tensor", {Ref("conv"), 3.0}, Meta({2, 5, 9, 9})),
+       NodeJson("sum", "aten.sum.dim_IntList", {Ref("add"), {2, 3}, true}, Meta({2, 5, 1, 1}))},
+      "sum");
   const auto second = FoldSummedProducts(summed);
   ASSERT_TRUE(second);
-  EXPECT_EQ(second->nodes[3].op, "aten.add.Tensor");
-  EXPECT_EQ(second->nodes[3].kwargs.at("alpha").i, 81) << "a sum adds the bias at every position";
+  EXPECT_EQ(Ops(*second),
+            (std::vector<std::string>{"aten.sum.dim_IntList", "aten.sum.dim_IntList", "aten.mm.default",
+                                      "aten.mul.Tensor", "aten.add.Tensor", "aten.view.default",
+                                      "aten.add.Tensor", "aten.mul.Tensor"}));
+  EXPECT_DOUBLE_EQ(second->nodes[3].args[1].f, 1.0 / 81);
+  EXPECT_DOUBLE_EQ(second->nodes[7].args[1].f, 81.0);
+  EXPECT_EQ(second->ValueOf(second->outputs[0]).name, second->nodes[7].name);
 }
 
 TEST(FoldTest, PooledConvolutionsThatCropOrMixPositionsStay) {
