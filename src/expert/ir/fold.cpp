@@ -51,6 +51,10 @@ const TensorMeta* Float32Meta(const Graph& graph, const Arg* arg) {
   return value.meta && value.meta->dtype == DType::kFloat32 ? &*value.meta : nullptr;
 }
 
+bool IsValue(const Arg* arg, int value) {
+  return arg != nullptr && arg->kind == Arg::Kind::kValue && arg->value == value;
+}
+
 // The one node that reads `value` (its index added to `nodes`), or nullptr where the value has other readers
 // or leaves the forward.
 const Node* OnlyReader(const Graph& graph, int value, std::vector<int>* nodes) {
@@ -154,9 +158,11 @@ class Matcher {
   bool Linear(const Node& node, int current) {
     const Arg* first = node.ArgAt(0);
     const Arg* second = node.ArgAt(1);
-    const bool current_first =
-        first != nullptr && first->kind == Arg::Kind::kValue && first->value == current;
+    const bool current_first = IsValue(first, current);
     const Arg* other = current_first ? second : first;
+    if (IsValue(other, current)) {  // the chain's value twice (x + x, x * x): a bias row only where M is 1
+      return false;
+    }
     if (node.op == "aten.neg.default") {
       Scale(-1);
       return true;
@@ -182,7 +188,7 @@ class Matcher {
     }
     const Arg* alpha_arg = node.Kwarg("alpha");
     const auto alpha = alpha_arg == nullptr ? std::optional<double>(1) : FiniteNumber(alpha_arg);
-    if (!alpha || (!current_first && (second == nullptr || second->value != current))) {
+    if (!alpha || (!current_first && !IsValue(second, current))) {
       return false;
     }
     // first + (+-alpha) * second
@@ -303,10 +309,12 @@ class ConvolutionMatcher {
 
   bool Affine(const Node& node, int current) const {
     const Arg* first = node.ArgAt(0);
-    const bool current_first =
-        first != nullptr && first->kind == Arg::Kind::kValue && first->value == current;
+    const bool current_first = IsValue(first, current);
     const Arg* other = node.ArgAt(current_first ? 1 : 0);
     const Arg* alpha = node.Kwarg("alpha");
+    if (IsValue(other, current)) {  // x / x, x * x: per-channel in shape where the output has one position
+      return false;
+    }
     if (node.op == "aten.neg.default") {
       return true;
     }
@@ -316,7 +324,7 @@ class ConvolutionMatcher {
     const bool linear = node.op == "aten.mul.Tensor" || node.op == "aten.mul.Scalar" ||
                         node.op == "aten.add.Tensor" || node.op == "aten.add.Scalar" ||
                         node.op == "aten.sub.Tensor" || node.op == "aten.sub.Scalar";
-    const bool current_second = node.ArgAt(1) != nullptr && node.ArgAt(1)->value == current;
+    const bool current_second = IsValue(node.ArgAt(1), current);
     return linear && (current_first != current_second) && PerChannel(other) &&
            (alpha == nullptr || FiniteNumber(alpha));
   }

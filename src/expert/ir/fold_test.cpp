@@ -130,6 +130,16 @@ TEST(FoldTest, SumsThatAreNotOverAProductsColumnsThroughLinearOpsStay) {
                        NodeJson("sum", "aten.sum.dim_IntList", {Ref("mul"), {1}}, Meta({4}))},
                       {"sum"}))
       << "a square";
+  // one row: x @ w.T is [1, 5], the shape of a bias row, but adding it to itself is not adding a bias
+  Json one_row = GraphJson({Input("x", 0, Meta({1, 6}))},
+                           {NodeJson("permute", "aten.permute.default", {Ref("p_w"), {1, 0}}, Meta({6, 5})),
+                            NodeJson("mm", "aten.mm.default", {Ref("x"), Ref("permute")}, Meta({1, 5})),
+                            NodeJson("add", "aten.add.Tensor", {Ref("mm"), Ref("mm")}, Meta({1, 5})),
+                            NodeJson("sum", "aten.sum.dim_IntList", {Ref("add"), {1}}, Meta({1}))},
+                           {"sum"});
+  one_row["state"] =
+      Json::array({{{"name", "p_w"}, {"kind", "parameter"}, {"target", "w"}, {"meta", Meta({5, 6})}}});
+  EXPECT_FALSE(FoldSummedProducts(*ParseGraph(one_row).graph)) << "the product added to itself";
   EXPECT_TRUE(refused({NodeJson("add", "aten.add.Tensor", {Ref("mm"), Ref("x")}, Meta({4, 5})),
                        NodeJson("sum", "aten.sum.dim_IntList", {Ref("add"), {1}}, Meta({4}))},
                       {"sum"}))
