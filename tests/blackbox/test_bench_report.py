@@ -186,7 +186,7 @@ def test_probe_check_sets_egg_baselines_beside_independent_timings():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert "| 1 | convolution | 33 | 1.005 (0.931-1.398) | 1.001 (0.892-1.342) |" in lines
+    assert "| 1 | convolution | 34 | 1.004 (0.931-1.398) | 1.002 (0.892-1.342) |" in lines
     assert "| 1 | 60_conv_standard_3D__square_input__asymmetric_kernel.py | 1.398 | 1.299 |" in lines
     missing = subprocess.run([sys.executable, str(script), str(conv), "--reference", str(BASELINE_TIMES / "none")],
                              capture_output=True, text=True, timeout=60)
