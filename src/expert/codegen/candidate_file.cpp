@@ -101,10 +101,11 @@ class ForwardWriter {
     }
     Buffers(kernel);
     // A pack launch (weights repacked from parameters alone) runs once per parameter version, not per call.
-    std::map<size_t, const KernelLaunch*> packs;
+    std::map<size_t, std::pair<const KernelLaunch*, std::vector<int>>> packs;  // the launch, its state
     for (const KernelLaunch& launch : source.launches) {
-      if (launch.packs >= 0 && !graphed_ && StateSources(launch.pointers, -1)) {
-        packs[static_cast<size_t>(launch.packs)] = &launch;
+      const auto sources = graphed_ || launch.packs < 0 ? std::nullopt : StateSources(launch.pointers);
+      if (sources) {
+        packs[static_cast<size_t>(launch.packs)] = {&launch, *sources};
       }
     }
     std::vector<std::string> scratch;
@@ -121,16 +122,12 @@ class ForwardWriter {
         Line(fmt::format("{} = {}", scratch[i], allocate));
         continue;
       }
-      const std::vector<int> sources = *StateSources(packs.at(i)->pointers, -1);
-      for (int pointer : packs.at(i)->pointers) {
-        if (!IsScratch(pointer)) {
-          Expr(pointer);  // bound in the forward, not in the function that makes the pack
-        }
-      }
+      const auto& [launch, sources] = packs.at(i);
+      BindReads(*launch, {});
       std::vector<std::string> names = scratch;
       names[i] = "out";
-      KeptCall(scratch[i], scratch[i], sources,
-               {"out = " + allocate, LaunchCall(kernel, *packs.at(i), names)}, "out");
+      KeptCall(scratch[i], scratch[i], sources, {"out = " + allocate, LaunchCall(kernel, *launch, names)},
+               "out");
     }
     for (const KernelLaunch& launch : source.launches) {
       if (launch.packs < 0 || packs.count(static_cast<size_t>(launch.packs)) == 0) {
@@ -160,13 +157,13 @@ class ForwardWriter {
     }
   }
 
-  // The module state (parameters, buffers, constants) under `pointers` other than `skip` and scratch, or
-  // nullopt where one is not state or there is none. A view resolves to the tensor under it: a view is a
-  // new object at every call, the state is not.
-  std::optional<std::vector<int>> StateSources(const std::vector<int>& pointers, int skip) const {
+  // The module state (parameters, buffers, constants) under `pointers` but scratch, or nullopt where one is
+  // not state or there is none. A view resolves to the tensor under it: a view is a new object at every call,
+  // the state is not.
+  std::optional<std::vector<int>> StateSources(const std::vector<int>& pointers) const {
     std::vector<int> sources;
     for (int pointer : pointers) {
-      if (pointer == skip || IsScratch(pointer)) {
+      if (IsScratch(pointer)) {
         continue;
       }
       int base = pointer;
@@ -210,7 +207,17 @@ class ForwardWriter {
         pointers.push_back(pointer);
       }
     }
-    return StateSources(pointers, -1);
+    return StateSources(pointers);
+  }
+
+  // What `launch` reads (not scratch, not `stored`) bound in the forward, before a function that is kept
+  // between calls launches it: a name bound inside that function would not exist outside it.
+  void BindReads(const KernelLaunch& launch, const std::vector<int>& stored) {
+    for (int pointer : launch.pointers) {
+      if (!IsScratch(pointer) && std::find(stored.begin(), stored.end(), pointer) == stored.end()) {
+        Expr(pointer);
+      }
+    }
   }
 
   // `target` = what `body` makes (`result`), kept under `key` while `sources` are unchanged (`_egg_kept`).
@@ -231,11 +238,7 @@ class ForwardWriter {
   }
 
   void Kept(const KernelPlan& kernel, const KernelSource& source, const std::vector<int>& sources) {
-    for (int pointer : source.launches.front().pointers) {
-      if (std::find(kernel.stores.begin(), kernel.stores.end(), pointer) == kernel.stores.end()) {
-        Expr(pointer);  // bound in the forward, not in the function that makes the values
-      }
-    }
+    BindReads(source.launches.front(), kernel.stores);
     Device();  // bound in the forward too
     const size_t start = lines_.size();
     Buffers(kernel);

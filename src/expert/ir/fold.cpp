@@ -391,14 +391,7 @@ class Rebuild {
         renumber_[node.value] =
             fold->second->convolution ? FoldedConvolution(*fold->second, node) : Folded(*fold->second, node);
       } else if (removed.count(static_cast<int>(n)) == 0) {
-        Node copy = node;
-        for (Arg& arg : copy.args) {
-          Renumber(&arg);
-        }
-        for (auto& [key, arg] : copy.kwargs) {
-          Renumber(&arg);
-        }
-        renumber_[node.value] = Add(std::move(copy), ValueAt(from_, node.value).meta);
+        Copy(node, ValueAt(from_, node.value).meta);
       }
     }
     for (Arg output : from_.outputs) {
@@ -413,6 +406,25 @@ class Rebuild {
   }
 
  private:
+  // `node` added with its arguments renumbered, its value renumbered to the copy's.
+  int Copy(const Node& node, std::optional<TensorMeta> meta) {
+    Node copy = node;
+    for (Arg& arg : copy.args) {
+      Renumber(&arg);
+    }
+    for (auto& [key, arg] : copy.kwargs) {
+      Renumber(&arg);
+    }
+    return renumber_[node.value] = Add(std::move(copy), std::move(meta));
+  }
+
+  static TensorMeta Contiguous(std::vector<int64_t> shape) {
+    TensorMeta meta;
+    meta.stride = ContiguousStrides(shape);
+    meta.shape = std::move(shape);
+    return meta;
+  }
+
   void Renumber(Arg* arg) const {
     if (arg->kind == Arg::Kind::kValue) {
       arg->value = renumber_.at(arg->value);
@@ -473,10 +485,7 @@ class Rebuild {
     node.op = op;
     node.args = std::move(args);
     node.kwargs = std::move(kwargs);
-    TensorMeta meta;
-    meta.stride = ContiguousStrides(shape);
-    meta.shape = std::move(shape);
-    return Add(std::move(node), meta);
+    return Add(std::move(node), Contiguous(std::move(shape)));
   }
 
   // alpha * sum_k A[i, k] * rowsum(B)[k] + sum of the terms + the constant, in the reduction's shape. The
@@ -551,18 +560,7 @@ class Rebuild {
         New(base + "_pooled", "aten.view.default", {Arg::OfValue(current), Arg::OfInts(pooled)}, pooled);
     renumber_[from_.nodes.at(static_cast<size_t>(fold.nodes.front())).value] = current;
     for (int n : fold.chain) {
-      Node copy = from_.nodes.at(static_cast<size_t>(n));
-      for (Arg& arg : copy.args) {
-        Renumber(&arg);
-      }
-      for (auto& [key, arg] : copy.kwargs) {
-        Renumber(&arg);
-      }
-      TensorMeta meta;
-      meta.shape = pooled;
-      meta.stride = ContiguousStrides(pooled);
-      const int old = copy.value;
-      renumber_[old] = current = Add(std::move(copy), meta);
+      current = Copy(from_.nodes.at(static_cast<size_t>(n)), Contiguous(pooled));
     }
     if (!fold.mean) {
       current = New(base + "_summed", "aten.mul.Tensor",

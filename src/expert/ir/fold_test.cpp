@@ -12,9 +12,19 @@ namespace {
 
 using testing::GraphJson;
 using testing::Input;
+using testing::LoadGraph;
 using testing::Meta;
 using testing::NodeJson;
 using testing::Ref;
+
+// The graph document `json` with module parameters named p_NAME (target NAME) of the given metas, parsed.
+Graph WithParameters(Json json, const std::vector<std::pair<std::string, Json>>& parameters) {
+  json["state"] = Json::array();
+  for (const auto& [name, meta] : parameters) {
+    json["state"].push_back({{"name", "p_" + name}, {"kind", "parameter"}, {"target", name}, {"meta", meta}});
+  }
+  return LoadGraph(json);
+}
 
 // x [4, 6] times a parameter w [5, 6] transposed, then `chain` (nodes reading "mm" onward), returning
 // `outputs`.
@@ -26,14 +36,9 @@ Graph ProductGraph(const std::vector<Json>& chain, const std::vector<std::string
                                    Meta({4, 5}, dtype))
                         : NodeJson("mm", "aten.mm.default", {Ref("x"), Ref("permute")}, Meta({4, 5}, dtype)));
   nodes.insert(nodes.end(), chain.begin(), chain.end());
-  Json json = GraphJson({Input("x", 0, Meta({4, 6}, dtype))}, nodes, outputs);
-  json["state"] = Json::array(
-      {{{"name", "p_w"}, {"kind", "parameter"}, {"target", "w"}, {"meta", Meta({5, 6}, dtype)}},
-       {{"name", "p_b"}, {"kind", "parameter"}, {"target", "b"}, {"meta", Meta({5}, dtype)}},
-       {{"name", "p_shift"}, {"kind", "parameter"}, {"target", "shift"}, {"meta", Meta({1, 5}, dtype)}}});
-  ParsedGraph parsed = ParseGraph(json);
-  EXPECT_TRUE(parsed.graph) << parsed.problem;
-  return parsed.graph ? *parsed.graph : Graph{};
+  return WithParameters(
+      GraphJson({Input("x", 0, Meta({4, 6}, dtype))}, nodes, outputs),
+      {{"w", Meta({5, 6}, dtype)}, {"b", Meta({5}, dtype)}, {"shift", Meta({1, 5}, dtype)}});
 }
 
 std::vector<std::string> Ops(const Graph& graph) {
@@ -131,15 +136,15 @@ TEST(FoldTest, SumsThatAreNotOverAProductsColumnsThroughLinearOpsStay) {
                       {"sum"}))
       << "a square";
   // one row: x @ w.T is [1, 5], the shape of a bias row, but adding it to itself is not adding a bias
-  Json one_row = GraphJson({Input("x", 0, Meta({1, 6}))},
-                           {NodeJson("permute", "aten.permute.default", {Ref("p_w"), {1, 0}}, Meta({6, 5})),
-                            NodeJson("mm", "aten.mm.default", {Ref("x"), Ref("permute")}, Meta({1, 5})),
-                            NodeJson("add", "aten.add.Tensor", {Ref("mm"), Ref("mm")}, Meta({1, 5})),
-                            NodeJson("sum", "aten.sum.dim_IntList", {Ref("add"), {1}}, Meta({1}))},
-                           {"sum"});
-  one_row["state"] =
-      Json::array({{{"name", "p_w"}, {"kind", "parameter"}, {"target", "w"}, {"meta", Meta({5, 6})}}});
-  EXPECT_FALSE(FoldSummedProducts(*ParseGraph(one_row).graph)) << "the product added to itself";
+  const Graph one_row = WithParameters(
+      GraphJson({Input("x", 0, Meta({1, 6}))},
+                {NodeJson("permute", "aten.permute.default", {Ref("p_w"), {1, 0}}, Meta({6, 5})),
+                 NodeJson("mm", "aten.mm.default", {Ref("x"), Ref("permute")}, Meta({1, 5})),
+                 NodeJson("add", "aten.add.Tensor", {Ref("mm"), Ref("mm")}, Meta({1, 5})),
+                 NodeJson("sum", "aten.sum.dim_IntList", {Ref("add"), {1}}, Meta({1}))},
+                {"sum"}),
+      {{"w", Meta({5, 6})}});
+  EXPECT_FALSE(FoldSummedProducts(one_row)) << "the product added to itself";
   EXPECT_TRUE(refused({NodeJson("add", "aten.add.Tensor", {Ref("mm"), Ref("x")}, Meta({4, 5})),
                        NodeJson("sum", "aten.sum.dim_IntList", {Ref("add"), {1}}, Meta({4}))},
                       {"sum"}))
@@ -158,15 +163,9 @@ Graph ConvolutionGraph(const std::vector<Json>& chain, const std::string& output
                {Ref("x"), Ref("p_w"), Ref("p_b"), {2, 2}, {padding, padding}, {1, 1}, true, {0, 0}, groups},
                Meta({2, 5, 9 - 2 * padding, 9 - 2 * padding}))};
   nodes.insert(nodes.end(), chain.begin(), chain.end());
-  Json json = GraphJson({Input("x", 0, Meta({2, 3, 4, 4}))}, nodes, {output});
-  json["state"] = Json::array(
-      {{{"name", "p_w"}, {"kind", "parameter"}, {"target", "w"}, {"meta", Meta({3, 5, 3, 3})}},
-       {{"name", "p_b"}, {"kind", "parameter"}, {"target", "b"}, {"meta", Meta({5})}},
-       {{"name", "p_scale"}, {"kind", "parameter"}, {"target", "scale"}, {"meta", Meta({5, 1, 1})}},
-       {{"name", "p_map"}, {"kind", "parameter"}, {"target", "map"}, {"meta", Meta({9, 9})}}});
-  ParsedGraph parsed = ParseGraph(json);
-  EXPECT_TRUE(parsed.graph) << parsed.problem;
-  return parsed.graph ? *parsed.graph : Graph{};
+  return WithParameters(
+      GraphJson({Input("x", 0, Meta({2, 3, 4, 4}))}, nodes, {output}),
+      {{"w", Meta({3, 5, 3, 3})}, {"b", Meta({5})}, {"scale", Meta({5, 1, 1})}, {"map", Meta({9, 9})}});
 }
 
 TEST(FoldTest, APooledTransposedConvolutionIsTheInputsSumsTimesTheKernelSummedWeights) {
