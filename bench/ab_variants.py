@@ -16,7 +16,10 @@ Sets (each variant the same task compiled with another design record, so a pair 
   the same record with `plan.concat_in_place` false (`copied`: a kernel copies each piece into the cat).
 - `fold`: sums over a product's columns and pooled transposed convolutions folded (`folded`, seed 0 at tf32, tol
   1e-2) against the same record with `plan.fold_summed_products` false (`whole`: the product or convolution,
-  then the sum); at tol 1e-4 seed 0 in tf32x3 (`folded-4`) and seed 1's whole form in ieee products (`whole-4`).
+  then the sum); at tol 1e-4 the same pair in tf32x3 products (`folded-4`, `whole-4`).
+- `colred`: reductions over a convolution's channels finished in its tile (`fused`, seed 0 at tf32, tol 1e-2)
+  against the same record with `plan.reduce_in_products` false (`apart`: the product stored, then a reduction
+  kernel); at tol 1e-4 the same pair in tf32x3 products (`fused-4`, `apart-4`).
 
 `--append` adds a set's candidates to DIR's manifest (several sets in one GPU call).
 
@@ -40,6 +43,9 @@ STRIDE_ONE = {"level1/65_", "level1/69_", "level1/57_"}
 PHASES = ["level1/81_", "level1/79_", "level1/77_", "level1/73_", "level2/36_", "level2/49_", "level2/2_", "level2/16_"]
 CAT = ["level1/92_", "level3/17_", "level3/6_", "level3/34_"]
 FOLD = ["level2/14_", "level2/18_", "level2/51_", "level2/42_", "level2/77_"]
+COLUMN_REDUCTIONS = ["level2/25_", "level2/32_", "level2/36_", "level2/6_", "level2/49_", "level2/58_"]
+REDUCING = {"aten.min.dim", "aten.amax.default", "aten.amin.default", "aten.sum.dim_IntList", "aten.mean.dim",
+            "aten.max.dim", "aten.logsumexp.default"}
 NAN = ["level1/23_", "level1/24_", "level1/41_", "level1/42_", "level1/43_", "level1/49_", "level1/53_"]
 
 
@@ -174,22 +180,34 @@ def make_cat(egg: str, out: pathlib.Path) -> list:
     return entries
 
 
-def make_fold(egg: str, out: pathlib.Path) -> list:
-    """The tol 1e-2 pairs of every task first, then the tol 1e-4 ones (a call cut short keeps whole pairs)."""
+def option_pairs(egg: str, out: pathlib.Path, prefixes: list, option: str, names: tuple, applied) -> list:
+    """Each task in seed 0 with the plan option `option` on (`names[0]`) and off (`names[1]`): at tf32 products
+    (tol 1e-2, the baselines beside the first) and at tf32x3 (tol 1e-4, names with a `-4`), the tol 1e-2 pairs
+    of every task first (a call cut short keeps whole pairs). `applied(report)` says the option changed the
+    plan."""
     loose, tight = [], []
-    for _, task, tag in staged(FOLD, out):
-        report = compile_task(egg, task, {"seed": 0, "precision": "tf32"}, out / f"{tag}_folded.py")
-        if not any("_fold_" in kernel["name"] for kernel in report["kernels"]):
-            sys.exit(f"ab_variants: {tag}: nothing folded")
-        whole = {"seed": 0, "precision": "tf32", "plan": {**report["design"]["plan"], "fold_summed_products": False}}
-        compile_task(egg, task, whole, out / f"{tag}_whole.py")
-        compile_task(egg, task, {"seed": 0, "precision": "tf32x3"}, out / f"{tag}_folded-4.py")
-        compile_task(egg, task, {"seed": 1, "plan": {"fold_summed_products": False}}, out / f"{tag}_whole-4.py")
-        loose += [{"tag": tag, "variant": "folded", "tol": 1e-2, "baselines": True},
-                  {"tag": tag, "variant": "whole", "tol": 1e-2, "baselines": False}]
-        tight += [{"tag": tag, "variant": "folded-4", "tol": 1e-4, "baselines": False},
-                  {"tag": tag, "variant": "whole-4", "tol": 1e-4, "baselines": False}]
+    on, off = names
+    for _, task, tag in staged(prefixes, out):
+        for precision, suffix, tol, pairs in (("tf32", "", 1e-2, loose), ("tf32x3", "-4", 1e-4, tight)):
+            report = compile_task(egg, task, {"seed": 0, "precision": precision}, out / f"{tag}_{on}{suffix}.py")
+            if not applied(report):
+                sys.exit(f"ab_variants: {tag}: {option} changes nothing")
+            apart = {"seed": 0, "precision": precision, "plan": {**report["design"]["plan"], option: False}}
+            compile_task(egg, task, apart, out / f"{tag}_{off}{suffix}.py")
+            pairs += [{"tag": tag, "variant": on + suffix, "tol": tol, "baselines": not suffix},
+                      {"tag": tag, "variant": off + suffix, "tol": tol, "baselines": False}]
     return loose + tight
+
+
+def make_fold(egg: str, out: pathlib.Path) -> list:
+    return option_pairs(egg, out, FOLD, "fold_summed_products", ("folded", "whole"),
+                        lambda report: any("_fold_" in kernel["name"] for kernel in report["kernels"]))
+
+
+def make_colred(egg: str, out: pathlib.Path) -> list:
+    return option_pairs(egg, out, COLUMN_REDUCTIONS, "reduce_in_products", ("fused", "apart"),
+                        lambda report: any(kernel["kind"] == "matmul" and set(kernel["ops"]) & REDUCING
+                                           for kernel in report["kernels"]))
 
 
 def table(path: pathlib.Path) -> list:
@@ -220,7 +238,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     make = sub.add_parser("make")
-    make.add_argument("set", choices=("transposed", "nan", "cat", "phases", "fold"))
+    make.add_argument("set", choices=("transposed", "nan", "cat", "phases", "fold", "colred"))
     make.add_argument("out", type=pathlib.Path)
     make.add_argument("--append", action="store_true", help="add to DIR's manifest instead of replacing it")
     make.add_argument("--egg", default=str(ROOT / "egg"))
@@ -234,7 +252,7 @@ def main() -> None:
     manifest = args.out / "manifest.json"
     earlier = json.loads(manifest.read_text()) if args.append and manifest.exists() else []
     entries = {"transposed": make_transposed, "nan": make_nan, "cat": make_cat,
-               "phases": make_phases, "fold": make_fold}[args.set](args.egg, args.out)
+               "phases": make_phases, "fold": make_fold, "colred": make_colred}[args.set](args.egg, args.out)
     manifest.write_text(json.dumps(earlier + entries, indent=1) + "\n")
     print(f"wrote {len(entries)} candidates and {args.out / 'manifest.json'}")
 

@@ -201,6 +201,18 @@ def compiled(tmp_path_factory):
            for seed in range(2)},
         **{f"pool{seed}": ["pooled_convolutions.py", "--out", f"out/pool_s{seed}.py", "--json", "--seed", str(seed)]
            for seed in range(2)},
+        # reductions over a product's columns finished in its tile (seed 0), apart (seed 1), and in the
+        # channels-last and K-major forms
+        **{f"colred{seed}": ["column_reductions.py", "--out", f"out/colred_s{seed}.py", "--json", "--seed", str(seed)]
+           for seed in range(2)},
+        "colred_forms": ["column_reductions.py", "--out", "out/colred_forms.py", "--json", "--design", json.dumps(
+            {"seed": 0, "kernels": {
+                "egg_k0_convolution": {"algorithm": "nhwc", "xblock": 64, "yblock": 32, "rblock": 16,
+                                       "num_warps": 4, "num_stages": 2, "precision": "ieee"},
+                "egg_k2_convolution_2": {"algorithm": "nhwc", "xblock": 32, "yblock": 32, "rblock": 16,
+                                         "num_warps": 4, "num_stages": 2, "precision": "tf32x3"},
+                "egg_k3_addmm": {"algorithm": "kmajor", "xblock": 16, "yblock": 64, "rblock": 16,
+                                 "num_warps": 4, "num_stages": 2, "precision": "tf32x3"}}})],
         "fold_off": ["summed_products.py", "--out", "out/fold_off.py", "--json", "--design",
                      '{"seed": 0, "plan": {"fold_summed_products": false}}'],
         # tf32 products, 128 query rows x 32 keys in 8 warps for the first, 32 x 16 for MinGPT's
@@ -485,17 +497,19 @@ def test_concatenations_are_written_in_place_by_their_pieces(compiled):
 def test_summed_products_are_folded_into_passes_over_their_inputs(compiled):
     """Seed 0 folds the two sums over products' columns: the weights' row sums and the bias terms' sums, each
     computed once and kept (`_egg_kept`), then one reduction over the input's rows with the scale and the
-    summed biases as its epilogue; the product read twice and the one summed over its rows stay products.
-    Seed 1, and plan.fold_summed_products false, keep all four products (the record says so)."""
+    summed biases as its epilogue; the product read twice (its sum and maximum over the columns finished in its
+    tile) and the one summed over its rows stay products. Seed 1, and plan.fold_summed_products false, keep all
+    four products (the record says so)."""
     egg, runs = compiled
     folded = json.loads(runs["fold0"].stdout)
     assert "fold_summed_products" not in folded["design"]["plan"]
     assert [(k["name"], k["kind"]) for k in folded["kernels"]] == [
         ("egg_k0_sum_1_fold_weights", "reduction"), ("egg_k1_sum_1_fold_bias", "reduction"),
         ("egg_k2_sum_1_fold_rows", "reduction"), ("egg_k3_mean_fold_weights", "reduction"),
-        ("egg_k4_mean_fold_rows", "reduction"), ("egg_k5_addmm_1", "matmul"), ("egg_k6_sum_2", "reduction"),
-        ("egg_k7_mm_1", "matmul"), ("egg_k8_sum_3", "reduction")], folded["kernels"]
+        ("egg_k4_mean_fold_rows", "reduction"), ("egg_k5_addmm_1", "matmul"), ("egg_k6_mm_1", "matmul"),
+        ("egg_k7_sum_3", "reduction")], folded["kernels"]
     rows = {k["name"]: k["ops"] for k in folded["kernels"]}
+    assert {"aten.sum.dim_IntList", "aten.amax.default"} <= set(rows["egg_k5_addmm_1"])
     # 0.5 * (x . rowsum(W)) + (0.5 * sum(bias) - sum(shift)), and -(x . rowsum(W)) / (4 * 40) - 0.5
     assert rows["egg_k2_sum_1_fold_rows"] == ["aten.mul.Tensor", "aten.sum.dim_IntList", "aten.mul.Tensor",
                                               "aten.add.Tensor", "aten.add.Tensor"]
@@ -539,6 +553,34 @@ def test_pooled_transposed_convolutions_are_folded_into_sums_of_their_inputs(com
     whole = json.loads(runs["pool1"].stdout)
     assert whole["design"]["plan"]["fold_summed_products"] is False
     assert sum("aten.convolution.default" in k["ops"] for k in whole["kernels"]) == 4
+
+
+def test_reductions_over_a_products_columns_finish_in_its_tile(compiled):
+    """Seed 0: a convolution's minimum, softmax and mean over its channels, a transposed convolution's maximum
+    and a linear layer's logsumexp run in the product's kernel (one tile spans the columns, the product stored
+    only where it is returned); a grouped convolution's minimum and a sum over a product's rows keep kernels
+    of their own. Seed 1 leaves every reduction apart, and says so in its record; so does the channels-last
+    and K-major record, its reductions still in the products' tiles."""
+    egg, runs = compiled
+    fused = json.loads(runs["colred0"].stdout)
+    assert fused["pytorch_ops"] == []
+    assert "reduce_in_products" not in fused["design"]["plan"]
+    products = [k for k in fused["kernels"] if k["kind"] == "matmul"]
+    reducing = {"aten.min.dim", "aten.amax.default", "aten.amin.default", "aten.mean.dim", "aten.sum.dim_IntList"}
+    assert [bool(reducing & set(k["ops"])) for k in products] == [True] * 4 + [False] * 2, products
+    assert {"aten.min.dim", "aten.amax.default", "aten.div.Tensor", "aten.mean.dim"} <= set(products[0]["ops"])
+    assert [k["kind"] for k in fused["kernels"]].count("reduction") == 2  # the grouped minimum, the rows' sum
+    for kernel in products[:4]:
+        n = 40 if "aten.addmm.default" in kernel["ops"] else 24
+        assert kernel["design"]["yblock"] >= n, kernel
+    lines = code_lines((egg.workdir / fused["candidate"]).read_text())
+    assert sum("tl.store(" in line for line in lines if "mmask)" in line) == 5  # least, mean, scaled, most, lse
+    apart = json.loads(runs["colred1"].stdout)
+    assert apart["design"]["plan"]["reduce_in_products"] is False
+    assert [k["kind"] for k in apart["kernels"]].count("reduction") == 6
+    forms = json.loads(runs["colred_forms"].stdout)
+    assert [k["design"]["algorithm"] for k in forms["kernels"]][:4] == ["nhwc", "tiled", "nhwc", "kmajor"]
+    assert forms["kernels"][0]["ops"] == products[0]["ops"]
 
 
 def test_transposed_convolutions_run_channels_last_per_output_phase(compiled):
@@ -809,7 +851,8 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
                                        "dense_nhwc.py", "aligned.py", "kmajor.py", "kmajor_dense.py", "silu.py",
                                        "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py", "cat_s0.py", "cat_s1.py",
                                        "cat_s2.py", "cat_apart.py", "cat_splitk.py", "fold_s0.py", "fold_s1.py",
-                                       "pool_s0.py", "pool_s1.py"])
+                                       "pool_s0.py", "pool_s1.py", "colred_s0.py", "colred_s1.py",
+                                       "colred_forms.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -828,6 +871,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "convt_s1.py": "conv_transpose_stride1.py", **{f"cat_{tag}.py": "cat_in_place.py" for tag in ("s0", "s1", "s2", "apart", "splitk")},
             "fold_s0.py": "summed_products.py", "fold_s1.py": "summed_products.py",
             "pool_s0.py": "pooled_convolutions.py", "pool_s1.py": "pooled_convolutions.py",
+            **{f"colred_{tag}.py": "column_reductions.py" for tag in ("s0", "s1", "forms")},
             **{f"{name}.py": f"{task}.py" for name, task in RECURRENT_TASKS.items()}}.get(candidate, "softmax_8x32.py")
     proc, result = egg.eval_json(task, f"out/{candidate}")
     assert proc.returncode == 0, proc.stderr
@@ -843,7 +887,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "att_s0.py", "att_tiles.py", "att_masked.py", "nan_s1.py", "nan_s2.py",
                                        "intdiv.py", "nhwc.py", "dense_nhwc.py", "aligned.py", "kmajor.py",
                                        "kmajor_dense.py", "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py",
-                                       "cat_s0.py", "cat_s2.py", "cat_splitk.py", "fold_s0.py", "pool_s0.py"])
+                                       "cat_s0.py", "cat_s2.py", "cat_splitk.py", "fold_s0.py", "pool_s0.py",
+                                       "colred_s0.py", "colred_forms.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the
     GPU refuses, such as the depthwise convolution's per-channel load under the padding mask."""

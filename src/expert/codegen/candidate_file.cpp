@@ -414,28 +414,6 @@ class ForwardWriter {
   std::vector<int> constants_;
 };
 
-// kernel.warmup(torch.float32, ..., XBLOCK=..., grid=(1,)): Triton compiles from dtypes alone.
-std::vector<std::string> PrecompileCalls(const Graph& graph, const KernelPlan& kernel, const KernelSource& source) {
-  std::vector<std::string> calls;
-  for (const KernelLaunch& launch : source.launches) {
-    std::string call = launch.function + ".warmup(";
-    for (int pointer : launch.pointers) {
-      const DType dtype = IsScratch(pointer) ? source.scratch.at(ScratchIndex(pointer)).dtype
-                                             : ValueAt(graph, pointer).meta->dtype;
-      call += TorchDType(dtype) + ", ";
-    }
-    for (const auto& scalar : launch.scalars) {  // a runtime integer: its value only picks specializations
-      call += std::to_string(scalar.second) + ", ";
-    }
-    for (const auto& [key, number] : launch.constexprs) {
-      call += fmt::format("{}={}, ", key, number);
-    }
-    calls.push_back(call + fmt::format("num_warps={}, num_stages={}, grid=(1,))", kernel.design.num_warps,
-                                       kernel.design.num_stages));
-  }
-  return calls;
-}
-
 // The design a planned kernel is compiled with: the record's where it is legal, else the seed's default (an
 // attention kernel's products from the candidate's precision).
 KernelDesign KernelDesignFor(const KernelPlan& kernel, const CandidateDesign& design) {
@@ -505,6 +483,15 @@ const Graph& PlannedGraph(const Graph& captured, const CandidateDesign& design, 
   return candidate->graph ? *candidate->graph : captured;
 }
 
+// The plan options as the record states them: an option off that changed nothing here reads as on (said
+// only where it kept a summed product whole, or left a reduction of a product's columns to a kernel of its
+// own).
+void StateAppliedOptions(const PlanOptions& asked, Candidate* candidate) {
+  PlanOptions& stated = candidate->design.plan;
+  stated.fold_summed_products = asked.fold_summed_products || !candidate->foldable;
+  stated.reduce_in_products = asked.reduce_in_products || !candidate->plan.products_reduced_apart;
+}
+
 }  // namespace
 
 Candidate GenerateAt(const Graph& captured, const std::string& task_source, const std::string& task_name,
@@ -512,14 +499,13 @@ Candidate GenerateAt(const Graph& captured, const std::string& task_source, cons
   Candidate candidate;
   const Graph& graph = PlannedGraph(captured, design, &candidate);
   candidate.design = RecordHead(graph, design, dynamic);
-  // recorded only where it kept a summed product whole
-  candidate.design.plan.fold_summed_products = design.plan.fold_summed_products || !candidate.foldable;
   try {
     candidate.plan = MakePlan(graph, design.plan);
   } catch (const std::exception& error) {
     candidate.problem = std::string("planning failed: ") + error.what();
     return candidate;
   }
+  StateAppliedOptions(design.plan, &candidate);
   Plan& plan = candidate.plan;
   std::vector<KernelSource> sources;
   std::string kernels_code;

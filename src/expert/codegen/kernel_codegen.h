@@ -39,6 +39,11 @@ KernelSource GenerateKernel(const Graph& graph, const KernelPlan& kernel,
 // A kernel lowered to the kernel IR as its source: the printed functions, what it reads (kir::Reads).
 KernelSource SourceOf(const kir::Kernel& kernel);
 
+// The calls that compile a kernel's launches ahead of the first forward:
+// kernel.warmup(torch.float32, ..., XBLOCK=..., grid=(1,)); Triton compiles from dtypes alone.
+std::vector<std::string> PrecompileCalls(const Graph& graph, const KernelPlan& kernel,
+                                         const KernelSource& source);
+
 // A pointwise kernel in the kernel IR: each root computed by the emitter at the flat index and stored where
 // the plan stores it.
 kir::Kernel PointwiseProgram(const Graph& graph, const KernelPlan& kernel,

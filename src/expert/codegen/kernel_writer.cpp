@@ -282,6 +282,28 @@ KernelSource SourceOf(const kir::Kernel& kernel) {
   return source;
 }
 
+std::vector<std::string> PrecompileCalls(const Graph& graph, const KernelPlan& kernel,
+                                         const KernelSource& source) {
+  std::vector<std::string> calls;
+  for (const KernelLaunch& launch : source.launches) {
+    std::string call = launch.function + ".warmup(";
+    for (int pointer : launch.pointers) {
+      const DType dtype = IsScratch(pointer) ? source.scratch.at(ScratchIndex(pointer)).dtype
+                                             : ValueAt(graph, pointer).meta->dtype;
+      call += TorchDType(dtype) + ", ";
+    }
+    for (const auto& scalar : launch.scalars) {  // a runtime integer: its value only picks specializations
+      call += std::to_string(scalar.second) + ", ";
+    }
+    for (const auto& [key, number] : launch.constexprs) {
+      call += fmt::format("{}={}, ", key, number);
+    }
+    calls.push_back(call + fmt::format("num_warps={}, num_stages={}, grid=(1,))", kernel.design.num_warps,
+                                       kernel.design.num_stages));
+  }
+  return calls;
+}
+
 kir::Kernel FlatProgram(const KernelPlan& kernel, int64_t numel, KernelEmitter& emitter,
                         const std::string& comment) {
   kir::Kernel program;

@@ -211,6 +211,14 @@ class KernelWriter {
 
   // Pointwise roots after a pooled or scanned value, computed where that value is (same flat position).
   void WriteEpilogues(const Index& flat, int producer);
+  // A product's roots in its tile's epilogue, in root order: elementwise ones at the tile's elements, a
+  // reduction of the product's columns (ReducesColumns; one tile spans them) across the tile's columns, the
+  // consumers of its results at the tile's rows (stored under `mmask`).
+  void WriteMatmulEpilogues(const Index& flat, int producer);
+  // Where a value of `shape` with one element per row of the product's tile is read: the tile's row, `kept`
+  // the product's index with its column axis at 0.
+  std::vector<Index> RowIndexOf(const std::vector<int64_t>& shape, const std::vector<Index>& kept,
+                                const std::vector<int64_t>& kept_shape, size_t axis, const Index& row) const;
 
   // A tl.dot operand of the product: Emit, with a half tensor read in place kept in its half type.
   Operand EmitDotOperand(int value, const std::vector<Index>& index);

@@ -3,11 +3,13 @@
 // and when their offsets need 64 bits).
 #include "expert/codegen/kernel_writer.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "expert/codegen/test_kernels.h"
+#include "expert/design/defaults.h"
 #include "expert/ir/test_graphs.h"
 
 namespace egg::expert {
@@ -180,6 +182,28 @@ TEST(KernelWriterTest, OffsetsPastInt32UseInt64) {
   EXPECT_TRUE(source.int64_indexing);
   EXPECT_NE(source.code.find("tl.program_id(0).to(tl.int64) * XBLOCK"), std::string::npos) << source.code;
   EXPECT_NE(source.code.find("xmask = xindex < 2147549184"), std::string::npos) << source.code;
+}
+
+TEST(KernelWriterTest, PrecompileCallsGiveEveryLaunchItsPointerTypesAndConstants) {
+  const Graph graph = testing::Fixture("level2_25_Conv2d_Min_Tanh_Tanh");
+  const auto only = testing::OnlyKernel(graph, KernelKind::kMatmul, {});
+  ASSERT_TRUE(only);
+  KernelPlan kernel = only->first;
+  kernel.design = DefaultDesign(kernel, 0);
+  const KernelSource source = testing::GenerateWithDenseStores(graph, kernel, only->second);
+  const std::vector<std::string> calls = PrecompileCalls(graph, kernel, source);
+  ASSERT_EQ(calls.size(), source.launches.size());
+  // x, the weight, the bias and the one stored row value (the minimum's tanh): four float32 pointers
+  EXPECT_EQ(calls[0].rfind(source.launches[0].function + ".warmup(torch.float32, torch.float32, "
+                                                         "torch.float32, torch.float32, BLOCK_",
+                           0),
+            0U)
+      << calls[0];
+  EXPECT_NE(calls[0].find(fmt::format("BLOCK_N={}", kernel.design.yblock)), std::string::npos) << calls[0];
+  EXPECT_NE(calls[0].find(fmt::format("num_warps={}, num_stages={}, grid=(1,))", kernel.design.num_warps,
+                                      kernel.design.num_stages)),
+            std::string::npos)
+      << calls[0];
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "expert/codegen/kernel_writer.h"
+#include "expert/design/legality.h"
 
 namespace egg::expert::writer {
 
@@ -262,6 +263,69 @@ bool KernelWriter::IndexOnly(int value) const {
                      [&](const Arg& arg) { return arg.kind != Arg::Kind::kValue || IndexOnly(arg.value); });
 }
 
+void KernelWriter::WriteMatmulEpilogues(const Index& flat, int producer) {
+  if (kernel_.reductions.empty()) {
+    WriteEpilogues(flat, producer);
+    return;
+  }
+  const std::vector<int64_t>& shape = MetaOf(graph_, producer).shape;
+  const std::vector<Index> full = Delinearize(flat, shape);
+  const auto axis = static_cast<size_t>(ColumnAxis(*kernel_.matmul, shape.size()));
+  std::vector<Index> kept = full;
+  kept[axis] = Index(0);
+  std::vector<int64_t> kept_shape = shape;
+  kept_shape[axis] = 1;
+  const Index row = Linearize(kept, kept_shape);
+  // the reductions' lanes are the product's (Accumulate masks by `mask`); a row's results are stored under
+  // the rows' mask (every tiled form's omask is mmask & nmask)
+  emitter_.Line("mask = omask");
+  int number = 0;
+  for (int root : kernel_.roots) {
+    if (root == producer) {
+      continue;
+    }
+    if (const ReductionSpec* spec = ReductionOf(root)) {  // its value may be a tuple (min.dim)
+      const Operand input = emitter_.Emit(spec->input, full);
+      const Accumulator acc = Accumulate(*spec, input, /*looped=*/false, "c" + std::to_string(number++), "");
+      for (const kir::Statement& statement : acc.update) {
+        emitter_.Add(statement);
+      }
+      for (const auto& [value, operand] : acc.results) {
+        if (value >= 0) {
+          emitter_.DefineRow(value, operand, row);
+          StoreIfNeeded(value, RowIndexOf(MetaOf(graph_, value).shape, kept, kept_shape, axis, row), operand,
+                        "mmask");
+        }
+      }
+      continue;
+    }
+    const std::vector<int64_t>& root_shape = MetaOf(graph_, root).shape;
+    if (Product(root_shape) == Product(shape)) {
+      const auto index = Delinearize(flat, root_shape);
+      StoreIfNeeded(root, index, emitter_.Emit(root, index), "omask");
+    } else {
+      const auto index = RowIndexOf(root_shape, kept, kept_shape, axis, row);
+      StoreIfNeeded(root, index, emitter_.Emit(root, index), "mmask");
+    }
+  }
+}
+
+std::vector<Index> KernelWriter::RowIndexOf(const std::vector<int64_t>& shape, const std::vector<Index>& kept,
+                                            const std::vector<int64_t>& kept_shape, size_t axis,
+                                            const Index& row) const {
+  if (shape == kept_shape) {
+    return kept;
+  }
+  std::vector<int64_t> squeezed = kept_shape;
+  squeezed.erase(squeezed.begin() + static_cast<std::ptrdiff_t>(axis));
+  if (shape == squeezed) {
+    std::vector<Index> index = kept;
+    index.erase(index.begin() + static_cast<std::ptrdiff_t>(axis));
+    return index;
+  }
+  return Delinearize(row, shape);
+}
+
 kir::Kernel KernelWriter::FinishMatmul(DotLoop loop, int out, const std::vector<Index>& out_index,
                                        const Index& flat) {
   const MatmulSpec& mm = *kernel_.matmul;
@@ -269,7 +333,7 @@ kir::Kernel KernelWriter::FinishMatmul(DotLoop loop, int out, const std::vector<
   const Operand product{"product", DType::kFloat32, false};
   emitter_.DefineRow(out, product, flat);
   StoreIfNeeded(out, out_index, product, "omask");
-  WriteEpilogues(flat, out);
+  WriteMatmulEpilogues(flat, out);
   const std::vector<kir::Statement> epilogue = emitter_.CloseStatements();
   const int64_t grid_n = (mm.n + design.yblock - 1) / design.yblock;
   const int64_t grid_m = (mm.m + design.xblock - 1) / design.xblock;

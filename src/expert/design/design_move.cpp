@@ -13,8 +13,9 @@ namespace {
 const std::set<std::string> kIntegerFields = {"xblock", "rblock",    "yblock",
                                               "split",  "num_warps", "num_stages"};
 const std::set<std::string> kTextFields = {"algorithm", "precision"};
-const std::set<std::string> kPlanFields = {"fuse_reductions", "fuse_epilogues",  "cuda_graph",
-                                           "fuse_attention",  "concat_in_place", "fold_summed_products"};
+const std::set<std::string> kPlanFields = {"fuse_reductions",   "fuse_epilogues",  "cuda_graph",
+                                           "fuse_attention",    "concat_in_place", "fold_summed_products",
+                                           "reduce_in_products"};
 
 std::string Names(const std::set<std::string>& names) {
   std::string out;
@@ -42,6 +43,7 @@ MoveCheck CheckPlanMove(const Candidate& incumbent, const std::string& field, co
                  : field == "cuda_graph"           ? &plan.cuda_graph
                  : field == "concat_in_place"      ? &plan.concat_in_place
                  : field == "fold_summed_products" ? &plan.fold_summed_products
+                 : field == "reduce_in_products"   ? &plan.reduce_in_products
                                                    : &plan.fuse_attention;
   if (*target == value.get<bool>()) {
     return Refuse(fmt::format("the move changes nothing: plan.{} is already {}", field, value.dump()));
@@ -154,7 +156,8 @@ Json DesignRecordJson(const Candidate& incumbent) {
                 {"cuda_graph", incumbent.design.plan.cuda_graph},
                 {"fuse_attention", incumbent.design.plan.fuse_attention},
                 {"concat_in_place", incumbent.design.plan.concat_in_place},
-                {"fold_summed_products", incumbent.design.plan.fold_summed_products}}},
+                {"fold_summed_products", incumbent.design.plan.fold_summed_products},
+                {"reduce_in_products", incumbent.design.plan.reduce_in_products}}},
               {"pytorch_ops", incumbent.pytorch_ops}};
 }
 

@@ -47,6 +47,9 @@ Json PlanOptions::ToJson() const {
   if (!fold_summed_products) {
     json["fold_summed_products"] = false;
   }
+  if (!reduce_in_products) {
+    json["reduce_in_products"] = false;
+  }
   if (!families.empty()) {
     json["families"] = families;
   }
@@ -61,6 +64,7 @@ PlanOptions PlanOptions::FromJson(const Json& json) {
   options.fuse_attention = json.value("fuse_attention", true);
   options.concat_in_place = json.value("concat_in_place", true);
   options.fold_summed_products = json.value("fold_summed_products", true);
+  options.reduce_in_products = json.value("reduce_in_products", true);
   options.families = json.value("families", std::vector<std::string>{});
   for (const std::string& name : options.families) {
     FamilyNamed(name);  // UnknownName for a family that is not registered

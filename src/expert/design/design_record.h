@@ -153,6 +153,10 @@ struct PlanOptions {
   // product's input (FoldSummedProducts, ir/fold.h); seed 1 keeps the product whole. Recorded only when false
   // where the graph has such a sum.
   bool fold_summed_products = true;
+  // A sum, mean, max or min over a product's columns finished in the product's tile (ReducesColumns,
+  // design/legality.h: one tile spans the columns) with its consumers; false leaves it to a reduction kernel
+  // over the stored product (seed 1). Recorded only when false where a reduction was left so.
+  bool reduce_in_products = true;
   // Experimental kernel families switched on by name (KernelFamily::Experimental: off unless named here);
   // recorded only when not empty.
   std::vector<std::string> families;

@@ -110,6 +110,18 @@ void AlgorithmMoves(const Candidate& incumbent, const std::vector<size_t>& order
           "a sum over a product's columns from the weights' row sums: one pass over the product's input, no "
           "GEMM"});
   }
+  const bool reduced_in_products =
+      std::any_of(incumbent.plan.kernels.begin(), incumbent.plan.kernels.end(), [](const KernelPlan& kernel) {
+        return kernel.kind == KernelKind::kMatmul && !kernel.reductions.empty();
+      });
+  if (reduced_in_products || incumbent.plan.products_reduced_apart) {
+    flip(&PlanOptions::reduce_in_products,
+         {"reduce products apart",
+          "the product stored whole, its columns reduced by a kernel of their own (wider choice of tiles)"},
+         {"reduce in products",
+          "a reduction over a product's columns finished in the product's tile (one tile spans the "
+          "columns): the product never stored"});
+  }
   flip(&PlanOptions::fuse_epilogues,
        {"split epilogues", "elementwise consumers in their own kernels (fewer passes per kernel)"},
        {"fuse epilogues", "elementwise consumers fused into their producers' kernels (fewer round trips)"});
@@ -165,6 +177,7 @@ PlanOptions SeedPlan(int index) {
   PlanOptions plan;
   plan.fuse_attention = index != 1;
   plan.fold_summed_products = index != 1;
+  plan.reduce_in_products = index != 1;
   return plan;
 }
 

@@ -271,5 +271,31 @@ TEST(DesignSpaceTest, AFoldedSumIsUnfoldedFirstOnAMismatchAndTheAlgorithmStageMo
       << "said only where it applies";
 }
 
+TEST(DesignSpaceTest, AProductsColumnReductionMovesBetweenItsTileAndAKernelOfItsOwn) {
+  const Graph graph = testing::Fixture("level2_25_Conv2d_Min_Tanh_Tanh");  // conv 16->8, min over channels
+  const Candidate fused = GenerateCandidate(graph, "", "min", SeedDesign(0, 1e-4).design);
+  ASSERT_TRUE(fused.source) << fused.problem;
+  ASSERT_EQ(fused.plan.kernels.size(), 1U);
+  EXPECT_FALSE(fused.design.ToJson()["plan"].contains("reduce_in_products")) << "recorded only when false";
+  const Candidate apart = GenerateCandidate(graph, "", "min", SeedDesign(1, 1e-4).design);
+  ASSERT_TRUE(apart.source) << apart.problem;
+  EXPECT_EQ(apart.plan.kernels.size(), 2U);
+  EXPECT_TRUE(apart.plan.products_reduced_apart);
+  EXPECT_EQ(apart.design.ToJson()["plan"]["reduce_in_products"], false);
+  const auto moves = [&graph](const Candidate& from) {
+    std::set<std::string> names;
+    for (const DesignMove& move : StageMoves(graph, "stage1.algorithm", from, "", 30)) {
+      names.insert(move.move);
+    }
+    return names;
+  };
+  EXPECT_EQ(moves(fused).count("reduce products apart"), 1U);
+  EXPECT_EQ(moves(apart).count("reduce in products"), 1U);
+  const Candidate softmax = GenerateCandidate(BigSoftmax(), "", "softmax", SeedDesign(1, 1e-4).design);
+  EXPECT_FALSE(softmax.design.ToJson()["plan"].contains("reduce_in_products"))
+      << "said only where it applies";
+  EXPECT_EQ(moves(softmax).count("reduce in products"), 0U);
+}
+
 }  // namespace
 }  // namespace egg::expert

@@ -49,6 +49,25 @@ bool KMajorCopyFits(const MatmulSpec& mm, Precision precision) {
          (precision == Precision::kTf32 || precision == Precision::kTf32x3);
 }
 
+int64_t ColumnAxis(const MatmulSpec& mm, size_t rank) { return mm.conv ? 1 : static_cast<int64_t>(rank) - 1; }
+
+bool ReducesColumns(const Graph& graph, const KernelPlan& kernel, const ReductionSpec& spec) {
+  if (kernel.kind != KernelKind::kMatmul || !kernel.matmul) {
+    return false;
+  }
+  const MatmulSpec& mm = *kernel.matmul;
+  const bool kind = spec.kind == ReductionKind::kSum || spec.kind == ReductionKind::kMean ||
+                    spec.kind == ReductionKind::kMax || spec.kind == ReductionKind::kMin;
+  const std::vector<int64_t>& shape = kernel.shape;
+  const int64_t axis = ColumnAxis(mm, shape.size());
+  if (!kind || (mm.conv && mm.conv->groups != 1) || mm.n < 2 || mm.n > kMaxReducedColumns || axis < 0 ||
+      shape.at(static_cast<size_t>(axis)) != mm.n || mm.dtype != DType::kFloat32) {
+    return false;
+  }
+  const Value& input = graph.values.at(static_cast<size_t>(spec.input));
+  return input.meta && input.meta->shape == shape && spec.dims == std::vector<int64_t>{axis};
+}
+
 int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design) {
   // Split K when the output tiles leave most of the GPU idle and K is deep enough that every slice still runs
   // several K steps: a power of two of slices bringing the programs near two waves of an H200's 132 SMs.

@@ -54,6 +54,19 @@ bool ChannelsLastConvolutionFits(const MatmulSpec& mm);
 // at least); a wider one only adds masked lanes.
 int64_t ChannelsLastMaxStep(const MatmulSpec& mm);
 
+// The widest product whose columns one tile spans (BLOCK_N), so that the tile can reduce over them.
+inline constexpr int64_t kMaxReducedColumns = 256;
+// The axis of a product's output that its columns run along: a convolution's output channels (1), a matrix
+// product's last dimension.
+int64_t ColumnAxis(const MatmulSpec& mm, size_t rank);
+// Whether `spec` reduces the product of `kernel` (a matmul kernel) over its columns alone, so that the
+// product's tile finishes it as an epilogue once one tile spans every column (BLOCK_N >= N): a sum, mean, max
+// or min over a matrix product's last dimension or over a convolution's output channels (one group, at
+// most kMaxReducedColumns), of a value of the product's shape (the product or its elementwise consumers).
+// The product and its full-size consumers then need not be stored: what cuBLAS or cuDNN followed by a
+// reduction kernel cannot avoid (KernelBench 2_25's min over 64 channels, 2_32's).
+bool ReducesColumns(const Graph& graph, const KernelPlan& kernel, const ReductionSpec& spec);
+
 // A matrix product (no convolution, more than one column) whose operand rows as stored are not all 16-byte
 // aligned (k or n not a multiple of 4 floats): the `aligned` algorithm applies (A and B copied first into
 // rows of a 32-float stride, so the tile loads vectorize; 1_8's 2949 and 5921).

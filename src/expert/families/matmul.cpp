@@ -102,6 +102,8 @@ class MatmulFamily : public KernelFamily {
   }
 
  private:
+  // The seed's design for the product alone, before a reduction of its columns widens the tile.
+  static KernelDesign SeedDesign(const KernelPlan& kernel, int seed, Precision precision);
   void AlgorithmMoves(const KernelPlan& kernel, MoveSink& sink) const;
   static void CopyMoves(const KernelPlan& kernel, MoveSink& sink);
   void ConvolutionMoves(const KernelPlan& kernel, MoveSink& sink) const;
@@ -112,6 +114,25 @@ class MatmulFamily : public KernelFamily {
 
 // A matrix product or convolution: direct, gemv, tiled, nhwc, splitk or aligned by seed and shape.
 KernelDesign MatmulFamily::DefaultDesign(const KernelPlan& kernel, int seed, Precision precision) const {
+  KernelDesign design = SeedDesign(kernel, seed, precision);
+  if (kernel.reductions.empty()) {
+    return design;
+  }
+  // Its tile reduces the product's columns (ReducesColumns): one tile spans them, in the seed's tiles
+  // otherwise, its rows halved while the accumulator does not fit the warps.
+  const MatmulSpec& mm = *kernel.matmul;
+  if (design.algorithm == Algorithm::kDirect || design.algorithm == Algorithm::kGemv ||
+      design.algorithm == Algorithm::kSplitK) {
+    design = SeedDesign(kernel, 1, precision);
+  }
+  design.yblock = std::max<int64_t>(kMinDotSide, NextPowerOfTwo(mm.n));
+  while (!MatmulFits(kernel, design) && design.xblock > kMinDotSide) {
+    design.xblock /= 2;
+  }
+  return design;
+}
+
+KernelDesign MatmulFamily::SeedDesign(const KernelPlan& kernel, int seed, Precision precision) {
   const MatmulSpec& mm = *kernel.matmul;
   KernelDesign design;
   // Seeds {BLOCK_M, BLOCK_N, BLOCK_K, warps, stages}, by the products asked for. Convolutions: a 64x64
@@ -349,6 +370,11 @@ bool MatmulFamily::Fits(const KernelPlan& kernel, const KernelDesign& design) co
     return false;
   }
   const MatmulSpec& mm = *kernel.matmul;
+  if (!kernel.reductions.empty() &&
+      (design.yblock < mm.n || design.algorithm == Algorithm::kSplitK ||
+       design.algorithm == Algorithm::kDirect || design.algorithm == Algorithm::kGemv)) {
+    return false;  // the tile reduces the product's columns: one tl.dot tile spans them
+  }
   if (design.algorithm == Algorithm::kDirect) {
     return DirectConvolutionFits(mm) && design.xblock <= kMaxTile && design.precision == Precision::kIeee;
   }
@@ -378,7 +404,8 @@ bool MatmulFamily::Fits(const KernelPlan& kernel, const KernelDesign& design) co
 }
 
 std::string MatmulFamily::Rule() const {
-  return "matmul: algorithm tiled, splitk (split >= 2 and K >= split * rblock), nhwc, aligned, kmajor "
+  return "matmul: where the tile reduces the product's columns, yblock >= N and no splitk, gemv or direct; "
+         "algorithm tiled, splitk (split >= 2 and K >= split * rblock), nhwc, aligned, kmajor "
          "(float32, "
          "tf32 or tf32x3 products), gemv or direct where the product allows it, xblock/yblock/rblock powers "
          "of "
@@ -400,6 +427,14 @@ std::string MatmulFamily::Unwritable(const KernelPlan& kernel, const KernelDesig
   }
   if (design.algorithm == Algorithm::kSplitK && design.split < 2) {
     return fmt::format("algorithm splitk needs split >= 2, not {}", design.split);
+  }
+  if (!kernel.reductions.empty() &&
+      (!DotTiles(kernel, design) || design.algorithm == Algorithm::kSplitK ||
+       design.algorithm == Algorithm::kGemv || design.yblock < kernel.matmul->n)) {
+    return fmt::format(
+        "the tile reduces the product's {} columns: one tl.dot tile must span them (yblock >= "
+        "{}, algorithm tiled, nhwc, aligned or kmajor), not {} with yblock {}",
+        kernel.matmul->n, kernel.matmul->n, NameOf(design.algorithm), design.yblock);
   }
   return "";
 }

@@ -260,5 +260,29 @@ TEST(MatmulFamilyTest, LowersThePlannedProduct) {
   EXPECT_NE(source.code.find(kir::Print(products[0].statement).substr(8)), std::string::npos) << source.code;
 }
 
+TEST(MatmulFamilyTest, ATileThatReducesTheColumnsSpansThem) {
+  const Graph graph = testing::Fixture("level2_25_Conv2d_Min_Tanh_Tanh");
+  KernelPlan kernel = MakePlan(graph, {}).kernels.at(0);
+  ASSERT_EQ(kernel.reductions.size(), 1U);
+  kernel.matmul->n = 96;  // as if 96 output channels: a 128-wide tile
+  const KernelFamily& family = FamilyOf(KernelKind::kMatmul);
+  for (int seed = 0; seed < 3; ++seed) {
+    const KernelDesign design = family.DefaultDesign(kernel, seed, Precision::kTf32);
+    EXPECT_EQ(design.yblock, 128) << seed;
+    EXPECT_TRUE(family.Fits(kernel, design)) << seed;
+    EXPECT_TRUE(family.FitsResources(kernel, design)) << seed;
+  }
+  KernelDesign narrow = family.DefaultDesign(kernel, 0, Precision::kTf32);
+  narrow.yblock = 64;
+  EXPECT_FALSE(family.Fits(kernel, narrow));
+  EXPECT_NE(family.Unwritable(kernel, narrow).find("one tl.dot tile must span them"), std::string::npos);
+  KernelDesign direct = narrow;
+  direct.algorithm = Algorithm::kDirect;
+  EXPECT_FALSE(family.Fits(kernel, direct));
+  EXPECT_FALSE(family.Unwritable(kernel, direct).empty());
+  kernel.reductions.clear();
+  EXPECT_TRUE(family.Unwritable(kernel, narrow).empty()) << "a product alone takes any tile";
+}
+
 }  // namespace
 }  // namespace egg::expert

@@ -325,5 +325,41 @@ TEST(ConvolutionPlanTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTap
   EXPECT_FALSE(DesignFits(nhwc.plan.kernels.at(0), wide));
 }
 
+TEST(ConvolutionPlanTest, AMinimumOverTheChannelsIsFinishedInTheConvolutionsTile) {
+  const Graph graph = Fixture("level2_25_Conv2d_Min_Tanh_Tanh");  // conv 16->8, min over dim 1, tanh, tanh
+  const Plan plan = MakePlan(graph, {});
+  ASSERT_EQ(plan.kernels.size(), 1U);
+  const KernelPlan& kernel = plan.kernels[0];
+  ASSERT_EQ(kernel.kind, KernelKind::kMatmul);
+  ASSERT_EQ(kernel.reductions.size(), 1U);
+  EXPECT_TRUE(ReducesColumns(graph, kernel, kernel.reductions[0]));
+  EXPECT_EQ(kernel.roots.size(),
+            3U);  // the convolution, the minimum, the last tanh (the first computed inline)
+  EXPECT_FALSE(plan.products_reduced_apart);
+  const KernelDesign design = DefaultDesign(kernel, 0);
+  EXPECT_GE(design.yblock, kernel.matmul->n) << "one tile spans the channels";
+  const Candidate candidate = GenerateCandidate(graph, "", "min", CandidateDesign{});
+  ASSERT_TRUE(candidate.source) << candidate.problem;
+  EXPECT_EQ(Count(*candidate.source, "tl.store("), 1U) << "neither the convolution nor the minimum is stored";
+  EXPECT_EQ(Count(*candidate.source, "_egg_min(tl.where(mask, product, float('inf')), 1)[:, None]"), 1U);
+  EXPECT_EQ(Count(*candidate.source, ", mmask)"), 1U) << "one value a row, stored under the rows' mask";
+
+  PlanOptions apart;
+  apart.reduce_in_products = false;
+  const Plan two = MakePlan(graph, apart);
+  ASSERT_EQ(two.kernels.size(), 2U);
+  EXPECT_TRUE(two.kernels[0].reductions.empty());
+  EXPECT_EQ(two.kernels[1].kind, KernelKind::kReduction);
+  EXPECT_TRUE(two.products_reduced_apart);
+
+  // grouped, the channels are separate products: the reduction keeps a kernel of its own
+  KernelPlan grouped = kernel;
+  grouped.matmul->conv->groups = 2;
+  EXPECT_FALSE(ReducesColumns(graph, grouped, kernel.reductions[0]));
+  ReductionSpec over_rows = kernel.reductions[0];
+  over_rows.dims = {0};
+  EXPECT_FALSE(ReducesColumns(graph, kernel, over_rows));
+}
+
 }  // namespace
 }  // namespace egg::expert

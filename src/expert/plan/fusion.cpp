@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "expert/design/defaults.h"
+#include "expert/design/legality.h"
 #include "expert/families/lowering_probe.h"
 #include "expert/plan/planner.h"
 
@@ -186,6 +187,19 @@ std::optional<KernelPlan> Planner::Extend(const KernelPlan& kernel, const Node& 
       return std::nullopt;
     }
     const ReductionSpec& spec = reductions_.at(index);
+    if (kernel.kind == KernelKind::kMatmul) {
+      if (!plan_.options.fuse_epilogues || !ReducesColumns(graph_, kernel, spec)) {
+        return std::nullopt;
+      }
+      if (!plan_.options.reduce_in_products) {
+        return std::nullopt;  // Place notes it (Plan::products_reduced_apart)
+      }
+      extended.reductions.push_back(spec);
+      extended.roots.push_back(node.value);
+      extended.reasons.push_back(fmt::format("+ {} {} over the product's {} columns, in its tile's epilogue",
+                                             NameOf(spec.kind), node.name, kernel.matmul->n));
+      return extended;
+    }
     if (kernel.kind == KernelKind::kPointwise && Product(kernel.shape) == spec.Rows() * spec.Length() &&
         plan_.options.fuse_epilogues) {
       extended.kind = KernelKind::kReduction;
@@ -209,13 +223,16 @@ std::optional<KernelPlan> Planner::Extend(const KernelPlan& kernel, const Node& 
   }
   const int64_t numel = ValueAt(graph_, node.value).meta->Numel();
   const bool full = numel == kernel.rows * kernel.length;
-  const bool row = kernel.kind == KernelKind::kReduction && numel == kernel.rows;
+  // a matmul kernel whose tile reduces the product's columns: consumers of its reductions per row
+  const bool column_row = kernel.kind == KernelKind::kMatmul && !kernel.reductions.empty() &&
+                          numel * kernel.matmul->n == kernel.rows;
+  const bool row = (kernel.kind == KernelKind::kReduction && numel == kernel.rows) || column_row;
   if (!full && !row) {
     return std::nullopt;
   }
   if ((kernel.kind == KernelKind::kPool || kernel.kind == KernelKind::kMatmul ||
        kernel.kind == KernelKind::kAttention) &&
-      !full) {
+      !full && !column_row) {
     return std::nullopt;
   }
   if (full && kernel.kind == KernelKind::kReduction && kernel.rows < kSplitRowLimit &&
@@ -232,6 +249,11 @@ std::optional<KernelPlan> Planner::Extend(const KernelPlan& kernel, const Node& 
 bool Planner::Place(const Node& node) {
   if (!plan_.kernels.empty()) {
     const KernelPlan& last = plan_.kernels.back();
+    if (const auto reduction = reductions_.find(static_cast<int>(&node - graph_.nodes.data()));
+        !plan_.options.reduce_in_products && reduction != reductions_.end() &&
+        ReducesColumns(graph_, last, reduction->second)) {
+      plan_.products_reduced_apart = true;
+    }
     if (auto extended = Extend(last, node)) {
       std::string problem;
       if (Generates(*extended, kernel_memory_.back(), &problem)) {

@@ -81,6 +81,9 @@ struct Plan {
   std::vector<std::string> extern_ops;                   // ops left to PyTorch
   int unfused_attention = 0;  // attention patterns found but planned unfused (fuse_attention false)
   std::map<int, ConcatSlot> slots;  // by value: stored into a slice of a concatenation (none copies it)
+  // A reduction over a product's columns that its tile could finish was left to a kernel of its own
+  // (PlanOptions::reduce_in_products false).
+  bool products_reduced_apart = false;
 };
 
 // The layout `value` is stored in: dense, or for a value in a concatenation's slot the cat's strides (the
