@@ -42,6 +42,19 @@ int64_t WideTiles(const MatmulSpec& mm, const int64_t* tile) {
   return mm.batch * ((mm.m + tile[0] - 1) / tile[0]) * ((mm.n + tile[1] - 1) / tile[1]);
 }
 
+// The forms whose epilogue holds a whole output tile of one program, so that it can reduce the tile's
+// columns: not split K (its combine launch sums slices per tile), a mat-vec product or a direct convolution
+// (one output element per lane).
+bool ReducingForm(Algorithm algorithm) {
+  return algorithm != Algorithm::kSplitK && algorithm != Algorithm::kGemv && algorithm != Algorithm::kDirect;
+}
+
+// Whether `design` finishes the kernel's reductions of the product's columns (ReducesColumns), if it has any:
+// one tile spans the columns (BLOCK_N >= N) in a reducing form.
+bool SpansColumns(const KernelPlan& kernel, const KernelDesign& design) {
+  return kernel.reductions.empty() || (design.yblock >= kernel.matmul->n && ReducingForm(design.algorithm));
+}
+
 // Whether a design's tiles fit a program: its accumulator in the warps' registers, its staged operand ring in
 // shared memory.
 bool MatmulFits(const KernelPlan& kernel, const KernelDesign& design) {
@@ -121,8 +134,7 @@ KernelDesign MatmulFamily::DefaultDesign(const KernelPlan& kernel, int seed, Pre
   // Its tile reduces the product's columns (ReducesColumns): one tile spans them, in the seed's tiles
   // otherwise, its rows halved while the accumulator does not fit the warps.
   const MatmulSpec& mm = *kernel.matmul;
-  if (design.algorithm == Algorithm::kDirect || design.algorithm == Algorithm::kGemv ||
-      design.algorithm == Algorithm::kSplitK) {
+  if (!ReducingForm(design.algorithm)) {
     design = SeedDesign(kernel, 1, precision);
   }
   design.yblock = std::max<int64_t>(kMinDotSide, NextPowerOfTwo(mm.n));
@@ -370,10 +382,8 @@ bool MatmulFamily::Fits(const KernelPlan& kernel, const KernelDesign& design) co
     return false;
   }
   const MatmulSpec& mm = *kernel.matmul;
-  if (!kernel.reductions.empty() &&
-      (design.yblock < mm.n || design.algorithm == Algorithm::kSplitK ||
-       design.algorithm == Algorithm::kDirect || design.algorithm == Algorithm::kGemv)) {
-    return false;  // the tile reduces the product's columns: one tl.dot tile spans them
+  if (!SpansColumns(kernel, design)) {
+    return false;
   }
   if (design.algorithm == Algorithm::kDirect) {
     return DirectConvolutionFits(mm) && design.xblock <= kMaxTile && design.precision == Precision::kIeee;
@@ -428,9 +438,7 @@ std::string MatmulFamily::Unwritable(const KernelPlan& kernel, const KernelDesig
   if (design.algorithm == Algorithm::kSplitK && design.split < 2) {
     return fmt::format("algorithm splitk needs split >= 2, not {}", design.split);
   }
-  if (!kernel.reductions.empty() &&
-      (!DotTiles(kernel, design) || design.algorithm == Algorithm::kSplitK ||
-       design.algorithm == Algorithm::kGemv || design.yblock < kernel.matmul->n)) {
+  if (!SpansColumns(kernel, design)) {
     return fmt::format(
         "the tile reduces the product's {} columns: one tl.dot tile must span them (yblock >= "
         "{}, algorithm tiled, nhwc, aligned or kmajor), not {} with yblock {}",
