@@ -611,10 +611,7 @@ def compare_at_noise_floor(context: Context, outputs: list, references: list, in
     for out, ref, ref64 in zip(outputs, references, exact):
         if not isinstance(out, torch.Tensor) or not out.is_floating_point():
             continue
-        ref64 = ref64.to(torch.float64)
-        own_error = torch.linalg.vector_norm(ref.to(torch.float64) - ref64).item()
-        error = torch.linalg.vector_norm(out.to(torch.float64) - ref64).item()
-        scale = torch.linalg.vector_norm(ref64).item()
+        own_error, error, scale = _distances(ref, ref64)[0], _distances(out, ref64)[0], _norm(ref64)
         if error > max(context.request.tol * scale, NOISE_FACTOR * own_error):
             return comparison
     return Comparison(True, comparison.errors, "")
@@ -634,9 +631,26 @@ def _float32_reference(context: Context, inputs) -> list | None:
     return _reference_in(context, inputs, torch.float32)
 
 
+def _float64_chunks(*tensors: torch.Tensor):
+    """Equally sized tensors, flat, COMPARE_CHUNK_ELEMENTS at a time in float64: no whole float64 copy of an
+    output (1_63's is 8.5 GB in float32) is ever made beside the float64 answer."""
+    flats = [_flat_real(tensor) for tensor in tensors]
+    for start in range(0, flats[0].numel(), COMPARE_CHUNK_ELEMENTS):
+        yield [flat[start:start + COMPARE_CHUNK_ELEMENTS].to(torch.float64) for flat in flats]
+
+
 def _distances(out: torch.Tensor, exact: torch.Tensor) -> tuple:
-    diff = out.to(torch.float64) - exact
-    return torch.linalg.vector_norm(diff).item(), diff.abs().max().item() if diff.numel() else 0.0
+    """The L2 and the largest elementwise distance of `out` from `exact`, in float64."""
+    squares, worst = 0.0, 0.0
+    for chunk, answer in _float64_chunks(out, exact):
+        diff = (chunk - answer).abs_()
+        squares += diff.square().sum().item()
+        worst = max(worst, diff.max().item())
+    return math.sqrt(squares), worst
+
+
+def _norm(tensor: torch.Tensor) -> float:
+    return math.sqrt(sum(chunk.square().sum().item() for (chunk,) in _float64_chunks(tensor)))
 
 
 def compare_against_float32(context: Context, outputs: list, references: list, inputs, comparison: Comparison):
@@ -654,10 +668,9 @@ def compare_against_float32(context: Context, outputs: list, references: list, i
     for out, ref, ref32 in zip(outputs, references, exact):
         if not isinstance(out, torch.Tensor) or not out.is_floating_point():
             continue
-        ref32 = ref32.to(torch.float64)
         own_l2, own_max = _distances(ref, ref32)
         l2, worst = _distances(out, ref32)
-        scale = torch.linalg.vector_norm(ref32).item()
+        scale = _norm(ref32)
         if l2 > own_l2 or worst > HALF_MAX_ABS_FACTOR * own_max or l2 > context.request.tol * scale:
             return comparison
         notes.append(f"L2 error {l2:.3g} against PyTorch's {own_l2:.3g}, worst {worst:.3g} against {own_max:.3g}")

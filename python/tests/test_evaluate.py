@@ -283,3 +283,23 @@ def test_a_dynamic_candidate_is_timed_at_each_checked_batch_on_inputs_of_that_ba
         (1, 1), (1, 6), (3, 3), (8, 1), (8, 6)], "side by side (dim 1 stops at its top, 6), then each at 1"
     assert torch.equal(loader.make_batch_inputs(task, 4, request.device, 3)[0],
                        loader.make_batch_inputs(task, 4, request.device, 3)[0])
+
+
+def test_second_looks_measure_distances_a_chunk_at_a_time(monkeypatch):
+    # the float64 noise floor and the half rule's float32 answer: distances and norms summed over chunks equal
+    # the whole tensors' (no whole float64 copy of an output is made), for a strided view and complex values too
+    import torch
+    from egg_worker import evaluate as ev
+
+    monkeypatch.setattr(ev, "COMPARE_CHUNK_ELEMENTS", 7)
+    generator = torch.Generator().manual_seed(3)
+    out = torch.randn(6, 10, generator=generator)[:, ::2]
+    exact = torch.randn(6, 5, generator=generator, dtype=torch.float64)
+    l2, worst = ev._distances(out, exact)
+    diff = out.double() - exact
+    assert l2 == pytest.approx(torch.linalg.vector_norm(diff).item(), rel=1e-12)
+    assert worst == diff.abs().max().item()
+    assert ev._norm(exact) == pytest.approx(torch.linalg.vector_norm(exact).item(), rel=1e-12)
+    waves = torch.randn(4, 3, generator=generator, dtype=torch.complex64)
+    assert ev._norm(waves) == pytest.approx(torch.linalg.vector_norm(waves.to(torch.complex128)).item(), rel=1e-6)
+    assert ev._distances(torch.empty(0), torch.empty(0, dtype=torch.float64)) == (0.0, 0.0)
