@@ -127,3 +127,19 @@ def test_bf16_causal_attention_is_one_flash_kernel_and_eval_finds_it_correct(egg
     assert "tl.dot(p.to(EGG_BF16_DOT), v.to(EGG_BF16_DOT)" in candidate.read_text()
     proc, result = egg.eval_json(task, candidate, "--precision", "bf16", "--no-store")
     assert result["status"] == "ok", result["reason"]
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_half_reductions_over_a_products_columns_finish_in_its_tile(egg, tmp_path, precision):
+    # the tile's float32 accumulator reduced before its one rounding to the half type (a min or max of rounded
+    # values is the rounded min or max; sums and softmaxes round once instead of per element)
+    task = REPO / "tests" / "fixtures" / "tasks" / "expert" / "column_reductions.py"
+    candidate = tmp_path / f"colred_{precision}.py"
+    proc = egg.run("compile", task, "--device", "cpu", "--precision", precision, "--out", candidate, "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    fused = [kernel for kernel in report["kernels"] if kernel["kind"] == "matmul" and "aten.min.dim" in kernel["ops"]]
+    assert len(fused) == 2 and report["pytorch_ops"] == [], report["kernels"]
+    proc, result = egg.eval_json(task, candidate, "--precision", precision, "--no-store")
+    assert result["status"] == "ok", result["reason"]
+    assert result["precision"] == precision and result["robust"]["correct"] is True

@@ -61,7 +61,7 @@ bool ReducesColumns(const Graph& graph, const KernelPlan& kernel, const Reductio
   const std::vector<int64_t>& shape = kernel.shape;
   const int64_t axis = ColumnAxis(mm, shape.size());
   if (!kind || (mm.conv && mm.conv->groups != 1) || mm.n < 2 || mm.n > kMaxReducedColumns || axis < 0 ||
-      shape.at(static_cast<size_t>(axis)) != mm.n || mm.dtype != DType::kFloat32) {
+      shape.at(static_cast<size_t>(axis)) != mm.n) {
     return false;
   }
   const Value& input = graph.values.at(static_cast<size_t>(spec.input));

@@ -62,9 +62,10 @@ int64_t ColumnAxis(const MatmulSpec& mm, size_t rank);
 // Whether `spec` reduces the product of `kernel` (a matmul kernel) over its columns alone, so that the
 // product's tile finishes it as an epilogue once one tile spans every column (BLOCK_N >= N): a sum, mean, max
 // or min over a matrix product's last dimension or over a convolution's output channels (one group, at
-// most kMaxReducedColumns), of a value of the product's shape (the product or its elementwise consumers).
-// The product and its full-size consumers then need not be stored: what cuBLAS or cuDNN followed by a
-// reduction kernel cannot avoid (KernelBench 2_25's min over 64 channels, 2_32's).
+// most kMaxReducedColumns), of a value of the product's shape (the product or its elementwise consumers), in
+// any of the product types (a half product's float32 accumulator is reduced before its one rounding). The
+// product and its full-size consumers then need not be stored: what cuBLAS or cuDNN followed by a reduction
+// kernel cannot avoid (KernelBench 2_25's min over 64 channels, 2_32's).
 bool ReducesColumns(const Graph& graph, const KernelPlan& kernel, const ReductionSpec& spec);
 
 // A matrix product (no convolution, more than one column) whose operand rows as stored are not all 16-byte
