@@ -556,28 +556,30 @@ def test_pooled_transposed_convolutions_are_folded_into_sums_of_their_inputs(com
 
 
 def test_reductions_over_a_products_columns_finish_in_its_tile(compiled):
-    """Seed 0: a convolution's minimum, softmax and mean over its channels, a transposed convolution's maximum
-    and a linear layer's logsumexp run in the product's kernel (one tile spans the columns, the product stored
-    only where it is returned); a grouped convolution's minimum and a sum over a product's rows keep kernels
-    of their own. Seed 1 leaves every reduction apart, and says so in its record; so does the channels-last
+    """Seed 0: a convolution's minimum, softmax and mean over its channels, a transposed convolution's maximum,
+    a linear layer's logsumexp, a layer norm over a linear layer's features and a convolution's standard deviation
+    over its channels run in the product's kernel (one tile spans the columns, the product stored only where it is
+    returned); a grouped convolution's minimum and a sum over a product's rows keep kernels of their own. Seed 1 leaves every reduction apart, and says so in its record; so does the channels-last
     and K-major record, its reductions still in the products' tiles."""
     egg, runs = compiled
     fused = json.loads(runs["colred0"].stdout)
     assert fused["pytorch_ops"] == []
     assert "reduce_in_products" not in fused["design"]["plan"]
     products = [k for k in fused["kernels"] if k["kind"] == "matmul"]
-    reducing = {"aten.min.dim", "aten.amax.default", "aten.amin.default", "aten.mean.dim", "aten.sum.dim_IntList"}
-    assert [bool(reducing & set(k["ops"])) for k in products] == [True] * 4 + [False] * 2, products
+    reducing = {"aten.min.dim", "aten.amax.default", "aten.amin.default", "aten.mean.dim", "aten.sum.dim_IntList",
+                "prims.var.default"}
+    assert [bool(reducing & set(k["ops"])) for k in products] == [True] * 4 + [False] * 2 + [True] * 2, products
     assert {"aten.min.dim", "aten.amax.default", "aten.div.Tensor", "aten.mean.dim"} <= set(products[0]["ops"])
     assert [k["kind"] for k in fused["kernels"]].count("reduction") == 2  # the grouped minimum, the rows' sum
     for kernel in products[:4]:
         n = 40 if "aten.addmm.default" in kernel["ops"] else 24
         assert kernel["design"]["yblock"] >= n, kernel
     lines = code_lines((egg.workdir / fused["candidate"]).read_text())
-    assert sum("tl.store(" in line for line in lines if "mmask)" in line) == 5  # least, mean, scaled, most, lse
+    # least, mean, scaled, most, lse, spread
+    assert sum("tl.store(" in line for line in lines if "mmask)" in line) == 6
     apart = json.loads(runs["colred1"].stdout)
     assert apart["design"]["plan"]["reduce_in_products"] is False
-    assert [k["kind"] for k in apart["kernels"]].count("reduction") == 6
+    assert [k["kind"] for k in apart["kernels"]].count("reduction") == 8
     forms = json.loads(runs["colred_forms"].stdout)
     assert [k["design"]["algorithm"] for k in forms["kernels"]][:4] == ["nhwc", "tiled", "nhwc", "kmajor"]
     assert forms["kernels"][0]["ops"] == products[0]["ops"]

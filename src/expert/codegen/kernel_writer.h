@@ -215,6 +215,8 @@ class KernelWriter {
   // reduction of the product's columns (ReducesColumns; one tile spans them) across the tile's columns, the
   // consumers of its results at the tile's rows (stored under `mmask`).
   void WriteMatmulEpilogues(const Index& flat, int producer);
+  // A reduction of the product's columns over the tile in registers (`input` its elements): its results.
+  Accumulator ReduceColumns(const ReductionSpec& spec, const Operand& input, int number);
   // Where a value of `shape` with one element per row of the product's tile is read: the tile's row, `kept`
   // the product's index with its column axis at 0.
   std::vector<Index> RowIndexOf(const std::vector<int64_t>& shape, const std::vector<Index>& kept,

@@ -285,11 +285,8 @@ void KernelWriter::WriteMatmulEpilogues(const Index& flat, int producer) {
       continue;
     }
     if (const ReductionSpec* spec = ReductionOf(root)) {  // its value may be a tuple (min.dim)
-      const Operand input = emitter_.Emit(spec->input, full);
-      const Accumulator acc = Accumulate(*spec, input, /*looped=*/false, "c" + std::to_string(number++), "");
-      for (const kir::Statement& statement : acc.update) {
-        emitter_.Add(statement);
-      }
+      const auto at = Delinearize(flat, MetaOf(graph_, spec->input).shape);  // the product's shape, or viewed
+      const Accumulator acc = ReduceColumns(*spec, emitter_.Emit(spec->input, at), number++);
       for (const auto& [value, operand] : acc.results) {
         if (value >= 0) {
           emitter_.DefineRow(value, operand, row);
@@ -308,6 +305,33 @@ void KernelWriter::WriteMatmulEpilogues(const Index& flat, int producer) {
       StoreIfNeeded(root, index, emitter_.Emit(root, index), "mmask");
     }
   }
+}
+
+KernelWriter::Accumulator KernelWriter::ReduceColumns(const ReductionSpec& spec, const Operand& input,
+                                                      int number) {
+  const std::string tag = "c" + std::to_string(number);
+  const auto AddAll = [this](const std::vector<kir::Statement>& statements) {
+    for (const kir::Statement& statement : statements) {
+      emitter_.Add(statement);
+    }
+  };
+  if (!IsVariance(spec)) {
+    Accumulator acc = Accumulate(spec, input, /*looped=*/false, tag, "");
+    AddAll(acc.update);
+    return acc;
+  }
+  // two passes over the tile in registers: the mean, then the squares about it
+  ReductionSpec sum_spec = spec;
+  sum_spec.kind = ReductionKind::kSum;
+  Accumulator sum = Accumulate(sum_spec, input, /*looped=*/false, tag + "m", "");
+  AddAll(sum.update);
+  const std::string mean = "mean" + tag;
+  emitter_.Line(fmt::format("{} = {} / {}", mean, sum.results.back().second.code, spec.Length()));
+  Accumulator squares = Accumulate(spec, input, /*looped=*/false, tag, mean);
+  AddAll(squares.update);
+  Accumulator acc;
+  WelfordResults(spec, mean, squares.results.back().second.code, &acc);
+  return acc;
 }
 
 std::vector<Index> KernelWriter::RowIndexOf(const std::vector<int64_t>& shape, const std::vector<Index>& kept,

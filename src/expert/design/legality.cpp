@@ -57,7 +57,8 @@ bool ReducesColumns(const Graph& graph, const KernelPlan& kernel, const Reductio
   }
   const MatmulSpec& mm = *kernel.matmul;
   const bool kind = spec.kind == ReductionKind::kSum || spec.kind == ReductionKind::kMean ||
-                    spec.kind == ReductionKind::kMax || spec.kind == ReductionKind::kMin;
+                    spec.kind == ReductionKind::kMax || spec.kind == ReductionKind::kMin ||
+                    IsVariance(spec.kind);
   const std::vector<int64_t>& shape = kernel.shape;
   const int64_t axis = ColumnAxis(mm, shape.size());
   if (!kind || (mm.conv && mm.conv->groups != 1) || mm.n < 2 || mm.n > kMaxReducedColumns || axis < 0 ||
@@ -65,7 +66,17 @@ bool ReducesColumns(const Graph& graph, const KernelPlan& kernel, const Reductio
     return false;
   }
   const Value& input = graph.values.at(static_cast<size_t>(spec.input));
-  return input.meta && input.meta->shape == shape && spec.dims == std::vector<int64_t>{axis};
+  if (!input.meta || input.meta->shape.empty()) {
+    return false;
+  }
+  if (mm.conv) {
+    return input.meta->shape == shape && spec.dims == std::vector<int64_t>{axis};
+  }
+  // a matrix product's rows may be viewed as more dims (a linear layer over [batch, tokens, features])
+  const std::vector<int64_t>& viewed = input.meta->shape;
+  const auto last = static_cast<int64_t>(viewed.size()) - 1;
+  return viewed.back() == mm.n && Product(viewed) == Product(shape) &&
+         spec.dims == std::vector<int64_t>{last};
 }
 
 int64_t SplitKFactor(const MatmulSpec& mm, const KernelDesign& design) {

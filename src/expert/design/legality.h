@@ -60,9 +60,10 @@ inline constexpr int64_t kMaxReducedColumns = 256;
 // product's last dimension.
 int64_t ColumnAxis(const MatmulSpec& mm, size_t rank);
 // Whether `spec` reduces the product of `kernel` (a matmul kernel) over its columns alone, so that the
-// product's tile finishes it as an epilogue once one tile spans every column (BLOCK_N >= N): a sum, mean, max
-// or min over a matrix product's last dimension or over a convolution's output channels (one group, at
-// most kMaxReducedColumns), of a value of the product's shape (the product or its elementwise consumers), in
+// product's tile finishes it as an epilogue once one tile spans every column (BLOCK_N >= N): a sum, mean,
+// max, min, variance or standard deviation over a matrix product's last dimension or over a convolution's
+// output channels (one group, at most kMaxReducedColumns), of a value of the product's shape (the product or
+// its elementwise consumers; a matrix product's rows may be viewed as more dims: a linear layer's tokens), in
 // any of the product types (a half product's float32 accumulator is reduced before its one rounding). The
 // product and its full-size consumers then need not be stored: what cuBLAS or cuDNN followed by a reduction
 // kernel cannot avoid (KernelBench 2_25's min over 64 channels, 2_32's).

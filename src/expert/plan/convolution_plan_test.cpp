@@ -359,6 +359,15 @@ TEST(ConvolutionPlanTest, AMinimumOverTheChannelsIsFinishedInTheConvolutionsTile
   ReductionSpec over_rows = kernel.reductions[0];
   over_rows.dims = {0};
   EXPECT_FALSE(ReducesColumns(graph, kernel, over_rows));
+  ReductionSpec other = kernel.reductions[0];
+  for (const ReductionKind kind : {ReductionKind::kVar, ReductionKind::kStd, ReductionKind::kVarMean}) {
+    other.kind = kind;
+    EXPECT_TRUE(ReducesColumns(graph, kernel, other)) << NameOf(kind);  // two passes over the tile
+  }
+  for (const ReductionKind kind : {ReductionKind::kProd, ReductionKind::kArgmin, ReductionKind::kAny}) {
+    other.kind = kind;
+    EXPECT_FALSE(ReducesColumns(graph, kernel, other)) << NameOf(kind);
+  }
 }
 
 }  // namespace
