@@ -17,9 +17,15 @@ mkdir -p "$out" "$dir" build .gl/home
 [ -x build/egg ] || cp .deps/egg build/egg
 export EGG_PYTHON="${EGG_PYTHON:-python3}" EGG_HOME="${EGG_HOME:-$PWD/.gl/home}" PYTHONUNBUFFERED=1
 started=$(date +%s)
+# results.json copied into $OUT every 20 s too: a call the device tool cuts short (its limit, or the session's
+# device time running out before BENCH_SECONDS) still brings back the rows finished so far
+( while sleep 20; do cp "$dir/results.json" "$out/" 2>/dev/null; done ) >/dev/null 2>&1 &
+copier=$!
 timeout "${BENCH_SECONDS:-540}" ./egg bench --device cuda --out "$dir" --resume --no-report "$@" \
   >> "$dir/summary.txt" 2>> "$dir/bench.log"
 status=$?
+kill "$copier" 2>/dev/null
+wait "$copier" 2>/dev/null
 echo "egg bench exit $status after $(( $(date +%s) - started )) s: ./egg bench --device cuda --out $dir --resume --no-report $*" \
   >> "$dir/bench.log"
 cp "$dir/results.json" "$dir/bench.log" "$dir/summary.txt" "$out/" 2>/dev/null
