@@ -17,6 +17,10 @@ Sets (each variant the same task compiled with another design record, so a pair 
 - `fold`: sums over a product's columns and pooled transposed convolutions folded (`folded`, seed 0 at tf32, tol
   1e-2) against the same record with `plan.fold_summed_products` false (`whole`: the product or convolution,
   then the sum); at tol 1e-4 the same pair in tf32x3 products (`folded-4`, `whole-4`).
+- `kloop`: channels-last convolutions with a loop over the taps around the channel steps (`nested`, nhwc)
+  against one K loop over (tap, channel step) (`kloop`, nhwck), in seed 0's tiles, and the one loop in 128x128
+  tiles of 8 warps (`wide`), at tf32 (tol 1e-2, seed 0 as it is beside them where it is not channels-last), and
+  at tf32x3 (tol 1e-4, `-4`) for three of them.
 - `colred`: reductions over a convolution's channels finished in its tile (`fused`, seed 0 at tf32, tol 1e-2)
   against the same record with `plan.reduce_in_products` false (`apart`: the product stored, then a reduction
   kernel); at tol 1e-4 the same pair in tf32x3 products (`fused-4`, `apart-4`).
@@ -46,6 +50,9 @@ FOLD = ["level2/14_", "level2/18_", "level2/51_", "level2/42_", "level2/77_"]
 COLUMN_REDUCTIONS = ["level2/25_", "level2/32_", "level2/36_", "level2/6_", "level2/49_", "level2/58_"]
 REDUCING = {"aten.min.dim", "aten.amax.default", "aten.amin.default", "aten.sum.dim_IntList", "aten.mean.dim",
             "aten.max.dim", "aten.logsumexp.default"}
+KLOOP = ["level1/55_", "level1/56_", "level1/62_", "level1/67_", "level2/32_", "level1/57_", "level1/65_",
+         "level1/71_", "level1/61_", "level3/11_", "level3/9_"]
+KLOOP_TIGHT = {"level1/55_", "level1/57_", "level2/32_"}
 NAN = ["level1/23_", "level1/24_", "level1/41_", "level1/42_", "level1/43_", "level1/49_", "level1/53_"]
 
 
@@ -77,15 +84,34 @@ def compile_task(egg: str, task: pathlib.Path, design: dict, out: pathlib.Path) 
     return json.loads(proc.stdout)
 
 
-def with_convolutions(report: dict, **changes) -> dict:
-    """The report's design with every convolution kernel's design changed (the K step kept within 64)."""
+def with_convolutions(report: dict, skip: frozenset = frozenset(), **changes) -> dict:
+    """The report's design with every convolution kernel's design changed (the K step kept within 64), but the
+    kernels named in `skip`."""
     kernels = {}
     for kernel in report["kernels"]:
         design = dict(kernel["design"])
-        if kernel["kind"] == "matmul" and "aten.convolution.default" in kernel["ops"]:
+        if kernel["kind"] == "matmul" and "aten.convolution.default" in kernel["ops"] and kernel["name"] not in skip:
             design.update(changes, rblock=min(design["rblock"], 64))
         kernels[kernel["name"]] = design
     return {**report["design"], "kernels": kernels}
+
+
+def compile_fitting(egg: str, task: pathlib.Path, report: dict, out: pathlib.Path, **changes) -> dict:
+    """with_convolutions(report, **changes) compiled, leaving as they are the convolutions the change does not fit
+    (a CNN's first convolution of 3 channels is no channels-last GEMM): each one egg warns of is skipped."""
+    skip = set()
+    while True:
+        design = with_convolutions(report, frozenset(skip), **changes)
+        capture = golden()
+        graph = capture.graph_path(task)
+        proc = subprocess.run([egg, "compile", str(task), "--graph", str(graph), "--design", json.dumps(design),
+                               "--out", str(out), "--json"], capture_output=True, text=True)
+        unfit = re.search(r"for kernel (\S+) does not fit", proc.stderr)
+        if proc.returncode == 0 and not unfit:
+            return json.loads(proc.stdout)
+        if proc.returncode != 0 or unfit.group(1) in skip:
+            sys.exit(f"ab_variants: {task.name}: {proc.stderr.strip()[-400:]}")
+        skip.add(unfit.group(1))
 
 
 def staged(prefixes: list, out: pathlib.Path):
@@ -210,6 +236,35 @@ def make_colred(egg: str, out: pathlib.Path) -> list:
                                            for kernel in report["kernels"]))
 
 
+def make_kloop(egg: str, out: pathlib.Path) -> list:
+    """Channels-last convolutions in seed 0's tiles, the taps around the channel steps (`nested`, nhwc) against
+    one K loop over (tap, channel step) (`kloop`, nhwck), and that loop in 128x128 tiles of 8 warps (`wide`), at
+    tf32 (tol 1e-2) beside seed 0 as it is (`seed`, where that is not the nested form already); then at tf32x3
+    (tol 1e-4) for KLOOP_TIGHT."""
+    loose, tight = [], []
+    for prefix, task, tag in staged(KLOOP, out):
+        for precision, suffix, tol, pairs in (("tf32", "", 1e-2, loose), ("tf32x3", "-4", 1e-4, tight)):
+            if suffix and prefix not in KLOOP_TIGHT:
+                continue
+            report = compile_task(egg, task, {"seed": 0, "precision": precision}, out / f"{tag}_seed{suffix}.py")
+            nested = compile_fitting(egg, task, report, out / f"{tag}_nested{suffix}.py", algorithm="nhwc",
+                                     precision=precision)
+            kloop = compile_fitting(egg, task, nested, out / f"{tag}_kloop{suffix}.py", algorithm="nhwck")
+            # one K loop in Hopper-sized tiles: 128 rows, up to 128 output channels (the task's), 8 warps
+            channels = re.search(r"^out_channels = (\d+)", task.read_text(), re.M)  # level 3's CNNs: 128
+            columns = min(128, 1 << (int(channels.group(1)) - 1).bit_length()) if channels else 128
+            compile_fitting(egg, task, kloop, out / f"{tag}_wide{suffix}.py", xblock=128, yblock=columns,
+                            num_warps=8, num_stages=3)
+            variants = ["nested", "kloop", "wide"]
+            if (out / f"{tag}_seed{suffix}.py").read_text() == (out / f"{tag}_nested{suffix}.py").read_text():
+                (out / f"{tag}_seed{suffix}.py").unlink()
+            else:
+                variants.insert(0, "seed")
+            pairs += [{"tag": tag, "variant": v + suffix, "tol": tol, "baselines": not suffix and k == 0}
+                      for k, v in enumerate(variants)]
+    return loose + tight
+
+
 def table(path: pathlib.Path) -> list:
     rows = {}
     for line in path.read_text().splitlines():
@@ -238,7 +293,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     make = sub.add_parser("make")
-    make.add_argument("set", choices=("transposed", "nan", "cat", "phases", "fold", "colred"))
+    make.add_argument("set", choices=("transposed", "nan", "cat", "phases", "fold", "colred", "kloop"))
     make.add_argument("out", type=pathlib.Path)
     make.add_argument("--append", action="store_true", help="add to DIR's manifest instead of replacing it")
     make.add_argument("--egg", default=str(ROOT / "egg"))
@@ -252,7 +307,8 @@ def main() -> None:
     manifest = args.out / "manifest.json"
     earlier = json.loads(manifest.read_text()) if args.append and manifest.exists() else []
     entries = {"transposed": make_transposed, "nan": make_nan, "cat": make_cat,
-               "phases": make_phases, "fold": make_fold, "colred": make_colred}[args.set](args.egg, args.out)
+               "phases": make_phases, "fold": make_fold, "colred": make_colred,
+               "kloop": make_kloop}[args.set](args.egg, args.out)
     manifest.write_text(json.dumps(earlier + entries, indent=1) + "\n")
     print(f"wrote {len(entries)} candidates and {args.out / 'manifest.json'}")
 

@@ -180,6 +180,14 @@ def compiled(tmp_path_factory):
             {"seed": 1, "kernels": {name: {"algorithm": "nhwc", "xblock": 128, "yblock": 64, "rblock": 16,
                                            "num_warps": 8, "num_stages": 2, "precision": "ieee"}
                                     for name in ("egg_k0_convolution", "egg_k2_convolution_1")}})],
+        # the same GEMMs in one K loop over (tap, channel step): 32 and 48 channels in steps of 16; a 3-D
+        # transposed one whose phases lack taps (their steps masked off, kend)
+        "dense_nhwck": ["dense_cat_conv.py", "--out", "out/dense_nhwck.py", "--json", "--design", json.dumps(
+            {"seed": 1, "kernels": {name: {"algorithm": "nhwck", "xblock": 128, "yblock": 64, "rblock": 16,
+                                           "num_warps": 8, "num_stages": 2, "precision": "tf32x3"}
+                                    for name in ("egg_k0_convolution", "egg_k2_convolution_1")}})],
+        "convt3_nhwck": ["conv_transpose_3d.py", "--out", "out/convt3_nhwck.py", "--json", "--design",
+                         nhwc_design("ieee").replace('"nhwc"', '"nhwck"')],
         **{f"att{seed}": ["attention.py", "--out", f"out/att_s{seed}.py", "--json", "--seed", str(seed)]
            for seed in range(2)},
         "att_masked": ["attention_masked_rows.py", "--out", "out/att_masked.py", "--json"],
@@ -531,8 +539,10 @@ def test_summed_products_are_folded_into_passes_over_their_inputs(compiled):
 def test_pooled_transposed_convolutions_are_folded_into_sums_of_their_inputs(compiled):
     """Seed 0 folds the two transposed convolutions pooled over every position without padding: the kernel-summed
     weights (kept), the input's sums over its positions, and a small product of the two, with the mean's 1/P,
-    the bias and the per-channel ops (scale, shift, batch norm) after it; the padded one and the one pooled over
-    its length alone stay convolutions. Seed 1 keeps all four."""
+    the bias and the per-channel ops (scale, shift, batch norm) after it. The padded and the cropped ones fold
+    over their windows (float32 constants: which input positions meet each tap inside the output), the weights
+    summed over the uncropped width (kept); the one pooled over its length alone stays a convolution. Seed 1
+    keeps all five."""
     egg, runs = compiled
     folded = json.loads(runs["pool0"].stdout)
     assert [(k["name"], k["kind"]) for k in folded["kernels"]][:6] == [
@@ -545,14 +555,17 @@ def test_pooled_transposed_convolutions_are_folded_into_sums_of_their_inputs(com
     assert product[product.index("aten.mm.default"):] == [
         "aten.mm.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.view.default", "aten.mul.Tensor",
         "aten.sub.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.mul.Tensor", "aten.add.Tensor"], product
-    assert [k["kind"] for k in folded["kernels"]].count("matmul") == 4
-    assert sum("aten.convolution.default" in k["ops"] for k in folded["kernels"]) == 2
+    assert [k["kind"] for k in folded["kernels"]].count("matmul") == 3
+    assert sum("aten.convolution.default" in k["ops"] for k in folded["kernels"]) == 1
     lines = [line.strip() for line in code_lines((egg.workdir / folded["candidate"]).read_text())]
     assert [line.split(" = ")[0] for line in lines if "= _egg_kept(self, " in line] == [
-        "v_mean_fold_weights", "v_sum_1_fold_weights"]
+        "v_mean_fold_weights", "v_sum_1_fold_weights", "v_sum_2_fold_weights"]
+    # one window for the padded length, one for the cropped height, none for the width every pair reaches
+    assert [line.split(" = ")[0] for line in lines if "_egg_constant_of(self, " in line] == [
+        "v_mean_1_fold_window", "v_sum_2_fold_window"]
     whole = json.loads(runs["pool1"].stdout)
     assert whole["design"]["plan"]["fold_summed_products"] is False
-    assert sum("aten.convolution.default" in k["ops"] for k in whole["kernels"]) == 4
+    assert sum("aten.convolution.default" in k["ops"] for k in whole["kernels"]) == 5
 
 
 def test_reductions_over_a_products_columns_finish_in_its_tile(compiled):
@@ -631,6 +644,23 @@ def test_nhwc_design_repacks_the_input_then_loops_over_taps(compiled):
     assert [k["design"]["algorithm"] for k in dense["kernels"] if k["kind"] == "matmul"] == ["nhwc", "nhwc"]
 
 
+def test_nhwck_design_runs_taps_and_channel_steps_in_one_k_loop(compiled):
+    """nhwck: the channels-last GEMM's taps and channel steps as one loop (Triton pipelines its loads across
+    taps), the tap's positions computed in it; a transposed phase's missing taps masked (kend), not skipped."""
+    egg, runs = compiled
+    code = {}
+    for run, loops in (("dense_nhwck", ["for kstep in range(18):", "for kstep in range(27):"]),
+                       ("convt3_nhwck", ["for kstep in range(8):"])):
+        report = json.loads(runs[run].stdout)
+        assert [k["design"]["algorithm"] for k in report["kernels"] if k["kind"] == "matmul"] == [
+            "nhwck"] * len(loops), run
+        code[run] = [line.strip() for line in code_lines((egg.workdir / "out" / f"{run}.py").read_text())]
+        assert [line for line in code[run] if line.startswith("for ")] == loops, run
+    # 32 and 48 channels in steps of 16
+    assert {"tap = kstep // 2", "tap = kstep // 3", "k0 = (kstep % 3) * BLOCK_K"} <= set(code["dense_nhwck"])
+    assert {"kamask = kaindex < kend", "kbmask = kbindex < kend"} <= set(code["convt3_nhwck"])
+
+
 PACK_CHECK = """
 import importlib.util, sys, torch
 spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
@@ -671,7 +701,7 @@ print(len(packs), "kept")
 """
 
 
-@pytest.mark.parametrize("candidate, kept", [("nhwc.py", 3), ("fold_s0.py", 3), ("pool_s0.py", 2)])
+@pytest.mark.parametrize("candidate, kept", [("nhwc.py", 3), ("fold_s0.py", 3), ("pool_s0.py", 3)])
 def test_values_of_the_weights_are_kept_until_their_parameters_change(compiled, candidate, kept):
     """A weight repacked into (tap, channel) rows (nhwc), a weight's row sums and the biases' sums (fold_s0) are
     computed once and kept while their parameters are the same tensors at the same version: a second call
@@ -854,7 +884,7 @@ def test_compile_reads_unfolded_padded_and_indexed_tensors_in_triton(compiled, r
                                        "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py", "cat_s0.py", "cat_s1.py",
                                        "cat_s2.py", "cat_apart.py", "cat_splitk.py", "fold_s0.py", "fold_s1.py",
                                        "pool_s0.py", "pool_s1.py", "colred_s0.py", "colred_s1.py",
-                                       "colred_forms.py"])
+                                       "colred_forms.py", "dense_nhwck.py", "convt3_nhwck.py"])
 def test_compiled_candidate_passes_eval(compiled, candidate):
     egg, _ = compiled
     task = {"conv.py": "conv_relu_bias.py", "dw_s0.py": "bn_depthwise_gemm.py",
@@ -870,7 +900,8 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
             "dense_nhwc.py": "dense_cat_conv.py", "aligned.py": "irregular_products.py",
             "kmajor.py": "irregular_products.py", "kmajor_dense.py": "dense_products.py", "silu.py": "linear_silu.py",
             "convt_nhwc.py": "conv_transpose_grouped.py", "convt3_nhwc.py": "conv_transpose_3d.py",
-            "convt_s1.py": "conv_transpose_stride1.py", **{f"cat_{tag}.py": "cat_in_place.py" for tag in ("s0", "s1", "s2", "apart", "splitk")},
+            "convt_s1.py": "conv_transpose_stride1.py", "dense_nhwck.py": "dense_cat_conv.py",
+            "convt3_nhwck.py": "conv_transpose_3d.py", **{f"cat_{tag}.py": "cat_in_place.py" for tag in ("s0", "s1", "s2", "apart", "splitk")},
             "fold_s0.py": "summed_products.py", "fold_s1.py": "summed_products.py",
             "pool_s0.py": "pooled_convolutions.py", "pool_s1.py": "pooled_convolutions.py",
             **{f"colred_{tag}.py": "column_reductions.py" for tag in ("s0", "s1", "forms")},
@@ -889,7 +920,7 @@ def test_compiled_candidate_passes_eval(compiled, candidate):
                                        "att_s0.py", "att_tiles.py", "att_masked.py", "nan_s1.py", "nan_s2.py",
                                        "intdiv.py", "nhwc.py", "dense_nhwc.py", "aligned.py", "kmajor.py",
                                        "kmajor_dense.py", "convt_nhwc.py", "convt3_nhwc.py", "convt_s1.py",
-                                       "cat_s0.py", "cat_s2.py", "cat_splitk.py", "fold_s0.py", "pool_s0.py",
+                                       "dense_nhwck.py", "convt3_nhwck.py", "cat_s0.py", "cat_s2.py", "cat_splitk.py", "fold_s0.py", "pool_s0.py",
                                        "colred_s0.py", "colred_forms.py"])
 def test_every_kernel_compiles_for_the_gpu(compiled, candidate):
     """Triton's GPU compiler (for sm_90, no GPU needed) on every kernel: the interpreter accepts kernels the

@@ -75,7 +75,7 @@ kir::Kernel KernelWriter::DirectConvolutionProgram() {
 kir::Kernel KernelWriter::ConvolutionProgram() {
   const MatmulSpec& mm = *kernel_.matmul;
   const ConvShape& conv = *mm.conv;
-  if (kernel_.design.algorithm == Algorithm::kNhwc) {
+  if (IsChannelsLast(kernel_.design.algorithm)) {
     return ChannelsLastConvolutionProgram();
   }
   if (conv.transposed) {
@@ -192,7 +192,18 @@ kir::Kernel KernelWriter::ChannelsLastConvolutionProgram() {
   const Index n = Index::Var("nindex", mm.n);
   ChannelsLastTaps geometry = ChannelsLastGeometry();
   const Index& g = geometry.group;
-  emitter_.OpenScope(3);
+  DotLoop loop;
+  // nhwc: a 3x3 window unrolled, a 7x7x7 one a loop; ieee products never unrolled: their tl.dot is FMA code
+  // as large as the tile, nine copies of a 128x64x64 one took ptxas over five minutes for sm_90
+  constexpr int64_t kUnrolledTaps = 9;
+  loop.taps = geometry.taps;
+  const bool unrolled =
+      loop.taps <= kUnrolledTaps && DotPrecision(kernel_.design.precision) != Precision::kIeee;
+  loop.tap_range = unrolled ? kir::LoopRange::Unrolled(std::to_string(loop.taps))
+                            : kir::LoopRange::Upto(std::to_string(loop.taps));
+  loop.tap_lines = TextLines(geometry.tap_lines, 2);
+  loop.one_k_loop = kernel_.design.algorithm == Algorithm::kNhwcK;
+  emitter_.OpenScope(loop.StepDepth());
   // the NHWC tile: its rows' mask is the tap's validity (from mmask), its lanes run along K from each base
   const Index tbase = Index::Runtime("tbase", 0, positions * conv.in_channels - 1);
   const int64_t weight_row = Product(conv.kernel) * in_per_group;
@@ -201,21 +212,12 @@ kir::Kernel KernelWriter::ChannelsLastConvolutionProgram() {
   emitter_.Append({ScratchTileLoad("a", ScratchId(0), tbase + Index::Var("kaindex", in_per_group),
                                    "tvalid & kamask", kir::TileSide::kA),
                    ScratchTileLoad("b", ScratchId(1), weight_at, "kbmask & nmask", kir::TileSide::kB)});
-  DotLoop loop;
   loop.step = emitter_.CloseStatements();
   std::string result = "acc";
   if (mm.bias >= 0) {
     result += " + (" + emitter_.Emit(mm.bias, {g * mm.n + n}).code + ").to(tl.float32)";
   }
   emitter_.Line("product = " + result);
-  // A 3x3 window unrolled, a 7x7x7 one a loop; ieee products never unrolled: their tl.dot is FMA code as
-  // large as the tile, nine copies of a 128x64x64 one took ptxas over five minutes for sm_90.
-  constexpr int64_t kUnrolledTaps = 9;
-  const int64_t taps = geometry.taps;
-  const bool unrolled = taps <= kUnrolledTaps && DotPrecision(kernel_.design.precision) != Precision::kIeee;
-  loop.tap_range =
-      unrolled ? kir::LoopRange::Unrolled(std::to_string(taps)) : kir::LoopRange::Upto(std::to_string(taps));
-  loop.tap_lines = TextLines(geometry.tap_lines, 2);
   loop.prologue = TextLines(geometry.prologue, 1);
   loop.channels = in_per_group;
   loop.channels_stop = geometry.channels_stop;

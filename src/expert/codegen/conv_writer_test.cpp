@@ -213,6 +213,38 @@ TEST(ConvWriterTest, ChannelsLastUnrollsASmallWindowAndMasksPaddedTaps) {
   EXPECT_EQ(source.scratch[1].numel, 6 * 9 * 4);
 }
 
+void ChannelsLastOneLoop(KernelDesign& design) {
+  design.algorithm = Algorithm::kNhwcK;
+  design.precision = Precision::kTf32;
+  design.rblock = 16;
+}
+
+TEST(ConvWriterTest, ChannelsLastInOneKLoopRunsTheTapsAndChannelStepsAsPairs) {
+  // 32 input channels in K steps of 16: 9 taps x 2 steps, the tap and the step from the loop's index
+  const KernelSource source = WriteConv(Conv(1, 1, 32), ChannelsLastOneLoop);
+  EXPECT_TRUE(Has(source.code, "for kstep in range(18):")) << source.code;
+  EXPECT_FALSE(Has(source.code, "for tap in")) << source.code;
+  EXPECT_FALSE(Has(source.code, "for k0 in")) << source.code;
+  EXPECT_TRUE(Has(source.code, "        tap = kstep // 2\n")) << source.code;
+  EXPECT_TRUE(Has(source.code, "        k0 = (kstep % 2) * BLOCK_K\n")) << source.code;
+  // the tap's positions and validity inside the loop, before the tiles that read them
+  const size_t valid = source.code.find("        tvalid = mmask & (");
+  const size_t load = source.code.find("tvalid & kamask, other=0.0)");
+  ASSERT_NE(valid, std::string::npos) << source.code;
+  EXPECT_LT(valid, load) << source.code;
+  EXPECT_TRUE(Has(source.code, "        kamask = kaindex < 32\n")) << source.code;
+  EXPECT_TRUE(Has(source.code, "        acc += tl.dot(a, b, input_precision=\"tf32\")")) << source.code;
+  ASSERT_EQ(source.launches.size(), 3U) << "the same copies as nhwc";
+  EXPECT_EQ(source.launches[2].constexprs.at("BLOCK_K"), 16);
+}
+
+TEST(ConvWriterTest, ChannelsLastInOneKLoopTakesATapAStepWhereTheChannelsFitOne) {
+  const KernelSource source = WriteConv(Conv(1, 1, 16), ChannelsLastOneLoop);
+  EXPECT_TRUE(Has(source.code, "for kstep in range(9):")) << source.code;
+  EXPECT_TRUE(Has(source.code, "        tap = kstep\n")) << source.code;
+  EXPECT_TRUE(Has(source.code, "        k0 = 0\n")) << source.code;
+}
+
 TEST(ConvWriterTest, HalfOperandsReachTheDotInTheirType) {
   const Graph graph = LoadGraph(
       testing::Retyped(testing::FixtureJson("level2_1_Conv2D_ReLU_BiasAdd"), "float32", "bfloat16"));

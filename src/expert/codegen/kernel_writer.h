@@ -377,10 +377,16 @@ class KernelWriter {
     // channels-last convolutions: an outer loop over the kernel taps, K then the channels of one tap
     kir::LoopRange tap_range;  // empty for every other product
     std::vector<kir::Statement> tap_lines;
+    int64_t taps = 0;
     int64_t channels = 0;
     // the channel loop's stop where it depends on the tap (a transposed convolution's phase takes fewer taps
     // than the loop runs: "kend", 0 for a tap it lacks); empty: `channels`
     std::string channels_stop;
+    // nhwck: one K loop over (tap, channel step) pairs instead of the tap loop around the channel loop; the
+    // tap lines run in it, and a tap a phase lacks masks its steps off (`kend`) instead of skipping them
+    bool one_k_loop = false;
+    // the depth of a K step's statements: inside the tap and channel loops, or the one K loop
+    int StepDepth() const { return tap_range.empty() || one_k_loop ? 2 : 3; }
   };
   // Which function of the product FinishMatmul writes: the whole of it, or split-K's partial products over
   // one slice of K and the function that sums them.

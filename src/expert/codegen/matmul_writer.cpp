@@ -400,8 +400,7 @@ kir::Kernel KernelWriter::FinishMatmul(DotLoop loop, int out, const std::vector<
   if (!loop.tap_range.empty()) {
     function.comment +=
         "\nchannels-last implicit GEMM: the input read from its NHWC copy, K ordered (kernel tap, channel of "
-        "the "
-        "group)";
+        "the group)";
   }
   function.domain.kind = kir::Domain::Kind::kTiles;
   function.domain.size = mm.m;
@@ -453,7 +452,7 @@ std::vector<kir::Statement> KernelWriter::DotBody(const DotLoop& loop, DotPart p
         2, "acc", fmt::format("tl.load({} + ({}), omask, other=0.0)", split.partials, split.offset)));
   } else {
     KLoopLines(loop, part, split, body);
-    const int depth = loop.tap_range.empty() ? 2 : 3;
+    const int depth = loop.StepDepth();
     body.insert(body.end(), loop.step.begin(), loop.step.end());
     if (gemv) {
       body.push_back(kir::Statement::Sum(depth, "acc", "a * tl.trans(b)"));
@@ -484,6 +483,21 @@ void KernelWriter::KLoopLines(const DotLoop& loop, DotPart part, const DotSplit&
   };
   int depth = 2;
   int64_t k = mm.k;
+  if (!loop.tap_range.empty() && loop.one_k_loop) {
+    // (tap, channel step) pairs in one loop, so the pipeliner keeps the next tap's tiles in flight
+    const int64_t steps = (loop.channels + kernel_.design.rblock - 1) / kernel_.design.rblock;
+    line(1, fmt::format("# one K loop over {} taps x {} channel step(s) of BLOCK_K", loop.taps, steps));
+    body.push_back(kir::Statement::Loop(1, "kstep", kir::LoopRange::Upto(std::to_string(loop.taps * steps))));
+    line(2, steps == 1 ? "tap = kstep" : fmt::format("tap = kstep // {}", steps));
+    body.insert(body.end(), loop.tap_lines.begin(), loop.tap_lines.end());
+    line(2, steps == 1 ? "k0 = 0" : fmt::format("k0 = (kstep % {}) * BLOCK_K", steps));
+    line(depth, "kaindex = k0 + tl.arange(0, BLOCK_K)[None, :]");
+    line(depth, "kbindex = k0 + tl.arange(0, BLOCK_K)[:, None]");
+    const std::string stop = loop.channels_stop.empty() ? std::to_string(loop.channels) : loop.channels_stop;
+    line(depth, fmt::format("kamask = kaindex < {}", stop));
+    line(depth, fmt::format("kbmask = kbindex < {}", stop));
+    return;
+  }
   if (!loop.tap_range.empty()) {
     body.push_back(kir::Statement::Loop(1, "tap", loop.tap_range));
     body.insert(body.end(), loop.tap_lines.begin(), loop.tap_lines.end());

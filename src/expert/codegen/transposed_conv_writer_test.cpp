@@ -81,6 +81,23 @@ TEST(TransposedConvWriterTest, TapsPastAPhasesCountAreMaskedInBothTiles) {
       << "input positions kept inside: " << source.code;
 }
 
+TEST(TransposedConvWriterTest, OneKLoopMasksTheStepsOfATapAPhaseLacks) {
+  // channels-last in one K loop (nhwck): a tap past the phase's count cannot end the loop early, as the
+  // nested form's channel loop does (`range(0, kend, BLOCK_K)`); its steps load nothing instead
+  const KernelSource source =
+      testing::WriteOnlyKernel(testing::Fixture("level1_75_conv_transposed_2D_strided_grouped"),
+                               KernelKind::kMatmul, [](KernelPlan& kernel) {
+                                 kernel.design.algorithm = Algorithm::kNhwcK;
+                                 kernel.design.precision = Precision::kTf32;
+                                 kernel.design.rblock = 16;
+                               });
+  EXPECT_TRUE(Has(source.code, "for kstep in range(")) << source.code;
+  EXPECT_TRUE(Has(source.code, "kend = tl.where(")) << source.code;
+  EXPECT_TRUE(Has(source.code, "kamask = kaindex < kend\n")) << source.code;
+  EXPECT_TRUE(Has(source.code, "kbmask = kbindex < kend\n")) << source.code;
+  EXPECT_FALSE(Has(source.code, "range(0, kend")) << source.code;
+}
+
 TEST(TransposedConvWriterTest, RowsPastAPhasesOutputExtentAreMasked) {
   const KernelSource source =
       WriteTransposed(testing::Fixture("level1_75_conv_transposed_2D_strided_grouped"));

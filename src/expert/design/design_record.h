@@ -55,6 +55,7 @@ enum class Algorithm {
   kTiled,
   kSplitK,
   kNhwc,
+  kNhwcK,
   kAligned,
   kKMajor,
   kGemv,
@@ -81,10 +82,15 @@ inline bool IsDotPrecision(Precision precision) { return precision != Precision:
 inline bool IsSingleTile(Algorithm algorithm) {
   return algorithm == Algorithm::kPersistent || algorithm == Algorithm::kSingle;
 }
+// The channels-last convolution algorithms (input and weight copied, K ordered (tap, channel)): nhwc's loop
+// over the taps around a loop over the channels, nhwck's one K loop over (tap, channel step) pairs.
+inline bool IsChannelsLast(Algorithm algorithm) {
+  return algorithm == Algorithm::kNhwc || algorithm == Algorithm::kNhwcK;
+}
 
 template <>
 struct EnumNames<Algorithm> {
-  static constexpr std::array<std::pair<Algorithm, std::string_view>, 17> kTable{{
+  static constexpr std::array<std::pair<Algorithm, std::string_view>, 18> kTable{{
       {Algorithm::kUnset, ""},
       {Algorithm::kFlat, "flat"},
       {Algorithm::kPersistent, "persistent"},
@@ -97,6 +103,7 @@ struct EnumNames<Algorithm> {
       {Algorithm::kTiled, "tiled"},
       {Algorithm::kSplitK, "splitk"},
       {Algorithm::kNhwc, "nhwc"},
+      {Algorithm::kNhwcK, "nhwck"},
       {Algorithm::kAligned, "aligned"},
       {Algorithm::kKMajor, "kmajor"},
       {Algorithm::kGemv, "gemv"},
@@ -119,9 +126,11 @@ struct EnumNames<Precision> {
 struct KernelDesign {
   // pointwise: flat | reduction: persistent, looped, online, split | pool: direct | scan: single, blocked |
   // matmul: tiled, splitk, direct (small-group convolutions), nhwc (convolutions: channels-last implicit
-  // GEMM), aligned (matrix products over operand copies with 16-byte-aligned rows) | attention: flash (xblock
-  // BLOCK_M query rows, yblock BLOCK_N keys per step) | recurrent: sequential (xblock batch rows per program,
-  // yblock hidden units per step tile, rblock the K step of h @ W_hh^T)
+  // GEMM, a loop over the taps around one over the channels), nhwck (the same GEMM in one K loop over (tap,
+  // channel step) pairs, software-pipelined across taps), aligned (matrix products over operand copies with
+  // 16-byte-aligned rows) | attention: flash (xblock BLOCK_M query rows, yblock BLOCK_N keys per step) |
+  // recurrent: sequential (xblock batch rows per program, yblock hidden units per step tile, rblock the K
+  // step of h @ W_hh^T)
   Algorithm algorithm = Algorithm::kUnset;
   int64_t xblock = 0;
   int64_t rblock = 0;

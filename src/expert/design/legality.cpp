@@ -128,7 +128,7 @@ bool WorthMeasuring(const KernelPlan& kernel, const KernelDesign& design) {
 
 int64_t StagedOperandBytes(const MatmulSpec& mm, const KernelDesign& design) {
   const bool copied = design.algorithm == Algorithm::kAligned || design.algorithm == Algorithm::kKMajor ||
-                      design.algorithm == Algorithm::kNhwc;
+                      IsChannelsLast(design.algorithm);
   return copied ? DTypeBytes(DType::kFloat32) : DTypeBytes(mm.dtype);
 }
 

@@ -120,6 +120,7 @@ class MatmulFamily : public KernelFamily {
   void AlgorithmMoves(const KernelPlan& kernel, MoveSink& sink) const;
   static void CopyMoves(const KernelPlan& kernel, MoveSink& sink);
   void ConvolutionMoves(const KernelPlan& kernel, MoveSink& sink) const;
+  static void ChannelsLastLoopMove(const KernelPlan& kernel, MoveSink& sink);
   static void MappingMoves(const KernelPlan& kernel, MoveSink& sink);
   static void TilingMoves(const KernelPlan& kernel, MoveSink& sink);
   static void MemoryMoves(const KernelPlan& kernel, MoveSink& sink);
@@ -262,6 +263,20 @@ void MatmulFamily::ConvolutionMoves(const KernelPlan& kernel, MoveSink& sink) co
   }
 }
 
+// A channels-last convolution between its two K loops, same tiles: the taps around the channels (nhwc), or
+// one loop over (tap, channel step) pairs (nhwck), which Triton's pipeliner runs as one ring of loads: a
+// tap's loop of one or two channel steps (64 channels or fewer) leaves the nested form nothing to overlap.
+void MatmulFamily::ChannelsLastLoopMove(const KernelPlan& kernel, MoveSink& sink) {
+  KernelDesign other = kernel.design;
+  const bool flat = other.algorithm == Algorithm::kNhwcK;
+  other.algorithm = flat ? Algorithm::kNhwc : Algorithm::kNhwcK;
+  sink.Add(kernel, other, fmt::format("algorithm {} {}", kernel.name, NameOf(other.algorithm)),
+           flat
+               ? "channels-last, a loop over the kernel taps around the channel steps of each"
+               : "channels-last in one K loop over (tap, channel step): the next tap's loads in flight while "
+                 "this one's products run");
+}
+
 // Matmul: split K into slices (half or twice the incumbent's, or the default factor), or one program per
 // tile; a mat-vec product between tl.dot tiles and the gemv rows (whose K slices split the same way); a
 // convolution between the NCHW gather and the channels-last GEMM in the same tiles (and the direct form).
@@ -293,13 +308,16 @@ void MatmulFamily::AlgorithmMoves(const KernelPlan& kernel, MoveSink& sink) cons
     return;
   }
   if (base.algorithm == Algorithm::kAligned || base.algorithm == Algorithm::kKMajor ||
-      base.algorithm == Algorithm::kNhwc) {  // back to the operands read in place, same tiles
+      IsChannelsLast(base.algorithm)) {  // back to the operands read in place, same tiles
     KernelDesign tiled = base;
     tiled.algorithm = Algorithm::kTiled;
     sink.Add(kernel, tiled, fmt::format("algorithm {} tiled", kernel.name),
-             base.algorithm == Algorithm::kNhwc
+             IsChannelsLast(base.algorithm)
                  ? "implicit GEMM gathering the NCHW input, K ordered by channel then tap"
                  : "the operands read in place (no copies)");
+    if (IsChannelsLast(base.algorithm)) {
+      ChannelsLastLoopMove(kernel, sink);
+    }
     if (base.algorithm == Algorithm::kKMajor && AlignedCopyFits(*kernel.matmul)) {
       KernelDesign aligned = base;
       aligned.algorithm = Algorithm::kAligned;
@@ -405,7 +423,7 @@ bool MatmulFamily::Fits(const KernelPlan& kernel, const KernelDesign& design) co
   }
   const bool splitk = design.algorithm == Algorithm::kSplitK && design.split >= 2 && !mm.conv &&
                       mm.k >= design.split * design.rblock;
-  const bool nhwc = design.algorithm == Algorithm::kNhwc && ChannelsLastConvolutionFits(mm) &&
+  const bool nhwc = IsChannelsLast(design.algorithm) && ChannelsLastConvolutionFits(mm) &&
                     design.rblock <= ChannelsLastMaxStep(mm);
   const bool aligned = design.algorithm == Algorithm::kAligned && AlignedCopyFits(mm);
   const bool kmajor = design.algorithm == Algorithm::kKMajor && KMajorCopyFits(mm, design.precision);
@@ -415,7 +433,7 @@ bool MatmulFamily::Fits(const KernelPlan& kernel, const KernelDesign& design) co
 
 std::string MatmulFamily::Rule() const {
   return "matmul: where the tile reduces the product's columns, yblock >= N and no splitk, gemv or direct; "
-         "algorithm tiled, splitk (split >= 2 and K >= split * rblock), nhwc, aligned, kmajor "
+         "algorithm tiled, splitk (split >= 2 and K >= split * rblock), nhwc, nhwck, aligned, kmajor "
          "(float32, "
          "tf32 or tf32x3 products), gemv or direct where the product allows it, xblock/yblock/rblock powers "
          "of "
@@ -441,7 +459,7 @@ std::string MatmulFamily::Unwritable(const KernelPlan& kernel, const KernelDesig
   if (!SpansColumns(kernel, design)) {
     return fmt::format(
         "the tile reduces the product's {} columns: one tl.dot tile must span them (yblock >= "
-        "{}, algorithm tiled, nhwc, aligned or kmajor), not {} with yblock {}",
+        "{}, algorithm tiled, nhwc, nhwck, aligned or kmajor), not {} with yblock {}",
         kernel.matmul->n, kernel.matmul->n, NameOf(design.algorithm), design.yblock);
   }
   return "";

@@ -1,361 +1,19 @@
 #include "expert/ir/fold.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "expert/ir/fold_match.h"
+
 namespace egg::expert {
 namespace {
 
-// A tensor added along the chain: coefficient * sum(value) is its share of every row's sum.
-struct Term {
-  double coefficient = 1;
-  int value = -1;
-};
-
-// One fold, matched. A sum over a product's columns: the product A @ B, the nodes from it to the reduction
-// (every one removed from the graph), and the linear form the chain applies, alpha * product + terms +
-// constant, summed. A pooled transposed convolution: its input (a), weight (b) and bias, the positions it
-// has, and the per-channel affine ops between it and the pooling, applied again after it.
-struct Fold {
-  bool convolution = false;
-  int a = -1;
-  int b = -1;
-  std::vector<int> nodes;  // product, chain, reduction
-  int reduce = -1;         // the reduction node, whose value the folded form replaces
-  double alpha = 1;
-  std::vector<Term> terms;
-  double constant = 0;  // numbers added, already summed over the N columns
-  int bias = -1;
-  int64_t positions = 0;
-  bool mean = false;
-  std::vector<int> chain;
-};
-
-std::optional<double> FiniteNumber(const Arg* arg) {
-  if (arg == nullptr || !arg->IsNumber() || !std::isfinite(arg->AsDouble())) {
-    return std::nullopt;
-  }
-  return arg->AsDouble();
-}
-
-const TensorMeta* Float32Meta(const Graph& graph, const Arg* arg) {
-  if (arg == nullptr || arg->kind != Arg::Kind::kValue) {
-    return nullptr;
-  }
-  const Value& value = graph.ValueOf(*arg);
-  return value.meta && value.meta->dtype == DType::kFloat32 ? &*value.meta : nullptr;
-}
-
-bool IsValue(const Arg* arg, int value) {
-  return arg != nullptr && arg->kind == Arg::Kind::kValue && arg->value == value;
-}
-
-// The one node that reads `value` (its index added to `nodes`), or nullptr where the value has other readers
-// or leaves the forward.
-const Node* OnlyReader(const Graph& graph, int value, std::vector<int>* nodes) {
-  const std::vector<int>& users = ValueAt(graph, value).users;
-  if (users.size() != 1 || IsGraphResult(graph, value)) {
-    return nullptr;
-  }
-  nodes->push_back(users.front());
-  return &graph.nodes.at(static_cast<size_t>(users.front()));
-}
-
-bool IsSumOrMean(const Node& node) { return node.op == "aten.sum.dim_IntList" || node.op == "aten.mean.dim"; }
-
-class Matcher {
- public:
-  Matcher(const Graph& graph, const Node& product) : graph_(graph), product_(product) {}
-
-  std::optional<Fold> Match() {
-    if (!Product()) {
-      return std::nullopt;
-    }
-    int current = product_.value;
-    while (const Node* user = OnlyReader(graph_, current, &fold_.nodes)) {
-      if (IsSumOrMean(*user)) {
-        return Reduction(*user, current) ? std::optional<Fold>(fold_) : std::nullopt;
-      }
-      const Value& next = ValueAt(graph_, user->value);
-      if (!Linear(*user, current) || !next.meta || next.meta->dtype != DType::kFloat32 ||
-          next.meta->shape != std::vector<int64_t>{m_, n_}) {
-        return std::nullopt;
-      }
-      current = user->value;
-    }
-    return std::nullopt;
-  }
-
- private:
-  bool Product() {
-    const bool addmm = product_.op == "aten.addmm.default";
-    if (!addmm && product_.op != "aten.mm.default") {
-      return false;
-    }
-    const size_t first = addmm ? 1 : 0;
-    const TensorMeta* a = Float32Meta(graph_, product_.ArgAt(first));
-    const TensorMeta* b = Float32Meta(graph_, product_.ArgAt(first + 1));
-    const Value& out = ValueAt(graph_, product_.value);
-    if (a == nullptr || b == nullptr || a->Rank() != 2 || b->Rank() != 2 || !out.meta ||
-        out.meta->dtype != DType::kFloat32 || out.meta->Rank() != 2) {
-      return false;
-    }
-    m_ = out.meta->shape[0];
-    n_ = out.meta->shape[1];
-    fold_.a = product_.ArgAt(first)->value;
-    fold_.b = product_.ArgAt(first + 1)->value;
-    fold_.nodes.push_back(ValueAt(graph_, product_.value).node);
-    if (!addmm) {
-      return true;
-    }
-    const Arg* beta_arg = product_.Kwarg("beta");
-    const Arg* alpha_arg = product_.Kwarg("alpha");
-    const auto beta = beta_arg == nullptr ? std::optional<double>(1) : FiniteNumber(beta_arg);
-    const auto alpha = alpha_arg == nullptr ? std::optional<double>(1) : FiniteNumber(alpha_arg);
-    if (!beta || !alpha) {
-      return false;
-    }
-    fold_.alpha = *alpha;
-    return AddOperand(product_.ArgAt(0), *beta);
-  }
-
-  // `coefficient` times an operand added to every row: a number, or a tensor without a row dimension (a
-  // bias row or one element). Its sum over the N columns is what the fold adds.
-  bool AddOperand(const Arg* arg, double coefficient) {
-    if (const auto number = FiniteNumber(arg)) {
-      fold_.constant += coefficient * *number * static_cast<double>(n_);
-      return true;
-    }
-    const TensorMeta* meta = Float32Meta(graph_, arg);
-    if (meta == nullptr || meta->Rank() > 2 || (meta->Rank() == 2 && meta->shape[0] != 1)) {
-      return false;
-    }
-    const int64_t numel = meta->Numel();
-    if (numel != n_ && numel != 1) {
-      return false;
-    }
-    if (meta->Rank() >= 1 && meta->shape.back() != numel) {
-      return false;
-    }
-    fold_.terms.push_back({coefficient * static_cast<double>(n_ / numel), arg->value});
-    return true;
-  }
-
-  void Scale(double factor) {
-    fold_.alpha *= factor;
-    fold_.constant *= factor;
-    for (Term& term : fold_.terms) {
-      term.coefficient *= factor;
-    }
-  }
-
-  // One op linear in `current`, folded into the form; false for anything else.
-  bool Linear(const Node& node, int current) {
-    const Arg* first = node.ArgAt(0);
-    const Arg* second = node.ArgAt(1);
-    const bool current_first = IsValue(first, current);
-    const Arg* other = current_first ? second : first;
-    if (IsValue(other, current)) {  // the chain's value twice (x + x, x * x): a bias row only where M is 1
-      return false;
-    }
-    if (node.op == "aten.neg.default") {
-      Scale(-1);
-      return true;
-    }
-    if (node.op == "aten.mul.Tensor" || node.op == "aten.mul.Scalar") {
-      const auto factor = FiniteNumber(other);
-      if (factor) {
-        Scale(*factor);
-      }
-      return factor.has_value();
-    }
-    if (node.op == "aten.div.Tensor" || node.op == "aten.div.Scalar") {
-      const auto divisor = current_first ? FiniteNumber(second) : std::nullopt;
-      if (!divisor || *divisor == 0 || !node.kwargs.empty()) {
-        return false;
-      }
-      Scale(1 / *divisor);
-      return true;
-    }
-    const bool add = node.op == "aten.add.Tensor" || node.op == "aten.add.Scalar";
-    if (!add && node.op != "aten.sub.Tensor" && node.op != "aten.sub.Scalar") {
-      return false;
-    }
-    const Arg* alpha_arg = node.Kwarg("alpha");
-    const auto alpha = alpha_arg == nullptr ? std::optional<double>(1) : FiniteNumber(alpha_arg);
-    if (!alpha || (!current_first && !IsValue(second, current))) {
-      return false;
-    }
-    // first + (+-alpha) * second
-    const double second_coefficient = add ? *alpha : -*alpha;
-    if (!current_first) {
-      Scale(second_coefficient);
-    }
-    return AddOperand(other, current_first ? second_coefficient : 1);
-  }
-
-  bool Reduction(const Node& node, int current) {
-    const auto dims = node.ArgAt(1, "dim") == nullptr ? std::nullopt : node.ArgAt(1, "dim")->AsInts();
-    const Arg* keepdim = node.ArgAt(2, "keepdim");
-    if (node.ArgAt(0) == nullptr || node.ArgAt(0)->value != current || !dims || dims->size() != 1 ||
-        ((*dims)[0] != 1 && (*dims)[0] != -1) || node.Kwarg("dtype") != nullptr) {
-      return false;
-    }
-    if (keepdim != nullptr && keepdim->kind != Arg::Kind::kBool) {
-      return false;
-    }
-    if (node.op == "aten.mean.dim") {
-      Scale(1 / static_cast<double>(n_));
-    }
-    fold_.reduce = fold_.nodes.back();
-    return true;
-  }
-
-  const Graph& graph_;
-  const Node& product_;
-  Fold fold_;
-  int64_t m_ = 0;
-  int64_t n_ = 0;
-};
-
-// A mean or sum over every position of a float32 transposed convolution's output (keepdim), through ops
-// affine per channel (a number, or a tensor whose only dimension of more than one element is the channel,
-// multiplying, dividing, added or subtracted; a negation). With no padding and no output padding every input
-// element meets every kernel tap inside the output, so
-//     sum_p convT(x, W)[b, o, p]  =  sum_c (sum_i x[b, c, i]) * (sum_k W[c, o, k])  +  P * bias[o]
-// and the per-channel ops, affine, commute with the mean: they run after it, on one value per channel (a sum
-// is P times the mean).
-class ConvolutionMatcher {
- public:
-  ConvolutionMatcher(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
-
-  std::optional<Fold> Match() {
-    if (!Convolution()) {
-      return std::nullopt;
-    }
-    int current = node_.value;
-    while (const Node* user = OnlyReader(graph_, current, &fold_.nodes)) {
-      if (IsSumOrMean(*user)) {
-        return Pooling(*user, current) ? std::optional<Fold>(fold_) : std::nullopt;
-      }
-      const Value& next = ValueAt(graph_, user->value);
-      if (!Affine(*user, current) || !next.meta || next.meta->dtype != DType::kFloat32 ||
-          next.meta->shape != shape_) {
-        return std::nullopt;
-      }
-      fold_.chain.push_back(fold_.nodes.back());
-      current = user->value;
-    }
-    return std::nullopt;
-  }
-
- private:
-  static bool AllZero(const Arg* arg) {
-    const auto ints = arg == nullptr ? std::nullopt : arg->AsInts();
-    return ints && std::all_of(ints->begin(), ints->end(), [](int64_t i) { return i == 0; });
-  }
-
-  bool Convolution() {
-    const Arg* transposed = node_.ArgAt(6);
-    const Arg* groups = node_.ArgAt(8);
-    const TensorMeta* x = Float32Meta(graph_, node_.ArgAt(0));
-    const TensorMeta* w = Float32Meta(graph_, node_.ArgAt(1));
-    const Value& out = ValueAt(graph_, node_.value);
-    if (node_.op != "aten.convolution.default" || transposed == nullptr ||
-        transposed->kind != Arg::Kind::kBool || !transposed->b || !AllZero(node_.ArgAt(4)) ||
-        !AllZero(node_.ArgAt(7)) || groups == nullptr || groups->kind != Arg::Kind::kInt || groups->i != 1 ||
-        x == nullptr || w == nullptr || !out.meta || out.meta->dtype != DType::kFloat32 ||
-        out.meta->Rank() < 3 || x->Rank() != out.meta->Rank()) {
-      return false;
-    }
-    const Arg* bias = node_.ArgAt(2);
-    if (bias != nullptr && bias->kind == Arg::Kind::kValue) {
-      if (Float32Meta(graph_, bias) == nullptr) {
-        return false;
-      }
-      fold_.bias = bias->value;
-    }
-    shape_ = out.meta->shape;
-    fold_.convolution = true;
-    fold_.a = node_.ArgAt(0)->value;
-    fold_.b = node_.ArgAt(1)->value;
-    fold_.positions = Product(std::vector<int64_t>(shape_.begin() + 2, shape_.end()));
-    fold_.nodes.push_back(ValueAt(graph_, node_.value).node);
-    return true;
-  }
-
-  // A number, or a float32 tensor that broadcasts along every dimension of the output but the channel's.
-  bool PerChannel(const Arg* arg) const {
-    if (FiniteNumber(arg)) {
-      return true;
-    }
-    const TensorMeta* meta = Float32Meta(graph_, arg);
-    const int rank = static_cast<int>(shape_.size());
-    if (meta == nullptr || meta->Rank() > rank) {
-      return false;
-    }
-    for (int d = 0; d < meta->Rank(); ++d) {
-      if (rank - meta->Rank() + d != 1 && meta->shape[static_cast<size_t>(d)] != 1) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  bool Affine(const Node& node, int current) const {
-    const Arg* first = node.ArgAt(0);
-    const bool current_first = IsValue(first, current);
-    const Arg* other = node.ArgAt(current_first ? 1 : 0);
-    const Arg* alpha = node.Kwarg("alpha");
-    if (IsValue(other, current)) {  // x / x, x * x: per-channel in shape where the output has one position
-      return false;
-    }
-    if (node.op == "aten.neg.default") {
-      return true;
-    }
-    if (node.op == "aten.div.Tensor" || node.op == "aten.div.Scalar") {
-      return current_first && node.kwargs.empty() && PerChannel(other);
-    }
-    const bool linear = node.op == "aten.mul.Tensor" || node.op == "aten.mul.Scalar" ||
-                        node.op == "aten.add.Tensor" || node.op == "aten.add.Scalar" ||
-                        node.op == "aten.sub.Tensor" || node.op == "aten.sub.Scalar";
-    const bool current_second = IsValue(node.ArgAt(1), current);
-    return linear && (current_first != current_second) && PerChannel(other) &&
-           (alpha == nullptr || FiniteNumber(alpha));
-  }
-
-  bool Pooling(const Node& node, int current) {
-    const auto dims = node.ArgAt(1, "dim") == nullptr ? std::nullopt : node.ArgAt(1, "dim")->AsInts();
-    const Arg* keepdim = node.ArgAt(2, "keepdim");
-    if (node.ArgAt(0) == nullptr || node.ArgAt(0)->value != current || !dims ||
-        node.Kwarg("dtype") != nullptr || keepdim == nullptr || keepdim->kind != Arg::Kind::kBool ||
-        !keepdim->b) {
-      return false;
-    }
-    const int64_t rank = static_cast<int64_t>(shape_.size());
-    std::set<int64_t> pooled;
-    for (int64_t d : *dims) {
-      pooled.insert(d < 0 ? d + rank : d);
-    }
-    if (pooled.size() != static_cast<size_t>(rank - 2) || *pooled.begin() != 2 ||
-        *pooled.rbegin() != rank - 1) {
-      return false;
-    }
-    fold_.mean = node.op == "aten.mean.dim";
-    fold_.reduce = fold_.nodes.back();
-    return true;
-  }
-
-  const Graph& graph_;
-  const Node& node_;
-  Fold fold_;
-  std::vector<int64_t> shape_;
-};
+using fold_detail::Fold;
+using fold_detail::Term;
 
 // The graph rebuilt node by node: kept nodes copied with their arguments renumbered, each fold's nodes
 // replaced at its reduction by the folded form.
@@ -531,24 +189,30 @@ class Rebuild {
 
   // (sum_i x) @ (sum_k W) / P + bias (the mean), viewed in the pooling's shape, then the per-channel ops
   // again on it, then P times that for a sum: the ops are affine, so they commute with the mean, not with the
-  // sum (a number added at every position adds P times it to the sum).
+  // sum (a number added at every position adds P times it to the sum). A cropped output sums the pairs of
+  // its windows instead (WindowedSums).
   int FoldedConvolution(const Fold& fold, const Node& reduce) {
     const std::string base = reduce.name + "_fold";
     const std::vector<int64_t>& x_shape = ValueAt(from_, fold.a).meta->shape;
     const std::vector<int64_t>& w_shape = ValueAt(from_, fold.b).meta->shape;
-    std::vector<int64_t> spatial;
-    for (size_t d = 2; d < x_shape.size(); ++d) {
-      spatial.push_back(static_cast<int64_t>(d));
-    }
-    const int weights =
-        New(base + "_weights", "aten.sum.dim_IntList",
-            {Arg::OfValue(renumber_.at(fold.b)), Arg::OfInts(spatial)}, {w_shape[0], w_shape[1]}, {}, true);
-    const int inputs =
-        New(base + "_inputs", "aten.sum.dim_IntList",
-            {Arg::OfValue(renumber_.at(fold.a)), Arg::OfInts(spatial)}, {x_shape[0], x_shape[1]});
     const std::vector<int64_t> rows = {x_shape[0], w_shape[1]};
-    int current =
-        New(base + "_product", "aten.mm.default", {Arg::OfValue(inputs), Arg::OfValue(weights)}, rows);
+    int current = 0;
+    if (std::all_of(fold.windows.begin(), fold.windows.end(), [](const auto& w) { return w.empty(); })) {
+      std::vector<int64_t> spatial;
+      for (size_t d = 2; d < x_shape.size(); ++d) {
+        spatial.push_back(static_cast<int64_t>(d));
+      }
+      const int weights =
+          New(base + "_weights", "aten.sum.dim_IntList",
+              {Arg::OfValue(renumber_.at(fold.b)), Arg::OfInts(spatial)}, {w_shape[0], w_shape[1]}, {}, true);
+      const int inputs =
+          New(base + "_inputs", "aten.sum.dim_IntList",
+              {Arg::OfValue(renumber_.at(fold.a)), Arg::OfInts(spatial)}, {x_shape[0], x_shape[1]});
+      current =
+          New(base + "_product", "aten.mm.default", {Arg::OfValue(inputs), Arg::OfValue(weights)}, rows);
+    } else {
+      current = WindowedSums(fold, base);
+    }
     current = New(base + "_scaled", "aten.mul.Tensor",
                   {Arg::OfValue(current), Arg::OfFloat(1 / static_cast<double>(fold.positions))}, rows);
     if (fold.bias >= 0) {
@@ -569,6 +233,95 @@ class Rebuild {
     return current;
   }
 
+  // sum_c sum_k W[c, o, k] * X[b, c, k], X[b, c, k] the sum of x[b, c, i] over the positions i whose pair
+  // (i, k) lands inside the output (the windows' indicators, per dim): x summed over the dims every pair
+  // reaches, then each cropped dim contracted with its [size x taps] window (a float32 constant broadcast
+  // against x with a trailing dim, then summed), the weights summed over the same plain dims, and the
+  // product summed over the taps, then the input channels. Every step a float32 sum: no tensor-core rounding.
+  int WindowedSums(const Fold& fold, const std::string& base) {
+    const std::vector<int64_t>& w_shape = ValueAt(from_, fold.b).meta->shape;
+    std::vector<int64_t> plain;
+    for (size_t d = 0; d < fold.windows.size(); ++d) {
+      if (fold.windows[d].empty()) {
+        plain.push_back(static_cast<int64_t>(d) + 2);
+      }
+    }
+    int x = renumber_.at(fold.a);
+    int w = renumber_.at(fold.b);
+    std::vector<int64_t> shape = ValueAt(from_, fold.a).meta->shape;
+    std::vector<int64_t> taps = w_shape;
+    if (!plain.empty()) {
+      for (auto d = plain.rbegin(); d != plain.rend(); ++d) {
+        shape.erase(shape.begin() + *d);
+        taps.erase(taps.begin() + *d);
+      }
+      x = New(base + "_inputs", "aten.sum.dim_IntList", {Arg::OfValue(x), Arg::OfInts(plain)}, shape);
+      w = New(base + "_weights", "aten.sum.dim_IntList", {Arg::OfValue(w), Arg::OfInts(plain)}, taps, {},
+              true);
+    }
+    // shape: [B, C, sizes of the cropped dims left..., taps of those done...]
+    for (size_t d = 0; d < fold.windows.size(); ++d) {
+      if (fold.windows[d].empty()) {
+        continue;
+      }
+      const int64_t size = shape[2];
+      const int64_t count = w_shape[d + 2];
+      std::vector<int64_t> window_shape(shape.size() - 2, 1);
+      window_shape.front() = size;
+      window_shape.push_back(count);
+      const int window = Constant(base + "_window", fold.windows[d], window_shape);
+      x = Unsqueezed(base + "_column", x);
+      std::vector<int64_t> product = shape;
+      product.push_back(count);
+      x = New(base + "_windowed", "aten.mul.Tensor", {Arg::OfValue(x), Arg::OfValue(window)}, product);
+      product.erase(product.begin() + 2);
+      x = New(base + "_taps", "aten.sum.dim_IntList", {Arg::OfValue(x), Arg::OfInts({2})}, product);
+      shape = std::move(product);
+    }
+    // X [B, C, taps...] against W [C, O, taps...]: [B, C, O, taps...], summed over the taps, then C
+    std::vector<int64_t> spread = shape;
+    spread.insert(spread.begin() + 2, 1);
+    const int inputs =
+        New(base + "_spread", "aten.unsqueeze.default", {Arg::OfValue(x), Arg::OfInt(2)}, spread);
+    spread[2] = w_shape[1];
+    const int paired =
+        New(base + "_paired", "aten.mul.Tensor", {Arg::OfValue(inputs), Arg::OfValue(w)}, spread);
+    std::vector<int64_t> tap_dims;
+    for (size_t d = 3; d < spread.size(); ++d) {
+      tap_dims.push_back(static_cast<int64_t>(d));
+    }
+    const std::vector<int64_t> channels = {shape[0], shape[1], w_shape[1]};
+    const int summed = New(base + "_tapsum", "aten.sum.dim_IntList",
+                           {Arg::OfValue(paired), Arg::OfInts(tap_dims)}, channels);
+    return New(base + "_product", "aten.sum.dim_IntList", {Arg::OfValue(summed), Arg::OfInts({1})},
+               {shape[0], w_shape[1]});
+  }
+
+  // A float32 constant of `shape` holding `values` (row major), embedded in the candidate file.
+  int Constant(const std::string& base, std::vector<double> values, std::vector<int64_t> shape) {
+    Value value;
+    value.name = Fresh(base);
+    value.kind = ValueKind::kState;
+    value.state_kind = "constant";
+    value.target = value.name;
+    value.meta = Contiguous(std::move(shape));
+    value.constant_values = std::move(values);
+    out_.values.push_back(std::move(value));
+    return static_cast<int>(out_.values.size()) - 1;
+  }
+
+  // `value` with a trailing dim of one (unsqueeze(-1)): its strides kept, the new dim's 1.
+  int Unsqueezed(const std::string& base, int value) {
+    TensorMeta meta = *out_.values.at(static_cast<size_t>(value)).meta;
+    meta.shape.push_back(1);
+    meta.stride.push_back(1);
+    Node node;
+    node.name = Fresh(base);
+    node.op = "aten.unsqueeze.default";
+    node.args = {Arg::OfValue(value), Arg::OfInt(-1)};
+    return Add(std::move(node), std::move(meta));
+  }
+
   const Graph& from_;
   Graph out_;
   std::map<int, int> renumber_;
@@ -580,9 +333,9 @@ class Rebuild {
 std::optional<Graph> FoldSummedProducts(const Graph& graph) {
   std::vector<Fold> folds;
   for (const Node& node : graph.nodes) {
-    if (auto fold = Matcher(graph, node).Match()) {
+    if (auto fold = fold_detail::MatchSummedProduct(graph, node)) {
       folds.push_back(std::move(*fold));
-    } else if (auto pooled = ConvolutionMatcher(graph, node).Match()) {
+    } else if (auto pooled = fold_detail::MatchPooledConvolution(graph, node)) {
       folds.push_back(std::move(*pooled));
     }
   }

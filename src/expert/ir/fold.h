@@ -15,14 +15,19 @@ namespace egg::expert {
 //     sum_j (alpha * (A @ B)[i, j] + beta_j)  =  alpha * sum_k A[i, k] * (sum_j B[k, j])  +  sum_j beta_j
 // B's row sums (from weights alone where B is a parameter: a kernel the candidate file keeps while they are
 // unchanged) turn the product into one pass over A, a GEMV in place of a GEMM.
-// Likewise a mean or sum over every position of a float32 transposed convolution with no padding, no output
-// padding and one group (keepdim), reached through ops affine per channel: every input element meets every
-// kernel tap inside the output, so
+// Likewise a mean or sum over every position of a float32 transposed convolution of one group (keepdim),
+// reached through ops affine per channel. With no padding and no output padding every input element meets
+// every kernel tap inside the output, so
 //     sum_p convT(x, W)[b, o, p]  =  sum_c (sum_i x[b, c, i]) * (sum_k W[c, o, k])  +  P * bias[o]
 // (the input's sums over its positions times the kernel-summed weights: one pass over x and a small product
-// in place of the convolution); the per-channel ops, affine, commute with the mean and run after it on one
-// value per channel, and a sum is P times that mean. The graph with every such sum folded, its other nodes as
-// they were, or nullopt when there is none.
+// in place of the convolution). A padding crops border pairs (input position i and tap k meet at
+// i * stride - padding + k * dilation, outside the output for the first and last few), so there
+//     sum_p convT(x, W)[b, o, p]  =  sum_c sum_k W[c, o, k] * (sum_i x[b, c, i] * window(i, k))  +  P *
+//     bias[o]
+// with a float32 indicator per cropped dim (window_d(i_d, k_d): the pair lands inside), x contracted with
+// each (still one pass over x), the uncropped dims summed as before. The per-channel ops, affine, commute
+// with the mean and run after it on one value per channel, and a sum is P times that mean. The graph with
+// every such sum folded, its other nodes as they were, or nullopt when there is none.
 std::optional<Graph> FoldSummedProducts(const Graph& graph);
 
 }  // namespace egg::expert

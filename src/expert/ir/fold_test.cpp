@@ -212,6 +212,33 @@ TEST(FoldTest, APooledTransposedConvolutionIsTheInputsSumsTimesTheKernelSummedWe
   EXPECT_EQ(second->ValueOf(second->outputs[0]).name, second->nodes[7].name);
 }
 
+TEST(FoldTest, ACroppedPooledConvolutionSumsThePairsInsideItsWindows) {
+  // padding 1 at stride 2 (9 -> 7 positions a dim): input position i meets tap k at 2i - 1 + k, inside [0, 7)
+  // but for (0, 0) and (3, 2); X[b, c, k0, k1] sums x over each dim's window, then sum_c sum_k W * X
+  const Graph graph = ConvolutionGraph(
+      {NodeJson("mean", "aten.mean.dim", {Ref("conv"), {2, 3}, true}, Meta({2, 5, 1, 1}))}, "mean", 1);
+  const auto folded = FoldSummedProducts(graph);
+  ASSERT_TRUE(folded);
+  EXPECT_EQ(Ops(*folded),
+            (std::vector<std::string>{"aten.unsqueeze.default", "aten.mul.Tensor", "aten.sum.dim_IntList",
+                                      "aten.unsqueeze.default", "aten.mul.Tensor", "aten.sum.dim_IntList",
+                                      "aten.unsqueeze.default", "aten.mul.Tensor", "aten.sum.dim_IntList",
+                                      "aten.sum.dim_IntList", "aten.mul.Tensor", "aten.add.Tensor",
+                                      "aten.view.default"}));
+  const Value& window = folded->ValueOf(folded->nodes[1].args[1]);
+  EXPECT_EQ(window.state_kind, "constant");
+  EXPECT_EQ(window.meta->shape, (std::vector<int64_t>{4, 1, 3})) << "[height, width left, taps]";
+  EXPECT_EQ(*window.constant_values, (std::vector<double>{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(ValueAt(*folded, folded->nodes[2].value).meta->shape, (std::vector<int64_t>{2, 3, 4, 3}))
+      << "[B, C, width, height taps]";
+  EXPECT_EQ(ValueAt(*folded, folded->nodes[5].value).meta->shape, (std::vector<int64_t>{2, 3, 3, 3}));
+  EXPECT_EQ(folded->ValueOf(folded->nodes[7].args[1]).name, "p_w") << "the weight whole: both dims cropped";
+  EXPECT_EQ(ValueAt(*folded, folded->nodes[7].value).meta->shape, (std::vector<int64_t>{2, 3, 5, 3, 3}));
+  EXPECT_EQ(folded->nodes[8].args[1].AsInts(), (std::vector<int64_t>{3, 4})) << "the taps, then C";
+  EXPECT_EQ(folded->nodes[9].args[1].AsInts(), (std::vector<int64_t>{1}));
+  EXPECT_DOUBLE_EQ(folded->nodes[10].args[1].f, 1.0 / 49);
+}
+
 TEST(FoldTest, PooledConvolutionsThatCropOrMixPositionsStay) {
   const auto pooled = [](const std::vector<Json>& chain, int64_t padding = 0, int64_t groups = 1,
                          const std::string& output = "mean") {
@@ -222,7 +249,6 @@ TEST(FoldTest, PooledConvolutionsThatCropOrMixPositionsStay) {
                     keepdim ? Meta({2, 5, 1, 1}) : Meta({2, 5}));
   };
   EXPECT_TRUE(pooled({mean_of("conv", {2, 3}, true)}));
-  EXPECT_FALSE(pooled({mean_of("conv", {2, 3}, true)}, /*padding=*/1)) << "padding crops border taps";
   EXPECT_FALSE(pooled({mean_of("conv", {2, 3}, true)}, 0, /*groups=*/5)) << "grouped";
   EXPECT_FALSE(pooled({mean_of("conv", {2, 3}, false)}))
       << "without keepdim the chain would broadcast otherwise";

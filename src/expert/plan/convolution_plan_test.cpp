@@ -158,11 +158,26 @@ TEST(ConvolutionPlanTest, TransposedChannelsLastRunsNoKStepForATapItsPhaseLacks)
   ASSERT_TRUE(replayed.source) << replayed.problem;
   EXPECT_EQ(replayed.source->find("_egg_kept("), std::string::npos);
   EXPECT_NE(replayed.source->find("_scratch1 = torch.empty("), std::string::npos);
-  // back to the phase form that gathers the NCHW input
+  // back to the phase form that gathers the NCHW input, or to one K loop over (tap, channel step)
   const auto back = StageMoves(graph, "stage1.algorithm", nhwc, "", 8);
   EXPECT_TRUE(std::any_of(back.begin(), back.end(), [&](const DesignMove& move) {
     return move.move == "algorithm " + kernel.name + " tiled";
   }));
+  const auto one_loop = std::find_if(back.begin(), back.end(), [&](const DesignMove& move) {
+    return move.move == "algorithm " + kernel.name + " nhwck";
+  });
+  ASSERT_NE(one_loop, back.end());
+  const Candidate nhwck = GenerateCandidate(graph, "", "convt", one_loop->design);
+  ASSERT_TRUE(nhwck.source) << nhwck.problem;
+  EXPECT_EQ(nhwck.launches, 3U);
+  EXPECT_NE(nhwck.source->find("for kstep in range(6):"), std::string::npos) << *nhwck.source;
+  EXPECT_NE(nhwck.source->find("kamask = kaindex < kend"), std::string::npos) << *nhwck.source;
+  const auto from_one_loop = StageMoves(graph, "stage1.algorithm", nhwck, "", 8);
+  for (const char* algorithm : {" nhwc", " tiled"}) {
+    EXPECT_TRUE(std::any_of(from_one_loop.begin(), from_one_loop.end(), [&](const DesignMove& move) {
+      return move.move == "algorithm " + kernel.name + algorithm;
+    })) << algorithm;
+  }
 }
 
 // level2_1's convolution made a ConvTranspose2d 12->16, kernel 4x4, padding 1, stride `stride` (relu and +
