@@ -541,8 +541,8 @@ def test_pooled_transposed_convolutions_are_folded_into_sums_of_their_inputs(com
     weights (kept), the input's sums over its positions, and a small product of the two, with the mean's 1/P,
     the bias and the per-channel ops (scale, shift, batch norm) after it. The padded and the cropped ones fold
     over their windows (float32 constants: which input positions meet each tap inside the output), the weights
-    summed over the uncropped width (kept); the one pooled over its length alone stays a convolution. Seed 1
-    keeps all five."""
+    summed over the uncropped width (kept); the 3-D one averaged over its depth becomes a 2-D one over the depth
+    windows; the one pooled over its last dim alone stays a convolution. Seed 1 keeps all six."""
     egg, runs = compiled
     folded = json.loads(runs["pool0"].stdout)
     assert [(k["name"], k["kind"]) for k in folded["kernels"]][:6] == [
@@ -555,17 +555,19 @@ def test_pooled_transposed_convolutions_are_folded_into_sums_of_their_inputs(com
     assert product[product.index("aten.mm.default"):] == [
         "aten.mm.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.view.default", "aten.mul.Tensor",
         "aten.sub.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.mul.Tensor", "aten.add.Tensor"], product
-    assert [k["kind"] for k in folded["kernels"]].count("matmul") == 3
-    assert sum("aten.convolution.default" in k["ops"] for k in folded["kernels"]) == 1
+    assert [k["kind"] for k in folded["kernels"]].count("matmul") == 4
+    assert sum("aten.convolution.default" in k["ops"] for k in folded["kernels"]) == 2
+    depth = next(k for k in folded["kernels"] if k["name"].endswith("mean_3_fold_convolution"))
+    assert depth["kind"] == "matmul" and "aten.permute.default" in depth["ops"]  # the weight's depth taps moved
     lines = [line.strip() for line in code_lines((egg.workdir / folded["candidate"]).read_text())]
     assert [line.split(" = ")[0] for line in lines if "= _egg_kept(self, " in line] == [
         "v_mean_fold_weights", "v_sum_1_fold_weights", "v_sum_2_fold_weights"]
     # one window for the padded length, one for the cropped height, none for the width every pair reaches
     assert [line.split(" = ")[0] for line in lines if "_egg_constant_of(self, " in line] == [
-        "v_mean_1_fold_window", "v_sum_2_fold_window"]
+        "v_mean_1_fold_window", "v_sum_2_fold_window", "v_mean_3_fold_window"]
     whole = json.loads(runs["pool1"].stdout)
     assert whole["design"]["plan"]["fold_summed_products"] is False
-    assert sum("aten.convolution.default" in k["ops"] for k in whole["kernels"]) == 5
+    assert sum("aten.convolution.default" in k["ops"] for k in whole["kernels"]) == 6
 
 
 def test_reductions_over_a_products_columns_finish_in_its_tile(compiled):

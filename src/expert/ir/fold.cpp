@@ -195,9 +195,12 @@ class Rebuild {
     const std::string base = reduce.name + "_fold";
     const std::vector<int64_t>& x_shape = ValueAt(from_, fold.a).meta->shape;
     const std::vector<int64_t>& w_shape = ValueAt(from_, fold.b).meta->shape;
-    const std::vector<int64_t> rows = {x_shape[0], w_shape[1]};
+    std::vector<int64_t> rows = {x_shape[0], w_shape[1]};
     int current = 0;
-    if (std::all_of(fold.windows.begin(), fold.windows.end(), [](const auto& w) { return w.empty(); })) {
+    if (fold.Partial()) {
+      current = PartialConvolution(fold, base, &rows);
+    } else if (std::all_of(fold.windows.begin(), fold.windows.end(),
+                           [](const auto& w) { return w.empty(); })) {
       std::vector<int64_t> spatial;
       for (size_t d = 2; d < x_shape.size(); ++d) {
         spatial.push_back(static_cast<int64_t>(d));
@@ -216,8 +219,13 @@ class Rebuild {
     current = New(base + "_scaled", "aten.mul.Tensor",
                   {Arg::OfValue(current), Arg::OfFloat(1 / static_cast<double>(fold.positions))}, rows);
     if (fold.bias >= 0) {
-      current = New(base + "_plus", "aten.add.Tensor",
-                    {Arg::OfValue(current), Arg::OfValue(renumber_.at(fold.bias))}, rows);
+      int bias = renumber_.at(fold.bias);
+      if (fold.Partial()) {  // [O] against [B, O, positions left...]: along the channels
+        std::vector<int64_t> channel(rows.size() - 1, 1);
+        channel.front() = w_shape[1];
+        bias = New(base + "_bias", "aten.view.default", {Arg::OfValue(bias), Arg::OfInts(channel)}, channel);
+      }
+      current = New(base + "_plus", "aten.add.Tensor", {Arg::OfValue(current), Arg::OfValue(bias)}, rows);
     }
     const std::vector<int64_t> pooled = ValueAt(from_, reduce.value).meta->shape;
     current =
@@ -295,6 +303,81 @@ class Rebuild {
                            {Arg::OfValue(paired), Arg::OfInts(tap_dims)}, channels);
     return New(base + "_product", "aten.sum.dim_IntList", {Arg::OfValue(summed), Arg::OfInts({1})},
                {shape[0], w_shape[1]});
+  }
+
+  // A convolution pooled over its leading position dims only: the transposed convolution over the dims left,
+  // summed over the pooled positions. Each pooled dim's window contracts x (taps first: [B, C, taps, size,
+  // rest...] summed over the size), its taps then folded into the input channels; the weight [C, O, taps...]
+  // has the same taps moved beside its input channels ([C, pooled taps..., O, rest taps...], copied and
+  // viewed as [C * pooled taps, O, rest taps...], from the parameter alone). 2_13: a 3-D convolution's depth
+  // mean, a 2-D one of 3x the input channels.
+  int PartialConvolution(const Fold& fold, const std::string& base, std::vector<int64_t>* rows) {
+    const Node& conv = from_.nodes.at(static_cast<size_t>(fold.nodes.front()));
+    const TensorMeta& w_meta = *ValueAt(from_, fold.b).meta;
+    const size_t pooled = static_cast<size_t>(fold.pooled);
+    int x = renumber_.at(fold.a);
+    std::vector<int64_t> shape = ValueAt(from_, fold.a).meta->shape;
+    for (size_t d = 0; d < pooled; ++d) {
+      const int64_t size = shape[2];
+      const int64_t taps = w_meta.shape[d + 2];
+      std::vector<double> window(static_cast<size_t>(size * taps), 1.0);
+      for (int64_t i = 0; i < size && !fold.windows[d].empty(); ++i) {
+        for (int64_t k = 0; k < taps; ++k) {
+          window[static_cast<size_t>(k * size + i)] = fold.windows[d][static_cast<size_t>(i * taps + k)];
+        }
+      }
+      std::vector<int64_t> window_shape(shape.size() - 1, 1);  // [taps, size, 1 per dim left]
+      window_shape[0] = taps;
+      window_shape[1] = size;
+      const int constant = Constant(base + "_window", std::move(window), window_shape);
+      std::vector<int64_t> spread = shape;
+      spread.insert(spread.begin() + 2, 1);
+      x = New(base + "_spread", "aten.unsqueeze.default", {Arg::OfValue(x), Arg::OfInt(2)}, spread);
+      spread[2] = taps;
+      x = New(base + "_windowed", "aten.mul.Tensor", {Arg::OfValue(x), Arg::OfValue(constant)}, spread);
+      spread.erase(spread.begin() + 3);
+      x = New(base + "_taps", "aten.sum.dim_IntList", {Arg::OfValue(x), Arg::OfInts({3})}, spread);
+      shape = spread;
+      shape[1] *= taps;
+      shape.erase(shape.begin() + 2);
+      x = New(base + "_channels", "aten.view.default", {Arg::OfValue(x), Arg::OfInts(shape)}, shape);
+    }
+    std::vector<int64_t> order = {0};
+    for (size_t d = 0; d < pooled; ++d) {
+      order.push_back(static_cast<int64_t>(d) + 2);
+    }
+    order.push_back(1);
+    for (size_t d = 2 + pooled; d < w_meta.shape.size(); ++d) {
+      order.push_back(static_cast<int64_t>(d));
+    }
+    TensorMeta permuted = w_meta;
+    for (size_t d = 0; d < order.size(); ++d) {
+      permuted.shape[d] = w_meta.shape[static_cast<size_t>(order[d])];
+      permuted.stride[d] = w_meta.stride[static_cast<size_t>(order[d])];
+    }
+    Node permute;
+    permute.name = Fresh(base + "_permuted");
+    permute.op = "aten.permute.default";
+    permute.args = {Arg::OfValue(renumber_.at(fold.b)), Arg::OfInts(order)};
+    permute.keepable = true;
+    int w = Add(std::move(permute), permuted);
+    w = New(base + "_packed", "aten.clone.default", {Arg::OfValue(w)}, permuted.shape, {}, true);
+    std::vector<int64_t> merged(permuted.shape.begin() + static_cast<std::ptrdiff_t>(pooled),
+                                permuted.shape.end());
+    merged[0] = shape[1];
+    w = New(base + "_weight", "aten.view.default", {Arg::OfValue(w), Arg::OfInts(merged)}, merged, {}, true);
+    // the convolution's stride, padding, dilation and output padding along the dims left
+    auto rest = [&conv, pooled](size_t arg) {
+      const std::vector<int64_t> all = *conv.ArgAt(arg)->AsInts();
+      return Arg::OfInts(std::vector<int64_t>(all.begin() + static_cast<std::ptrdiff_t>(pooled), all.end()));
+    };
+    const std::vector<int64_t>& out = ValueAt(from_, conv.value).meta->shape;
+    rows->assign(out.begin(), out.begin() + 2);
+    rows->insert(rows->end(), out.begin() + 2 + static_cast<std::ptrdiff_t>(pooled), out.end());
+    return New(base + "_convolution", "aten.convolution.default",
+               {Arg::OfValue(x), Arg::OfValue(w), Arg(), rest(3), rest(4), rest(5), Arg::OfBool(true),
+                rest(7), Arg::OfInt(1)},
+               *rows);
   }
 
   // A float32 constant of `shape` holding `values` (row major), embedded in the candidate file.

@@ -25,8 +25,11 @@ namespace egg::expert {
 //     sum_p convT(x, W)[b, o, p]  =  sum_c sum_k W[c, o, k] * (sum_i x[b, c, i] * window(i, k))  +  P *
 //     bias[o]
 // with a float32 indicator per cropped dim (window_d(i_d, k_d): the pair lands inside), x contracted with
-// each (still one pass over x), the uncropped dims summed as before. The per-channel ops, affine, commute
-// with the mean and run after it on one value per channel, and a sum is P times that mean. The graph with
+// each (still one pass over x), the uncropped dims summed as before. Pooled over its leading position dims
+// alone (a 3-D convolution's depth), it is a transposed convolution over the dims left, of x contracted with
+// the pooled dims' windows (their taps folded into the input channels) and the weight with those taps beside
+// its input channels. The per-channel ops, affine, commute with the mean and run after it on one value per
+// channel, and a sum is P times that mean (P the pooled positions). The graph with
 // every such sum folded, its other nodes as they were, or nullopt when there is none.
 std::optional<Graph> FoldSummedProducts(const Graph& graph);
 

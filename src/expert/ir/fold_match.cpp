@@ -253,7 +253,6 @@ class ConvolutionMatcher {
     fold_.convolution = true;
     fold_.a = node_.ArgAt(0)->value;
     fold_.b = node_.ArgAt(1)->value;
-    fold_.positions = Product(std::vector<int64_t>(shape_.begin() + 2, shape_.end()));
     fold_.nodes.push_back(ValueAt(graph_, node_.value).node);
     return true;
   }
@@ -346,10 +345,14 @@ class ConvolutionMatcher {
     for (int64_t d : *dims) {
       pooled.insert(d < 0 ? d + rank : d);
     }
-    if (pooled.size() != static_cast<size_t>(rank - 2) || *pooled.begin() != 2 ||
-        *pooled.rbegin() != rank - 1) {
+    // every position dim, or the leading ones (a 3-D convolution pooled over its depth): the dims left stay a
+    // transposed convolution of fewer dims
+    if (pooled.empty() || *pooled.begin() != 2 ||
+        *pooled.rbegin() != 1 + static_cast<int64_t>(pooled.size())) {
       return false;
     }
+    fold_.pooled = static_cast<int>(pooled.size());
+    fold_.positions = Product(std::vector<int64_t>(shape_.begin() + 2, shape_.begin() + 2 + fold_.pooled));
     fold_.mean = node.op == "aten.mean.dim";
     fold_.reduce = fold_.nodes.back();
     return true;

@@ -18,7 +18,7 @@ struct Term {
 // One fold, matched. A sum over a product's columns: the product A @ B, the nodes from it to the reduction
 // (every one removed from the graph), and the linear form the chain applies, alpha * product + terms +
 // constant, summed. A pooled transposed convolution: its input (a), weight (b) and bias, the positions it
-// has, and the per-channel affine ops between it and the pooling, applied again after it.
+// pools, and the per-channel affine ops between it and the pooling, applied again after it.
 struct Fold {
   bool convolution = false;
   int a = -1;
@@ -36,6 +36,9 @@ struct Fold {
   // dim, the [input size x kernel taps] indicator of the pairs whose product lands inside the output (row
   // major), or empty where every pair does.
   std::vector<std::vector<double>> windows;
+  // The position dims pooled, the leading ones: all of them, or fewer (the rest a smaller convolution).
+  int pooled = 0;
+  bool Partial() const { return pooled < static_cast<int>(windows.size()); }
 };
 
 // A sum over a product's columns reached from `node` (a matrix product), or nullopt.

@@ -239,6 +239,46 @@ TEST(FoldTest, ACroppedPooledConvolutionSumsThePairsInsideItsWindows) {
   EXPECT_DOUBLE_EQ(folded->nodes[10].args[1].f, 1.0 / 49);
 }
 
+TEST(FoldTest, AConvolutionPooledOverItsDepthIsOneOfFewerDimsOverTheDepthTaps) {
+  // x [2, 3, 4, 6, 6] through a 3-D transposed convolution (w [3, 5, 3, 3, 3], bias [5], padding 1: the same
+  // size out), its mean over the depth: a 2-D transposed convolution of x's depth windows [2, 3 * 3, 6, 6]
+  // with the weight's depth taps beside its input channels [9, 5, 3, 3], then 1/4 and the bias per channel
+  const Graph graph = WithParameters(
+      GraphJson(
+          {Input("x", 0, Meta({2, 3, 4, 6, 6}))},
+          {NodeJson("conv", "aten.convolution.default",
+                    {Ref("x"), Ref("p_w"), Ref("p_b"), {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true, {0, 0, 0}, 1},
+                    Meta({2, 5, 4, 6, 6})),
+           NodeJson("mean", "aten.mean.dim", {Ref("conv"), {2}, true}, Meta({2, 5, 1, 6, 6}))},
+          {"mean"}),
+      {{"w", Meta({3, 5, 3, 3, 3})}, {"b", Meta({5})}});
+  const auto folded = FoldSummedProducts(graph);
+  ASSERT_TRUE(folded);
+  EXPECT_EQ(Ops(*folded),
+            (std::vector<std::string>{"aten.unsqueeze.default", "aten.mul.Tensor", "aten.sum.dim_IntList",
+                                      "aten.view.default", "aten.permute.default", "aten.clone.default",
+                                      "aten.view.default", "aten.convolution.default", "aten.mul.Tensor",
+                                      "aten.view.default", "aten.add.Tensor", "aten.view.default"}));
+  const Value& window = folded->ValueOf(folded->nodes[1].args[1]);
+  EXPECT_EQ(window.meta->shape, (std::vector<int64_t>{3, 4, 1, 1})) << "[depth taps, depth, 1, 1]";
+  // depth position i - 1 + k inside [0, 4): tap 0 misses i = 0, tap 2 misses i = 3 (taps first)
+  EXPECT_EQ(*window.constant_values, (std::vector<double>{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(ValueAt(*folded, folded->nodes[3].value).meta->shape, (std::vector<int64_t>{2, 9, 6, 6}));
+  const Value& permuted = ValueAt(*folded, folded->nodes[4].value);
+  EXPECT_EQ(permuted.meta->shape, (std::vector<int64_t>{3, 3, 5, 3, 3}));
+  EXPECT_EQ(permuted.meta->stride, (std::vector<int64_t>{135, 9, 27, 3, 1})) << "a view of w: its strides";
+  EXPECT_TRUE(folded->nodes[5].keepable && folded->nodes[6].keepable) << "from the weight alone";
+  EXPECT_EQ(ValueAt(*folded, folded->nodes[6].value).meta->shape, (std::vector<int64_t>{9, 5, 3, 3}));
+  const Node& conv = folded->nodes[7];
+  EXPECT_EQ(conv.args[2].kind, Arg::Kind::kNone) << "the bias after the mean, once";
+  EXPECT_EQ(conv.args[3].AsInts(), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(conv.args[4].AsInts(), (std::vector<int64_t>{1, 1})) << "the height and width's padding";
+  EXPECT_EQ(ValueAt(*folded, conv.value).meta->shape, (std::vector<int64_t>{2, 5, 6, 6}));
+  EXPECT_DOUBLE_EQ(folded->nodes[8].args[1].f, 1.0 / 4);
+  EXPECT_EQ(ValueAt(*folded, folded->nodes[9].value).meta->shape, (std::vector<int64_t>{5, 1, 1}));
+  EXPECT_EQ(ValueAt(*folded, folded->nodes[11].value).meta->shape, (std::vector<int64_t>{2, 5, 1, 6, 6}));
+}
+
 TEST(FoldTest, PooledConvolutionsThatCropOrMixPositionsStay) {
   const auto pooled = [](const std::vector<Json>& chain, int64_t padding = 0, int64_t groups = 1,
                          const std::string& output = "mean") {
@@ -253,7 +293,7 @@ TEST(FoldTest, PooledConvolutionsThatCropOrMixPositionsStay) {
   EXPECT_FALSE(pooled({mean_of("conv", {2, 3}, false)}))
       << "without keepdim the chain would broadcast otherwise";
   EXPECT_FALSE(pooled({NodeJson("mean", "aten.mean.dim", {Ref("conv"), {3}, true}, Meta({2, 5, 9, 1}))}))
-      << "one position dim of two";
+      << "the last position dim of two: only leading ones fold";
   EXPECT_FALSE(pooled({NodeJson("mul", "aten.mul.Tensor", {Ref("conv"), Ref("p_map")}, Meta({2, 5, 9, 9})),
                        mean_of("mul", {2, 3}, true)}))
       << "a tensor that varies over the positions";
