@@ -17,7 +17,7 @@ def fmt(value, digits=2, suffix=""):
     return f"{value:.{digits}f}{suffix}" if isinstance(value, (int, float)) else "-"
 
 
-PRODUCT_ALGORITHMS = ("tiled", "splitk", "sequential", "flash", "nhwc", "aligned", "kmajor")
+PRODUCT_ALGORITHMS = ("tiled", "splitk", "sequential", "flash", "nhwc", "nhwck", "aligned", "kmajor")
 
 
 def design_products(design: dict) -> str:

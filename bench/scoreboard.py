@@ -52,7 +52,7 @@ def tflops(flops: int, ms):
 def products(row: dict) -> str:
     kernels = (row.get("design") or {}).get("kernels") or {}
     found = sorted({f"{k.get('algorithm')} {k.get('precision')}" for k in kernels.values()
-                    if k.get("algorithm") in ("tiled", "splitk", "nhwc", "aligned", "kmajor", "direct", "gemv")})
+                    if k.get("algorithm") in ("tiled", "splitk", "nhwc", "nhwck", "aligned", "kmajor", "direct", "gemv")})
     return ", ".join(found) or "-"
 
 
