@@ -2,6 +2,7 @@
 KernelBench-layout files, and report.html opened in headless Chromium."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -178,8 +179,11 @@ def test_probe_check_sets_egg_baselines_beside_independent_timings():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "| 1 | GEMM | 18 | 0.986 (0.764-1.011) | 0.987 (0.335-1.016) |" in lines
-    assert "| 2 | convolution | 45 | 1.002 (0.963-1.092) | 0.972 (0.694-1.074) |" in lines
-    assert "Off by more than 10% (12 of 168):" in lines
+    # level 2 is complete (calls 5-10); level 3 grows with the run, so the count of tasks off is only bounded
+    assert "| 2 | convolution | 63 | 1.000 (0.956-1.312) | 0.980 (0.694-1.319) |" in lines
+    off = next(line for line in lines if line.startswith("Off by more than 10% ("))
+    counted, total = map(int, re.match(r"Off by more than 10% \((\d+) of (\d+)\):", off).groups())
+    assert 21 <= counted < total and total >= 213, off
     assert "| 1 | 12_Matmul_with_diagonal_matrices_.py | 0.764 | 0.335 |" in lines
     conv = ROOT / "bench" / "results" / "h100-conv-1e-2" / "results.json"
     proc = subprocess.run([sys.executable, str(script), str(conv), "--reference", str(BASELINE_TIMES / "H100_Modal")],
