@@ -73,12 +73,17 @@ def golden():
     return module
 
 
-def compile_task(egg: str, task: pathlib.Path, design: dict, out: pathlib.Path) -> dict:
+def run_compile(egg: str, task: pathlib.Path, design: dict, out: pathlib.Path) -> subprocess.CompletedProcess:
+    """`egg compile --graph` of the task (captured on the meta device once) with `design`, to `out`."""
     capture = golden()
     capture.capture_one(str(task))
     graph = capture.graph_path(task)
-    proc = subprocess.run([egg, "compile", str(task), "--graph", str(graph), "--design", json.dumps(design),
+    return subprocess.run([egg, "compile", str(task), "--graph", str(graph), "--design", json.dumps(design),
                            "--out", str(out), "--json"], capture_output=True, text=True)
+
+
+def compile_task(egg: str, task: pathlib.Path, design: dict, out: pathlib.Path) -> dict:
+    proc = run_compile(egg, task, design, out)
     if proc.returncode != 0 or "warning: --design" in proc.stderr:
         sys.exit(f"ab_variants: {task.name}: {proc.stderr.strip()[-400:]}")
     return json.loads(proc.stdout)
@@ -101,11 +106,7 @@ def compile_fitting(egg: str, task: pathlib.Path, report: dict, out: pathlib.Pat
     (a CNN's first convolution of 3 channels is no channels-last GEMM): each one egg warns of is skipped."""
     skip = set()
     while True:
-        design = with_convolutions(report, frozenset(skip), **changes)
-        capture = golden()
-        graph = capture.graph_path(task)
-        proc = subprocess.run([egg, "compile", str(task), "--graph", str(graph), "--design", json.dumps(design),
-                               "--out", str(out), "--json"], capture_output=True, text=True)
+        proc = run_compile(egg, task, with_convolutions(report, frozenset(skip), **changes), out)
         unfit = re.search(r"for kernel (\S+) does not fit", proc.stderr)
         if proc.returncode == 0 and not unfit:
             return json.loads(proc.stdout)

@@ -278,7 +278,7 @@ class Rebuild {
       window_shape.front() = size;
       window_shape.push_back(count);
       const int window = Constant(base + "_window", fold.windows[d], window_shape);
-      x = Unsqueezed(base + "_column", x);
+      x = Unsqueezed(base + "_column", x, -1);
       std::vector<int64_t> product = shape;
       product.push_back(count);
       x = New(base + "_windowed", "aten.mul.Tensor", {Arg::OfValue(x), Arg::OfValue(window)}, product);
@@ -287,11 +287,9 @@ class Rebuild {
       shape = std::move(product);
     }
     // X [B, C, taps...] against W [C, O, taps...]: [B, C, O, taps...], summed over the taps, then C
+    const int inputs = Unsqueezed(base + "_spread", x, 2);
     std::vector<int64_t> spread = shape;
-    spread.insert(spread.begin() + 2, 1);
-    const int inputs =
-        New(base + "_spread", "aten.unsqueeze.default", {Arg::OfValue(x), Arg::OfInt(2)}, spread);
-    spread[2] = w_shape[1];
+    spread.insert(spread.begin() + 2, w_shape[1]);
     const int paired =
         New(base + "_paired", "aten.mul.Tensor", {Arg::OfValue(inputs), Arg::OfValue(w)}, spread);
     std::vector<int64_t> tap_dims;
@@ -330,10 +328,9 @@ class Rebuild {
       window_shape[0] = taps;
       window_shape[1] = size;
       const int constant = Constant(base + "_window", std::move(window), window_shape);
+      x = Unsqueezed(base + "_spread", x, 2);  // the input itself on the first pooled dim: its own strides
       std::vector<int64_t> spread = shape;
-      spread.insert(spread.begin() + 2, 1);
-      x = New(base + "_spread", "aten.unsqueeze.default", {Arg::OfValue(x), Arg::OfInt(2)}, spread);
-      spread[2] = taps;
+      spread.insert(spread.begin() + 2, taps);
       x = New(base + "_windowed", "aten.mul.Tensor", {Arg::OfValue(x), Arg::OfValue(constant)}, spread);
       spread.erase(spread.begin() + 3);
       x = New(base + "_taps", "aten.sum.dim_IntList", {Arg::OfValue(x), Arg::OfInts({3})}, spread);
@@ -393,15 +390,18 @@ class Rebuild {
     return static_cast<int>(out_.values.size()) - 1;
   }
 
-  // `value` with a trailing dim of one (unsqueeze(-1)): its strides kept, the new dim's 1.
-  int Unsqueezed(const std::string& base, int value) {
+  // `value` with a dim of one inserted at `dim` (-1: after the last), as torch.unsqueeze views it: its
+  // strides kept (an input read in place may have any), the new dim's that of the dims after it.
+  int Unsqueezed(const std::string& base, int value, int64_t dim) {
     TensorMeta meta = *out_.values.at(static_cast<size_t>(value)).meta;
-    meta.shape.push_back(1);
-    meta.stride.push_back(1);
+    const size_t at = dim < 0 ? meta.shape.size() : static_cast<size_t>(dim);
+    const int64_t stride = at < meta.shape.size() ? meta.shape[at] * meta.stride[at] : 1;
+    meta.shape.insert(meta.shape.begin() + static_cast<std::ptrdiff_t>(at), 1);
+    meta.stride.insert(meta.stride.begin() + static_cast<std::ptrdiff_t>(at), stride);
     Node node;
     node.name = Fresh(base);
     node.op = "aten.unsqueeze.default";
-    node.args = {Arg::OfValue(value), Arg::OfInt(-1)};
+    node.args = {Arg::OfValue(value), Arg::OfInt(dim)};
     return Add(std::move(node), std::move(meta));
   }
 
