@@ -8,6 +8,11 @@ egg_precompile(); Triton's on-disk cache then makes the worker's own first launc
 raised or its process died, timeout when it ran past `timeout_s` (its process is killed and replaced). A file
 without egg_precompile is imported and nothing else.
 
+Within a process, egg_precompile() runs under Triton's AsyncCompileMode: each warmup hands its compile to a pool of
+threads (the CPUs shared among the processes at work), and the call returns once all are built. Triton's passes
+and ptxas run outside the GIL, so a network of a hundred kernels (ResNet-101: 108) builds in a fraction of the
+serial time (on 2 cores, 12 of ResNet-18's kernels for sm_90: 10.5 s serially, 5.8 s in 2 threads).
+
 The processes come from multiprocessing's forkserver: a fresh interpreter spawned once per worker (the worker's
 environment, none of its descriptors but stdin/stdout/stderr, so never the frame pipes; it never touches CUDA) that
 imports torch and triton once and then forks each pool process. A pool then starts in milliseconds instead of a
@@ -16,9 +21,11 @@ worker compiles them on first launch) and says so on stderr.
 """
 
 import collections
+import concurrent.futures
 import dataclasses
 import multiprocessing
 import multiprocessing.connection
+import os
 import sys
 import time
 
@@ -41,18 +48,33 @@ def defines_precompile(path: str) -> bool:
         return False
 
 
-def precompile_one(path: str) -> tuple:
-    """(status, reason) of importing `path` and calling its egg_precompile(), if it defines one; rejected when it
-    tried to leave the sandbox (egg_worker.fence)."""
+def precompile_one(path: str, threads: int = 1) -> tuple:
+    """(status, reason) of importing `path` and calling its egg_precompile(), if it defines one, its compiles
+    spread over `threads` threads; rejected when it tried to leave the sandbox (egg_worker.fence)."""
     with fence.watching():
-        status, reason = _precompile_one(path)
+        status, reason = _precompile_one(path, threads)
     violations = fence.take_violations()
     if violations:
         return "rejected", fence.describe(violations, "precompile")
     return status, reason
 
 
-def _precompile_one(path: str) -> tuple:
+def _compiling_in_threads(function, threads: int) -> None:
+    """Call `function`, its Triton warmups compiled by `threads` threads; returns when every compile has ended
+    (the first compile error raised)."""
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode  # Triton 3.4 and later
+    except ImportError:
+        AsyncCompileMode = None
+    if threads <= 1 or AsyncCompileMode is None:
+        function()
+        return
+    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="egg-compile") as pool:
+        with AsyncCompileMode(pool):
+            function()
+
+
+def _precompile_one(path: str, threads: int) -> tuple:
     try:
         module = loader.import_fresh(path, "egg_precompile")
     except BaseException as error:
@@ -63,7 +85,7 @@ def _precompile_one(path: str) -> tuple:
             return "ok", ""
         if not callable(function):
             return "compile_error", f"{PRECOMPILE_FUNCTION} is not callable"
-        function()
+        _compiling_in_threads(function, threads)
     except BaseException as error:
         return "compile_error", f"{PRECOMPILE_FUNCTION} failed: {loader.one_line(error)}"
     finally:
@@ -72,17 +94,17 @@ def _precompile_one(path: str) -> tuple:
 
 
 def _child_main(connection) -> None:
-    """A pool process: announce readiness, then precompile each path received until None or EOF."""
+    """A pool process: announce readiness, then precompile each (path, threads) received until None or EOF."""
     fence.install()
     connection.send(_READY)
     while True:
         try:
-            path = connection.recv()
+            work = connection.recv()
         except (EOFError, OSError):
             return
-        if path is None:
+        if work is None:
             return
-        connection.send(precompile_one(path))
+        connection.send(precompile_one(*work))
 
 
 @dataclasses.dataclass
@@ -105,12 +127,13 @@ def _death(process) -> str:
 class _Pool:
     """The pool's processes and the bookkeeping of one precompile() call."""
 
-    def __init__(self, paths, timeout_s: float):
+    def __init__(self, paths, timeout_s: float, threads: int):
         self.context = multiprocessing.get_context(START_METHOD)
         if START_METHOD == "forkserver":
             self.context.set_forkserver_preload(PRELOADED_MODULES)
         self.paths = paths
         self.timeout_s = timeout_s
+        self.threads = threads
         self.pending = collections.deque(range(len(paths)))
         self.children = []
         self.failures = {}
@@ -132,7 +155,7 @@ class _Pool:
                 continue
             index = self.pending.popleft()
             try:
-                child.connection.send(self.paths[index])
+                child.connection.send((self.paths[index], self.threads))
             except (OSError, ValueError):
                 self.pending.appendleft(index)
                 self.drop(child, "it refused work")
@@ -209,13 +232,16 @@ def _kill(child: _Child) -> None:
     child.connection.close()
 
 
-def precompile(paths, workers: int, timeout_s: float) -> dict:
-    """{index: (status, reason)} of the paths whose precompilation failed; see the module docstring."""
+def precompile(paths, workers: int, timeout_s: float, threads: int | None = None) -> dict:
+    """{index: (status, reason)} of the paths whose precompilation failed; see the module docstring. `threads`
+    compile each file's kernels (default: the CPUs over the processes started)."""
     if not paths:
         return {}
-    pool = _Pool(list(paths), timeout_s)
+    processes = max(1, min(workers, len(paths)))
+    threads = threads or max(1, (os.cpu_count() or 1) // processes)
+    pool = _Pool(list(paths), timeout_s, threads)
     try:
-        for _ in range(max(1, min(workers, len(paths)))):
+        for _ in range(processes):
             pool.start_child()
         while pool.children and (pool.pending or pool.busy()):
             pool.dispatch()

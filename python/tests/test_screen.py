@@ -230,6 +230,34 @@ def test_pool_statuses_by_index(tmp_path, monkeypatch):
     assert saw_pipe == "False"
 
 
+def test_pool_compiles_a_files_kernels_in_threads(tmp_path):
+    """egg_precompile's warmups reach Triton's AsyncCompileMode: two compiles that each wait for the other can
+    only both finish in two threads at once, and both have ended (finalized) when the file's status comes back; a
+    compile that raises fails its file."""
+    report = tmp_path / "threads"
+    submit = """
+        import threading
+        from triton.runtime import _async_compile
+        meeting = threading.Barrier(2, timeout=20)
+        def compile_fn():
+            meeting.wait()
+            {failure}
+            return threading.current_thread().name
+        def finalize(name):
+            with open({report!r}, "a") as out:
+                out.write(name + "\\n")
+        for key in ("first", "second"):
+            _async_compile.active_mode.get().submit(key, compile_fn, finalize)
+        """
+    good = _write(tmp_path, "threaded", submit.format(failure="", report=str(report)))
+    bad = _write(tmp_path, "threaded_bad", submit.format(failure="raise RuntimeError('ptxas said no')",
+                                                         report=str(tmp_path / "unused")))
+    failures = precompile.precompile([good, bad], workers=1, timeout_s=60.0, threads=2)
+    assert failures == {1: ("compile_error", "egg_precompile failed: RuntimeError: ptxas said no")}
+    names = report.read_text().split()
+    assert len(names) == 2 and len(set(names)) == 2 and all(name.startswith("egg-compile") for name in names)
+
+
 def test_only_files_that_mention_egg_precompile_need_the_pool(tmp_path):
     assert precompile.defines_precompile(candidate_path("relu_precompile_ok"))
     assert not precompile.defines_precompile(candidate_path("relu_ok"))
