@@ -209,24 +209,8 @@ void KernelWriter::EmitVariance(const ReductionSpec& spec, size_t number, bool l
   emitter_.Line(fmt::format("{} = {} / {}", mean, first.results.back().second.code, spec.Length()));
   Accumulator second;
   EmitReductionPass(spec, number, looped, mean, tag, &second);
-  const std::string squares = second.results.back().second.code;
-  const double denominator = static_cast<double>(spec.Length()) - spec.correction;
-  const std::string variance = "var" + tag;
-  emitter_.Line(fmt::format("{} = {} / {}", variance, squares, FloatLiteral(std::max(denominator, 0.0))));
   Accumulator results;
-  const DType out_type = ComputeDType(MetaOf(graph_, spec.outputs.at(0)).dtype);
-  if (spec.kind == ReductionKind::kVar) {
-    results.results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
-  } else if (spec.kind == ReductionKind::kStd) {
-    results.results.emplace_back(spec.outputs[0], Operand{"tl.sqrt(" + variance + ")", out_type, false});
-  } else {
-    if (spec.outputs[0] >= 0) {
-      results.results.emplace_back(spec.outputs[0], Operand{variance, out_type, false});
-    }
-    if (spec.outputs.size() > 1 && spec.outputs[1] >= 0) {
-      results.results.emplace_back(spec.outputs[1], Operand{mean, out_type, false});
-    }
-  }
+  WelfordResults(spec, mean, second.results.back().second.code, &results);
   DefineResults(spec, results);
 }
 
