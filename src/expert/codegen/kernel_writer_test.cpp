@@ -189,7 +189,8 @@ TEST(KernelWriterTest, PrecompileCallsGiveEveryLaunchItsPointerTypesAndConstants
   const auto only = testing::OnlyKernel(graph, KernelKind::kMatmul, {});
   ASSERT_TRUE(only);
   KernelPlan kernel = only->first;
-  kernel.design = DefaultDesign(kernel, 0);
+  kernel.design =
+      DefaultDesign(kernel, 1);  // the NCHW gather: one launch (seed 0's copies the operands first)
   const KernelSource source = testing::GenerateWithDenseStores(graph, kernel, only->second);
   const std::vector<std::string> calls = PrecompileCalls(graph, kernel, source);
   ASSERT_EQ(calls.size(), source.launches.size());

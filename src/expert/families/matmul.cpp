@@ -192,14 +192,15 @@ KernelDesign MatmulFamily::SeedDesign(const KernelPlan& kernel, int seed, Precis
   design.precision = products;
   const bool channels_last = ChannelsLastConvolutionFits(mm) && !DirectConvolutionFits(mm) &&
                              mm.conv->in_channels / mm.conv->groups >= kMinDotSide;
-  if (channels_last && (seed == 2 || (seed == 0 && mm.conv->transposed))) {
-    // Seed 2's convolutions of 16 channels a group or more are channels-last (input and weight copied, K
-    // by tap then channel): on the H200 1.04-1.6x faster than the NCHW gather in the same tiles on four
-    // of six level-1 convolutions, a tie on the 1-D one (bench/results/h200-nhwc-aligned). Seed 0's
-    // transposed ones too: per output phase, 1.08-2.31x faster than the NCHW phase form on all six measured
-    // (H100, tf32), 3.0-4.0x faster in tf32x3 than seed 1's NCHW ieee at tol 1e-4
-    // (bench/results/h100-ab-transposed-cat). With fewer channels a tap's K step would be mostly padding (a
-    // depthwise one: 1 of 16).
+  if (channels_last && seed != 1) {
+    // Convolutions of 16 channels a group or more are channels-last in seeds 0 and 2 (input and weight
+    // copied, K by tap then channel); seed 1 keeps the NCHW gather to measure against. On the H200 1.04-1.6x
+    // faster than the NCHW gather in the same tiles on four of six level-1 convolutions, a tie on the 1-D
+    // one (bench/results/h200-nhwc-aligned); the level-3 CNNs whose seed 0 kept the NCHW gather ran at
+    // 0.37-0.66x torch.compile (bench/results/h200-fair-l1-3). Transposed ones, per output phase,
+    // 1.08-2.31x faster than the NCHW phase form on all six measured (H100, tf32), 3.0-4.0x faster in tf32x3
+    // than seed 1's NCHW ieee at tol 1e-4 (bench/results/h100-ab-transposed-cat). With fewer channels a
+    // tap's K step would be mostly padding (a depthwise one: 1 of 16).
     design.algorithm = Algorithm::kNhwc;
     design.rblock = std::min(design.rblock, ChannelsLastMaxStep(mm));
     return design;

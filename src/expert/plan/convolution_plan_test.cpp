@@ -340,6 +340,47 @@ TEST(ConvolutionPlanTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTap
   EXPECT_FALSE(DesignFits(nhwc.plan.kernels.at(0), wide));
 }
 
+TEST(ConvolutionPlanTest, EverySeedGeneratesAConvolutionOfAFivePieceConcatenation) {
+  // level2_1 reading the concatenation of five [16, 4, 16, 16] inputs (a dense block's input): 20 channels,
+  // so seed 0 runs it channels-last, whose input copy takes any number of pieces, and seed 1 the NCHW gather,
+  // whose tiles take four. The plan is both seeds': the concatenation is not read inside the convolution.
+  Json ir = FixtureJson("level2_1_Conv2D_ReLU_BiasAdd");
+  const Json piece_meta = {
+      {"shape", {16, 4, 16, 16}}, {"stride", {1024, 256, 16, 1}}, {"offset", 0}, {"dtype", "float32"}};
+  Json pieces = Json::array();
+  ir["inputs"] = Json::array();
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = "x" + std::to_string(i);
+    ir["inputs"].push_back({{"name", name}, {"position", i}, {"kind", "tensor"}, {"meta", piece_meta}});
+    pieces.push_back({{"node", name}});
+  }
+  const Json cat_meta = {
+      {"shape", {16, 20, 16, 16}}, {"stride", {5120, 256, 16, 1}}, {"offset", 0}, {"dtype", "float32"}};
+  const Json cat = {{"name", "cat"},
+                    {"op", "aten.cat.default"},
+                    {"args", {pieces, 1}},
+                    {"kwargs", Json::object()},
+                    {"meta", cat_meta}};
+  ir["state"][1]["meta"] = {
+      {"shape", {16, 20, 3, 3}}, {"stride", {180, 9, 3, 1}}, {"offset", 0}, {"dtype", "float32"}};
+  ir["nodes"][0]["args"][0] = {{"node", "cat"}};
+  ir["nodes"].insert(ir["nodes"].begin(), cat);
+  const Graph graph = LoadGraph(ir);
+  const Plan plan = MakePlan(graph, {});
+  const auto conv = std::find_if(plan.kernels.begin(), plan.kernels.end(),
+                                 [](const KernelPlan& kernel) { return kernel.kind == KernelKind::kMatmul; });
+  ASSERT_NE(conv, plan.kernels.end());
+  EXPECT_EQ(DefaultDesign(*conv, 0).algorithm, Algorithm::kNhwc);
+  EXPECT_EQ(DefaultDesign(*conv, 1).algorithm, Algorithm::kTiled);
+  EXPECT_EQ(plan.kernels.size(), 2U) << "the concatenation stored by a kernel of its own";
+  for (int seed : {0, 1, 2}) {
+    CandidateDesign design;
+    design.seed = seed;
+    const Candidate candidate = GenerateCandidate(graph, "", "cat_conv", design);
+    EXPECT_TRUE(candidate.source) << "seed " << seed << ": " << candidate.problem;
+  }
+}
+
 TEST(ConvolutionPlanTest, AMinimumOverTheChannelsIsFinishedInTheConvolutionsTile) {
   const Graph graph = Fixture("level2_25_Conv2d_Min_Tanh_Tanh");  // conv 16->8, min over dim 1, tanh, tanh
   const Plan plan = MakePlan(graph, {});
@@ -355,7 +396,10 @@ TEST(ConvolutionPlanTest, AMinimumOverTheChannelsIsFinishedInTheConvolutionsTile
   EXPECT_GE(design.yblock, kernel.matmul->n) << "one tile spans the channels";
   const Candidate candidate = GenerateCandidate(graph, "", "min", CandidateDesign{});
   ASSERT_TRUE(candidate.source) << candidate.problem;
-  EXPECT_EQ(Count(*candidate.source, "tl.store("), 1U) << "neither the convolution nor the minimum is stored";
+  // the input's and the weight's channels-last copies, then the row value: neither the convolution nor the
+  // minimum is stored
+  EXPECT_EQ(Count(*candidate.source, "tl.store("), 3U) << *candidate.source;
+  EXPECT_EQ(Count(*candidate.source, "_nhwc[("), 1U) << *candidate.source;
   EXPECT_EQ(Count(*candidate.source, "_egg_min(tl.where(mask, product, float('inf')), 1)[:, None]"), 1U);
   EXPECT_EQ(Count(*candidate.source, ", mmask)"), 1U) << "one value a row, stored under the rows' mask";
 

@@ -49,13 +49,31 @@ std::map<int, TensorMeta> Planner::Layouts(const KernelPlan& kernel) const {
 
 bool Planner::Generates(KernelPlan kernel, const std::map<int, TensorMeta>& memory,
                         std::string* problem) const {
-  kernel.design = DefaultDesign(kernel, 0);
   kernel.stores = Results(kernel);
-  const LoweringProbe probe = ProbeLowering(graph_, kernel, memory, Layouts(kernel));
+  const LoweringProbe probe = ProbeSeeds(kernel, memory);
   if (!probe.lowers) {
     *problem = probe.problem;
   }
   return probe.lowers;
+}
+
+LoweringProbe Planner::ProbeSeeds(KernelPlan kernel, const std::map<int, TensorMeta>& memory) const {
+  kernel.design = DefaultDesign(kernel, 0);
+  LoweringProbe probe = ProbeLowering(graph_, kernel, memory, Layouts(kernel));
+  if (!probe.lowers || kernel.kind != KernelKind::kMatmul) {
+    return probe;
+  }
+  KernelDesign other = DefaultDesign(kernel, 1);
+  if (other.algorithm == kernel.design.algorithm) {
+    return probe;
+  }
+  kernel.design = other;
+  LoweringProbe gather = ProbeLowering(graph_, kernel, memory, Layouts(kernel));
+  if (!gather.lowers) {
+    return gather;
+  }
+  probe.loaded.insert(gather.loaded.begin(), gather.loaded.end());
+  return probe;
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "expert/families/lowering_probe.h"
 #include "expert/plan/plan.h"
 
 namespace egg::expert {
@@ -64,6 +65,12 @@ class Planner {
 
   // Whether `kernel` generates (all its results stored, as the trial's worst case).
   bool Generates(KernelPlan kernel, const std::map<int, TensorMeta>& memory, std::string* problem) const;
+
+  // `kernel` lowered, storing its `stores`, in each form its seeds start from: seed 0's design and, where
+  // seed 1's algorithm differs (a convolution seed 0 runs channels-last), seed 1's too, so that every seed of
+  // the plan generates. A channels-last convolution reads its input through a flat copy that takes any
+  // concatenation; the NCHW gather's tiles read at most four pieces. The values read are those of both.
+  LoweringProbe ProbeSeeds(KernelPlan kernel, const std::map<int, TensorMeta>& memory) const;
 
   KernelPlan NewKernel(const Node& node) const;
 

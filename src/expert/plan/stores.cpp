@@ -64,9 +64,9 @@ void Planner::FinalizeStores() {
   }
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     KernelPlan& kernel = plan_.kernels[k];
-    kernel.design = DefaultDesign(kernel, 0);
     kernel.stores = Results(kernel);
-    const LoweringProbe probe = ProbeLowering(graph_, kernel, kernel_memory_[k], Layouts(kernel));
+    const LoweringProbe probe = ProbeSeeds(kernel, kernel_memory_[k]);
+    kernel.design = DefaultDesign(kernel, 0);
     if (!probe.lowers) {
       throw std::runtime_error(probe.problem);
     }
