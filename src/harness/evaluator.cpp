@@ -213,6 +213,9 @@ void Evaluator::Store(const EvalResult& result, const Json& options_json) {
   if (store_ == nullptr) {
     return;
   }
+  if (result.status == EvalStatus::kTimeout) {
+    timed_out_.insert(result.key);
+  }
   const Json& hello = worker_.Hello();
   store_->PutEvaluation({result.key, result.task, result.task_hash, result.candidate, result.candidate_hash,
                          GpuName(hello), VersionOf(hello, "torch"), VersionOf(hello, "triton"),
@@ -234,7 +237,9 @@ EvalResult Evaluator::Evaluate(const std::string& task_file, const std::string& 
     if (auto stored = store_->FindEvaluation(key)) {
       EvalResult cached = Json::parse(*stored).get<EvalResult>();
       cached.cached = true;
-      return cached;
+      if (cached.status != EvalStatus::kTimeout || timed_out_.count(key) != 0) {
+        return cached;
+      }
     }
   }
   std::vector<std::string> baseline_flags;
@@ -266,7 +271,7 @@ bool Evaluator::LoadScreening(const std::string& key, ScreenResult* result) {
     return false;
   }
   const auto row = store_->FindScreening(key);
-  if (!row) {
+  if (!row || (row->status == StatusName(EvalStatus::kTimeout) && timed_out_.count(key) == 0)) {
     return false;
   }
   result->status = ParseStatus(row->status);
@@ -282,6 +287,9 @@ void Evaluator::StoreScreening(const std::string& key, const std::string& task_h
                                const ScreenResult& result) {
   if (store_ == nullptr) {
     return;
+  }
+  if (result.status == EvalStatus::kTimeout) {
+    timed_out_.insert(key);
   }
   store_->PutScreening({key, task_hash, result.candidate_hash, StatusName(result.status), result.reason,
                         Json(result.time).dump(), result.max_abs_err});

@@ -1,9 +1,13 @@
 // The judge: evaluates a candidate file against a task file through a worker, adds the baselines, the
 // speedups and the review flags, and stores every result (failures included) keyed by everything that can
 // change it. Candidate failures are results, never exceptions; a broken task or worker throws EggError.
+// A stored timeout answers again only in the evaluator that met it (a search does not wait twice on a
+// candidate that hangs): it is the limit's and the machine's load's answer, so a later run (a longer
+// --timeout, an idle machine) evaluates the candidate again and the new row replaces it.
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +52,7 @@ class Evaluator {
   WorkerChannel& worker_;
   store::Store* store_;
   std::map<std::string, BaselineResult> baselines_;
+  std::set<std::string> timed_out_;  // keys that timed out in this evaluator
 };
 
 }  // namespace egg::harness

@@ -191,6 +191,28 @@ TEST_F(EvaluatorTest, TimeoutAndCrashBecomeStoredStatuses) {
   EXPECT_NE(crash.key, timeout.key);
 }
 
+TEST_F(EvaluatorTest, AStoredTimeoutIsEvaluatedAgain) {
+  // A timeout is the limit's and the machine's load's answer, not the candidate's: the evaluator that met
+  // it answers it again (a search waits once), a later one (a longer --timeout, an idle machine) runs the
+  // candidate, and its result replaces the stored row.
+  options_.timing = false;
+  worker_.script.push_back({CallOutcome::kTimeout, Json(), "killed"});
+  {
+    Evaluator first(worker_, store_.get());
+    EXPECT_EQ(first.Evaluate(task_, candidate_, options_).status, EvalStatus::kTimeout);
+    EXPECT_TRUE(first.Evaluate(task_, candidate_, options_).cached);
+    EXPECT_EQ(worker_.requests.size(), 1U);
+  }
+  Evaluator evaluator(worker_, store_.get());
+  worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
+  const EvalResult again = evaluator.Evaluate(task_, candidate_, options_);
+  EXPECT_FALSE(again.cached);
+  EXPECT_EQ(again.status, EvalStatus::kOk);
+  EXPECT_EQ(worker_.requests.size(), 2U);
+  EXPECT_TRUE(evaluator.Evaluate(task_, candidate_, options_).cached) << "the ok row is kept";
+  EXPECT_EQ(worker_.requests.size(), 2U);
+}
+
 TEST_F(EvaluatorTest, SecondAskReturnsStoredRowWithoutCallingWorker) {
   options_.timing = false;
   worker_.script.push_back(FakeWorker::Ok(OkEval(1.0)));
@@ -422,6 +444,20 @@ TEST_F(ScreenTest, CachedCandidatesAreNotSentAgain) {
   EXPECT_EQ(worker_.requests[2]["candidates"].size(), 3U);
   EXPECT_FALSE(fresh[0].cached);
   EXPECT_EQ(fresh[1].status, EvalStatus::kOk);
+}
+
+TEST_F(ScreenTest, ATimedOutScreeningIsScreenedAgain) {
+  const auto paths = Candidates(1);
+  worker_.script.push_back(ScreenResponse({ScreenEntry("timeout")}));
+  EXPECT_EQ(Evaluator(worker_, store_.get()).Screen(task_, paths, options_, screen_)[0].status,
+            EvalStatus::kTimeout);
+  Evaluator evaluator(worker_, store_.get());
+  worker_.script.push_back(ScreenResponse({ScreenEntry("ok")}));
+  const auto again = evaluator.Screen(task_, paths, options_, screen_);
+  EXPECT_FALSE(again[0].cached);
+  EXPECT_EQ(again[0].status, EvalStatus::kOk);
+  EXPECT_TRUE(evaluator.Screen(task_, paths, options_, screen_)[0].cached);
+  EXPECT_EQ(worker_.requests.size(), 2U);
 }
 
 TEST_F(ScreenTest, KeyCoversTheScreenTimingAndTolerance) {

@@ -98,6 +98,14 @@ def test_hanging_candidate_times_out_and_is_stored(egg):
     with sqlite3.connect(egg.home / "egg.db") as db:
         statuses = [row[0] for row in db.execute("SELECT status FROM evaluations")]
     assert statuses == ["timeout"]
+    # a timeout is the limit's answer, not the candidate's: the next call runs it again (a longer --timeout
+    # would give it the time), and its row replaces the first
+    start = time.monotonic()
+    proc, again = egg.eval_json("task_relu.py", "relu_hang.py", "--timeout", "3")
+    assert time.monotonic() - start >= 3
+    assert again["status"] == "timeout" and again["cached"] is False and "3 s" in again["reason"]
+    with sqlite3.connect(egg.home / "egg.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == 1
 
 
 def test_aborting_candidate_is_crash(egg):
