@@ -192,7 +192,8 @@ std::string Planner::RealizeWhy(int value) const {
   return ": read by an op that runs in PyTorch or through a view";
 }
 
-std::optional<KernelPlan> Planner::Extend(const KernelPlan& kernel, const Node& node) const {
+std::optional<KernelPlan> Planner::Extend(const KernelPlan& kernel, const Node& node,
+                                          bool* reduced_apart) const {
   const auto index = static_cast<int>(&node - graph_.nodes.data());
   if (kernel.kind == KernelKind::kRecurrent || recurrents_.count(index) != 0 ||
       attentions_.count(index) != 0 || kernel.claim || claims_.count(index) != 0) {
@@ -210,7 +211,8 @@ std::optional<KernelPlan> Planner::Extend(const KernelPlan& kernel, const Node& 
         return std::nullopt;
       }
       if (!plan_.options.reduce_in_products) {
-        return std::nullopt;  // Place notes it (Plan::products_reduced_apart)
+        *reduced_apart = true;  // Place notes it (Plan::products_reduced_apart)
+        return std::nullopt;
       }
       extended.reductions.push_back(spec);
       extended.roots.push_back(node.value);
@@ -267,12 +269,10 @@ std::optional<KernelPlan> Planner::Extend(const KernelPlan& kernel, const Node& 
 bool Planner::Place(const Node& node) {
   if (!plan_.kernels.empty()) {
     const KernelPlan& last = plan_.kernels.back();
-    if (const auto reduction = reductions_.find(static_cast<int>(&node - graph_.nodes.data()));
-        !plan_.options.reduce_in_products && reduction != reductions_.end() &&
-        ReducesColumns(graph_, last, reduction->second)) {
-      plan_.products_reduced_apart = true;
-    }
-    if (auto extended = Extend(last, node)) {
+    bool reduced_apart = false;
+    auto extended = Extend(last, node, &reduced_apart);
+    plan_.products_reduced_apart = plan_.products_reduced_apart || reduced_apart;
+    if (extended) {
       std::string problem;
       if (Generates(*extended, kernel_memory_.back(), &problem)) {
         plan_.kernels.back() = std::move(*extended);

@@ -76,8 +76,9 @@ class Planner {
 
   std::string RealizeWhy(int value) const;
 
-  // The kernel `kernel` extended by the root of `node`, or nullopt when the domains cannot be shared.
-  std::optional<KernelPlan> Extend(const KernelPlan& kernel, const Node& node) const;
+  // The kernel `kernel` extended by the root of `node`, or nullopt when the domains cannot be shared;
+  // `*reduced_apart` set when a reduction the product's tile could finish was left apart by the plan options.
+  std::optional<KernelPlan> Extend(const KernelPlan& kernel, const Node& node, bool* reduced_apart) const;
 
   bool Place(const Node& node);
 
