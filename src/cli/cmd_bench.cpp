@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/process.h"
+#include "common/version.h"
 #include "harness/evaluator.h"
 #include "report/bench_summary.h"
 
@@ -188,6 +189,7 @@ Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
               {"path", task.path.string()},
               {"level", task.level},
               {"status", report.value("status", "failed")},
+              {"egg", EggVersion()},
               {"correct", outcome.correct},
               {"wall_s", wall_s},
               {"out_dir", outcome.out_dir},

@@ -7,9 +7,11 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"egg: expert-guided Triton kernel generation"};
+  app.set_version_flag("--version", fmt::format("egg {}", egg::EggVersion()));
   app.require_subcommand(1);
   app.fallthrough();
   egg::cli::GlobalOptions globals;
@@ -23,6 +25,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {
     return app.exit(help);
+  } catch (const CLI::CallForVersion& version) {
+    return app.exit(version);
   } catch (const CLI::ParseError& error) {
     fmt::print(stderr, "egg: error: {}\n", error.what());
     return egg::kExitError;

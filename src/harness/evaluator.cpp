@@ -1,10 +1,10 @@
 #include "harness/evaluator.h"
 
-#include "harness/baselines.h"
-
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/hash.h"
+#include "common/version.h"
+#include "harness/baselines.h"
 
 namespace egg::harness {
 namespace {
@@ -255,6 +255,7 @@ EvalResult Evaluator::Evaluate(const std::string& task_file, const std::string& 
   const Json& hello = worker_.Hello();
   result.device = hello.value("device", Json::object());
   result.versions = hello.value("versions", Json::object());
+  result.versions["egg"] = EggVersion();
   result.timing_note = options.device == "cuda" ? "" : kCpuTimingNote;
   result.task = task_path;
   result.candidate = candidate_path;

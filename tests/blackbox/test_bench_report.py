@@ -49,6 +49,8 @@ def test_results_have_kernelbench_metrics_per_level(bench):
     assert overall["tol"]["0.01"]["baseline"] == "default" and overall["tol"]["0.0001"]["baseline"] == "strict"
     assert overall["tol"]["0.01"]["vacuous"] == 0
     assert all(row["tol"] == 0.01 and list(row["baselines"]) == ["default", "strict", "tf32"] for row in tasks)
+    version = subprocess.run([str(ROOT / "egg"), "--version"], capture_output=True, text=True).stdout.split()[1]
+    assert all(row["egg"] == version and row["versions"]["egg"] == version for row in tasks), "each row's binary"
     assert results["summary"]["levels"]["1"]["tasks"] == TASK_COUNT
     kernelbench = sorted((out / "kernelbench" / "level1").glob("*.json"))
     assert len(kernelbench) == TASK_COUNT

@@ -1,3 +1,4 @@
+import re
 import signal
 import sqlite3
 import subprocess
@@ -38,6 +39,9 @@ def test_correct_candidate_passes_with_contract_fields(egg):
     assert result["triton_launches"] == 1
     assert result["max_abs_err"] == 0.0
     assert result["tol"] == 0.0001, "KernelBench's float32 rule unless the user asks for another"
+    version = egg.run("--version")
+    assert version.returncode == 0 and re.fullmatch(r"egg [\w.+-]+\n", version.stdout), version
+    assert result["versions"]["egg"] == version.stdout.split()[1], "the result names the binary that judged it"
     assert result["time_ms"]["candidate"] is None, "nothing is timed in the interpreter"
     assert "not a performance figure" in result["timing_note"] or "no timing" in result["timing_note"]
     assert result["device"]["kind"] == "cpu"
