@@ -432,6 +432,101 @@ def test_cuda_graph_design_wraps_the_forward(compiled):
     assert "_egg_graphed" not in plain and "cuda_graph" not in design_line(plain)["plan"]
 
 
+GRAPH_LOGIC = '''
+import contextlib, importlib.util, json, sys, types, torch
+spec = importlib.util.spec_from_file_location("graphed", sys.argv[1])
+candidate = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(candidate)
+
+class OnGpu(torch.Tensor):  # a CPU tensor that says it is on a GPU: the graph path runs, its CUDA calls faked
+    @property
+    def is_cuda(self):
+        return True
+
+captures, capturing = [], []
+
+class FakeGraph:  # a capture records the forward without running it; a replay runs what was recorded
+    def __init__(self):
+        self.body = None
+        captures.append(self)
+
+    def replay(self):
+        self.body()
+
+@contextlib.contextmanager
+def graph(fake):
+    capturing.append(fake)
+    yield
+    capturing.pop()
+
+cuda = types.SimpleNamespace(Stream=lambda: types.SimpleNamespace(wait_stream=lambda other: None),
+                             current_stream=lambda: types.SimpleNamespace(wait_stream=lambda other: None),
+                             stream=lambda s: contextlib.nullcontext(), CUDAGraph=FakeGraph, graph=graph)
+candidate.torch = types.SimpleNamespace(**{name: getattr(torch, name) for name in dir(torch)
+                                           if not name.startswith("__")})
+candidate.torch.cuda = cuda
+candidate.EGG_INTERPRET = types.SimpleNamespace(value=False)
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.full((4, 4), 2.0))
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):  # a pack kept from the weight (as _egg_kept keeps one), a buffer updated in place
+        if self.__dict__.get("pack_of") != (self.weight.data_ptr(), self.weight._version):
+            self.__dict__["pack"], self.__dict__["pack_of"] = self.weight.detach().t().clone(), (
+                self.weight.data_ptr(), self.weight._version)
+        pack = self.__dict__["pack"]
+        def body(out):  # through .data: a replay runs no Python and moves no version counter
+            self.calls.data.add_(1)
+            out.data.copy_(x @ pack)
+            return out
+        if capturing:
+            out = torch.empty(x.shape[0], 4)
+            capturing[-1].body = lambda: body(out)
+            with torch.no_grad():
+                self.calls.add_(0)  # a capture's in-place op: the version moves, the value does not
+            return out
+        return body(torch.empty(x.shape[0], 4))
+
+net = Net()
+def call(rows, value=1.0):
+    with torch.no_grad():
+        return candidate._egg_graphed(net, net.forward, (torch.full((rows, 4), value).as_subclass(OnGpu),))
+report = {}
+first, second = call(2), call(2, 3.0)
+report["same_shape"] = [len(captures), first[0, 0].item(), second[0, 0].item(), net.calls.item()]
+call(3)
+report["other_shape"] = [len(captures), net.calls.item()]
+with torch.no_grad():
+    net.weight.mul_(10)
+report["written_weight"] = [call(2)[0, 0].item(), len(captures)]
+net.weight = torch.nn.Parameter(torch.ones(4, 4))
+report["replaced_weight"] = [call(2)[0, 0].item(), len(captures)]
+report["again"] = [call(2)[0, 0].item(), len(captures), net.calls.item()]
+print(json.dumps(report))
+'''
+
+
+def test_cuda_graph_captures_again_for_new_shapes_and_changed_state(compiled):
+    """_egg_graphed's own logic, its CUDA calls faked (a capture records, a replay runs the record): a graph per
+    input shape; a weight written in place or replaced captures again, so values kept from it are made again; the
+    warm-up's writes to the buffers are undone, so each call updates them once."""
+    egg, _ = compiled
+    proc = subprocess.run([sys.executable, "-c", GRAPH_LOGIC, str(egg.workdir / "out" / "lstm_graph.py")],
+                          capture_output=True, text=True, timeout=300, cwd=egg.workdir,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    # x of ones (then threes) times the weight's transpose (2s): 4 * 2 = 8 (then 24); one capture, two calls
+    assert report["same_shape"] == [1, 8.0, 24.0, 2.0]
+    assert report["other_shape"] == [2, 3.0], "three rows: a graph of their own; a third call, counted once"
+    assert report["written_weight"] == [80.0, 3], "the weight written in place: captured again, pack made again"
+    assert report["replaced_weight"] == [4.0, 4], "a new weight: captured again"
+    assert report["again"] == [4.0, 4, 6.0], "nothing changed: replayed; six calls, six updates of the buffer"
+
+
 def test_compile_json_lists_kernels_and_pytorch_ops(compiled):
     _, runs = compiled
     softmax = json.loads(runs["seed0"].stdout)

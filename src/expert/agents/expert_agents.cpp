@@ -50,8 +50,13 @@ class ExpertCode : public agents::CodeAgent {
     (void)count;
     std::vector<DesignMove> moves;
     if (context.stage == "stage1.seeds" && !context.refining_seed) {
-      moves.push_back(SeedDesign(index, context.tol));
-      return Realize(moves.front());
+      const DesignMove seed = SeedDesign(index, context.tol);
+      if (index != 0) {
+        return Realize(seed);
+      }
+      const Candidate plain =
+          GenerateCandidate(*config_.graph, config_.task_source, config_.task_name, seed.design);
+      return Realize(GraphedSeed(seed, plain).value_or(seed));
     }
     const auto incumbent = Regenerate(context.incumbent_design);
     if (!incumbent) {

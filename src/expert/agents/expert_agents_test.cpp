@@ -55,6 +55,38 @@ TEST(ExpertAgentsTest, CodeAgentSeedsAndSpacesCarryTheirDesignRecords) {
                   .empty());
 }
 
+TEST(ExpertAgentsTest, SeedZeroOfAForwardOfManyLaunchesIsGraphed) {
+  // x @ w0, relu, @ w1, relu, ... eight products: eight launches, none left to PyTorch
+  std::vector<Json> inputs = {testing::Input("x", 0, testing::Meta({64, 64}))};
+  std::vector<Json> nodes;
+  std::string last = "x";
+  for (int i = 0; i < 8; ++i) {
+    const std::string w = "w" + std::to_string(i);
+    const std::string mm = "mm" + std::to_string(i);
+    const std::string relu = "relu" + std::to_string(i);
+    inputs.push_back(testing::Input(w, i + 1, testing::Meta({64, 64})));
+    nodes.push_back(testing::NodeJson(
+        mm, "aten.mm.default", Json::array({testing::Ref(last), testing::Ref(w)}), testing::Meta({64, 64})));
+    nodes.push_back(testing::NodeJson(relu, "aten.relu.default", Json::array({testing::Ref(mm)}),
+                                      testing::Meta({64, 64})));
+    last = relu;
+  }
+  const Graph graph = testing::LoadGraph(testing::GraphJson(inputs, nodes, {last}));
+  agents::Backend backend = MakeExpertBackend({&graph, "", "chain.py"});
+  auto seed0 = backend.code->Propose(Context("stage1.seeds"), nullptr, 0, kSeedFamilies);
+  ASSERT_TRUE(seed0.value) << seed0.failure;
+  EXPECT_EQ(seed0.value->move, "seed 0 graphed");
+  const auto design = DesignOf(seed0.value->design);
+  ASSERT_TRUE(design);
+  EXPECT_TRUE(design->plan.cuda_graph);
+  EXPECT_NE(seed0.value->source.find("return _egg_graphed(self, self._egg_forward, ("), std::string::npos);
+  EXPECT_EQ(GenerateCandidate(graph, "", "chain.py", *design).source, seed0.value->source);
+  auto seed1 = backend.code->Propose(Context("stage1.seeds"), nullptr, 1, kSeedFamilies);
+  ASSERT_TRUE(seed1.value) << seed1.failure;
+  EXPECT_EQ(seed1.value->move, "seed 1") << "the other seeds launch kernel by kernel";
+  EXPECT_FALSE(DesignOf(seed1.value->design)->plan.cuda_graph);
+}
+
 TEST(ExpertAgentsTest, CodeAgentReadsTheIncumbentsDesignFromTheContextNeverFromItsSource) {
   const Graph graph = BigSoftmax();
   agents::Backend backend = MakeExpertBackend({&graph, "", "softmax.py"});

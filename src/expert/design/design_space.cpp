@@ -192,6 +192,19 @@ DesignMove SeedDesign(int index, double tol) {
   return move;
 }
 
+std::optional<DesignMove> GraphedSeed(const DesignMove& seed, const Candidate& plain) {
+  if (seed.design.seed != 0 || seed.design.plan.cuda_graph || !plain.source || !plain.pytorch_ops.empty() ||
+      plain.launches < kSeedGraphLaunches) {
+    return std::nullopt;
+  }
+  DesignMove graphed = seed;
+  graphed.design.plan.cuda_graph = true;
+  graphed.move = seed.move + " graphed";
+  graphed.description =
+      fmt::format("{}, the forward's {} launches in one CUDA graph", seed.description, plain.launches);
+  return graphed;
+}
+
 int64_t KernelTrafficBytes(const Graph& graph, const Plan& plan, size_t kernel) {
   const KernelPlan& k = plan.kernels.at(kernel);
   std::map<int, TensorMeta> layouts;
@@ -248,7 +261,13 @@ std::vector<DesignMove> StageMoves(const Graph& graph, const std::string& stage,
 }
 
 std::vector<DesignMove> RepairMoves(const Candidate& failing, const std::string& status, const std::string& reason) {
-  MoveList list(failing, 4);
+  MoveList list(failing, failing.design.plan.cuda_graph ? 5 : 4);
+  if (failing.design.plan.cuda_graph) {  // the same kernels launched one by one: a capture may be what failed
+    CandidateDesign eager = failing.design;
+    eager.plan.cuda_graph = false;
+    list.AddCandidate(eager, "no cuda graph",
+                      "the forward launched kernel by kernel, not captured and replayed as a CUDA graph");
+  }
   if (status == "mismatch" && failing.graph != nullptr) {  // the folded sums round differently
     CandidateDesign whole = failing.design;
     whole.kernels.clear();

@@ -3,6 +3,7 @@
 // before anything is compiled or measured.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,12 @@ DesignMove SeedDesign(int index, double tol);
 // product whose columns are summed whole (the exact form beside the folded one, ir/fold.h).
 PlanOptions SeedPlan(int index);
 std::string SeedFamilyName(int seed);
+// Seed 0 as generated (`plain`, its record the seed's) with its forward in one CUDA graph, where it has no op
+// left to PyTorch and launches kSeedGraphLaunches kernels or more; nullopt otherwise. On the H200 the graph
+// was never slower on six level-3 tasks of 3-29 kernels and 3.34x faster on MobileNetV1's 29
+// (bench/results/h200-cuda-graph), and a --quick search's time budget ends before stage2.memory proposes it.
+inline constexpr size_t kSeedGraphLaunches = 8;
+std::optional<DesignMove> GraphedSeed(const DesignMove& seed, const Candidate& plain);
 
 // One quick improvement of a seed: the same algorithms, the hottest kernel's tile doubled or halved.
 std::vector<DesignMove> SeedRefinements(const Graph& graph, const Candidate& seed);

@@ -147,6 +147,15 @@ TEST(DesignSpaceTest, ManyLaunchesMakeACudaGraphTheFirstMemoryMove) {
   for (const DesignMove& move : StageMoves(graph, "stage2.memory", graphed, "", 20)) {
     EXPECT_NE(move.move, "cuda graph");
   }
+  // A graphed candidate that fails is first repaired without the graph, its kernels kept; the other repairs
+  // follow.
+  const auto repairs =
+      RepairMoves(graphed, "runtime_error", "operation not permitted when stream is capturing");
+  ASSERT_GE(repairs.size(), 3U);
+  EXPECT_EQ(repairs.front().move, "no cuda graph");
+  EXPECT_FALSE(repairs.front().design.plan.cuda_graph);
+  EXPECT_EQ(repairs.front().design.kernels, graphed.design.kernels);
+  EXPECT_EQ(repairs.back().move, "unfused streaming");
   // A forward with few launches keeps them.
   const Graph softmax = BigSoftmax();
   const Candidate single = GenerateCandidate(softmax, "", "softmax", SeedDesign(0, 1e-2).design);
