@@ -193,15 +193,25 @@ KernelDesign MatmulFamily::SeedDesign(const KernelPlan& kernel, int seed, Precis
   const bool channels_last = ChannelsLastConvolutionFits(mm) && !DirectConvolutionFits(mm) &&
                              mm.conv->in_channels / mm.conv->groups >= kMinDotSide;
   if (channels_last && seed != 1) {
-    // Convolutions of 16 channels a group or more are channels-last in seeds 0 and 2 (input and weight
-    // copied, K by tap then channel); seed 1 keeps the NCHW gather to measure against. On the H200 1.04-1.6x
-    // faster than the NCHW gather in the same tiles on four of six level-1 convolutions, a tie on the 1-D
-    // one (bench/results/h200-nhwc-aligned); the level-3 CNNs whose seed 0 kept the NCHW gather ran at
-    // 0.37-0.66x torch.compile (bench/results/h200-fair-l1-3). Transposed ones, per output phase,
-    // 1.08-2.31x faster than the NCHW phase form on all six measured (H100, tf32), 3.0-4.0x faster in tf32x3
-    // than seed 1's NCHW ieee at tol 1e-4 (bench/results/h100-ab-transposed-cat). With fewer channels a
-    // tap's K step would be mostly padding (a depthwise one: 1 of 16).
-    design.algorithm = Algorithm::kNhwc;
+    // Convolutions of 16 channels a group or more, transposed ones too, are channels-last in seeds 0 and 2
+    // (input and weight copied, K by tap then channel); seed 1 keeps the NCHW gather to measure against. On
+    // the H200 the nested form was 1.04-1.6x faster than the gather in the same tiles on four of six level-1
+    // convolutions, a tie on the 1-D one (bench/results/h200-nhwc-aligned), and the level-3 CNNs whose seed 0
+    // kept the gather ran at 0.37-0.66x torch.compile (bench/results/h200-fair-l1-3). On the H100 at tf32
+    // (bench/results/h100-ab-kloop) one K loop over (tap, channel step) beat the nested loops in the same
+    // tiles on all nine convolutions measured, and in 128-row tiles of 8 warps on eight of them: 1.31-2.47x
+    // faster than the NCHW gather on the five measured beside it, 1.09-2.10x than the nested form):
+    // seed 0 takes the one loop, in those tiles at tf32 (its tf32x3 products keep the 64x64 tiles of 4
+    // warps, unmeasured wider); seed 2 the nested loops. Transposed ones, per output phase: 1.08-2.31x faster
+    // than the NCHW phase form on all six measured (H100, tf32, bench/results/h100-ab-transposed-cat). With
+    // fewer channels a tap's K step would be mostly padding (a depthwise one: 1 of 16).
+    design.algorithm = seed == 0 ? Algorithm::kNhwcK : Algorithm::kNhwc;
+    if (seed == 0 && products == Precision::kTf32) {
+      design.xblock = std::min<int64_t>(128, std::max<int64_t>(16, NextPowerOfTwo(mm.m)));
+      design.yblock = std::clamp<int64_t>(NextPowerOfTwo(mm.n), 16, 128);
+      design.num_warps = 8;
+      design.num_stages = 3;
+    }
     design.rblock = std::min(design.rblock, ChannelsLastMaxStep(mm));
     return design;
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "expert/codegen/candidate_file.h"
 #include "expert/design/candidate.h"
@@ -342,8 +343,9 @@ TEST(ConvolutionPlanTest, ChannelsLastConvolutionRepacksItsInputThenLoopsOverTap
 
 TEST(ConvolutionPlanTest, EverySeedGeneratesAConvolutionOfAFivePieceConcatenation) {
   // level2_1 reading the concatenation of five [16, 4, 16, 16] inputs (a dense block's input): 20 channels,
-  // so seed 0 runs it channels-last, whose input copy takes any number of pieces, and seed 1 the NCHW gather,
-  // whose tiles take four. The plan is both seeds': the concatenation is not read inside the convolution.
+  // so seeds 0 and 2 run it channels-last, whose input copy takes any number of pieces, and seed 1 the NCHW
+  // gather, whose tiles take four. The plan is both seeds': the concatenation is not read inside the
+  // convolution.
   Json ir = FixtureJson("level2_1_Conv2D_ReLU_BiasAdd");
   const Json piece_meta = {
       {"shape", {16, 4, 16, 16}}, {"stride", {1024, 256, 16, 1}}, {"offset", 0}, {"dtype", "float32"}};
@@ -370,8 +372,16 @@ TEST(ConvolutionPlanTest, EverySeedGeneratesAConvolutionOfAFivePieceConcatenatio
   const auto conv = std::find_if(plan.kernels.begin(), plan.kernels.end(),
                                  [](const KernelPlan& kernel) { return kernel.kind == KernelKind::kMatmul; });
   ASSERT_NE(conv, plan.kernels.end());
-  EXPECT_EQ(DefaultDesign(*conv, 0).algorithm, Algorithm::kNhwc);
+  EXPECT_EQ(DefaultDesign(*conv, 0).algorithm, Algorithm::kNhwcK);
   EXPECT_EQ(DefaultDesign(*conv, 1).algorithm, Algorithm::kTiled);
+  EXPECT_EQ(DefaultDesign(*conv, 2).algorithm, Algorithm::kNhwc);
+  // seed 0 at tf32 in 128-row tiles of 8 warps spanning the 16 output channels; at tf32x3 the 64x64 tile's
+  // 4 warps
+  const KernelDesign tf32 = DefaultDesign(*conv, 0, Precision::kTf32);
+  EXPECT_EQ(std::make_tuple(tf32.algorithm, tf32.xblock, tf32.yblock, tf32.rblock, tf32.num_warps),
+            std::make_tuple(Algorithm::kNhwcK, int64_t{128}, int64_t{16}, int64_t{32}, 8));
+  const KernelDesign tf32x3 = DefaultDesign(*conv, 0, Precision::kTf32x3);
+  EXPECT_EQ(std::make_tuple(tf32x3.algorithm, tf32x3.num_warps), std::make_tuple(Algorithm::kNhwcK, 4));
   EXPECT_EQ(plan.kernels.size(), 2U) << "the concatenation stored by a kernel of its own";
   for (int seed : {0, 1, 2}) {
     CandidateDesign design;
