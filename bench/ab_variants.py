@@ -21,6 +21,8 @@ Sets (each variant the same task compiled with another design record, so a pair 
   against one K loop over (tap, channel step) (`kloop`, nhwck), in seed 0's tiles, and the one loop in 128x128
   tiles of 8 warps (`wide`), at tf32 (tol 1e-2, seed 0 as it is beside them where it is not channels-last), and
   at tf32x3 (tol 1e-4, `-4`) for three of them.
+- `graph`: seed 0 at tf32 (tol 1e-2) of eleven level-3 networks in one CUDA graph (`graphed`, as seed 0 takes it
+  for 8 launches or more with no op left to PyTorch) against the same record without it (`plain`).
 - `colred`: reductions over a convolution's channels finished in its tile (`fused`, seed 0 at tf32, tol 1e-2)
   against the same record with `plan.reduce_in_products` false (`apart`: the product stored, then a reduction
   kernel); at tol 1e-4 the same pair in tf32x3 products (`fused-4`, `apart-4`).
@@ -53,6 +55,8 @@ REDUCING = {"aten.min.dim", "aten.amax.default", "aten.amin.default", "aten.sum.
 KLOOP = ["level1/55_", "level1/56_", "level1/62_", "level1/67_", "level2/32_", "level1/57_", "level1/65_",
          "level1/71_", "level1/61_", "level3/11_", "level3/9_"]
 KLOOP_TIGHT = {"level1/55_", "level1/57_", "level2/32_"}
+GRAPH = ["level3/9_", "level3/11_", "level3/4_", "level3/8_", "level3/19_", "level3/20_", "level3/5_", "level3/3_",
+         "level3/13_", "level3/14_", "level3/12_"]
 NAN = ["level1/23_", "level1/24_", "level1/41_", "level1/42_", "level1/43_", "level1/49_", "level1/53_"]
 
 
@@ -266,6 +270,23 @@ def make_kloop(egg: str, out: pathlib.Path) -> list:
     return loose + tight
 
 
+def make_graph(egg: str, out: pathlib.Path) -> list:
+    """Seed 0 at tf32 (tol 1e-2) as `egg optimize` proposes it for forwards of many launches with no op left to
+    PyTorch, in one CUDA graph (`graphed`, plan.cuda_graph), against the same record without it (`plain`), the
+    baselines beside `plain`; a task whose plan leaves an op to PyTorch is skipped (seed 0 graphs none)."""
+    entries = []
+    for _, task, tag in staged(GRAPH, out):
+        plain = compile_task(egg, task, {"seed": 0, "precision": "tf32"}, out / f"{tag}_plain.py")
+        if plain["pytorch_ops"]:
+            print(f"ab_variants: {tag}: {len(plain['pytorch_ops'])} op(s) left to PyTorch, skipped")
+            continue
+        compile_task(egg, task, {"seed": 0, "precision": "tf32", "plan": {"cuda_graph": True}},
+                     out / f"{tag}_graphed.py")
+        entries += [{"tag": tag, "variant": "plain", "tol": 1e-2, "baselines": True},
+                    {"tag": tag, "variant": "graphed", "tol": 1e-2, "baselines": False}]
+    return entries
+
+
 def table(path: pathlib.Path) -> list:
     rows = {}
     for line in path.read_text().splitlines():
@@ -294,7 +315,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     make = sub.add_parser("make")
-    make.add_argument("set", choices=("transposed", "nan", "cat", "phases", "fold", "colred", "kloop"))
+    make.add_argument("set", choices=("transposed", "nan", "cat", "phases", "fold", "colred", "kloop", "graph"))
     make.add_argument("out", type=pathlib.Path)
     make.add_argument("--append", action="store_true", help="add to DIR's manifest instead of replacing it")
     make.add_argument("--egg", default=str(ROOT / "egg"))
@@ -309,7 +330,7 @@ def main() -> None:
     earlier = json.loads(manifest.read_text()) if args.append and manifest.exists() else []
     entries = {"transposed": make_transposed, "nan": make_nan, "cat": make_cat,
                "phases": make_phases, "fold": make_fold, "colred": make_colred,
-               "kloop": make_kloop}[args.set](args.egg, args.out)
+               "kloop": make_kloop, "graph": make_graph}[args.set](args.egg, args.out)
     manifest.write_text(json.dumps(earlier + entries, indent=1) + "\n")
     print(f"wrote {len(entries)} candidates and {args.out / 'manifest.json'}")
 

@@ -41,6 +41,16 @@ def _fmt(value, digits=2, suffix=""):
     return str(value)
 
 
+def _hottest(row: dict) -> str:
+    """The row's longest kernel in its traced call and its share of the GPU time ("egg_k1_var 62%"), "-" without a
+    trace (a CPU run, an older row)."""
+    times = row.get("kernel_times") or []
+    top = times[0] if times and isinstance(times[0], dict) else None
+    if top is None or not isinstance(top.get("share"), (int, float)):
+        return "-"
+    return f"{top.get('name', '?')[:48]} {top['share'] * 100:.0f}%"
+
+
 def _levels(summary: dict) -> list:
     levels = [("all tasks", summary.get("overall", {}))]
     for level, metrics in sorted(summary.get("levels", {}).items(), key=lambda item: int(item[0])):
@@ -54,6 +64,7 @@ def render(results: dict) -> str:
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                      undefined=jinja2.StrictUndefined)
     environment.filters["fmt"] = _fmt
+    environment.filters["hottest"] = _hottest
     template = environment.get_template("report.html.j2")
     timed = any(isinstance(row.get("speedup_vs_eager"), (int, float)) for row in rows)
     figures = {

@@ -793,7 +793,7 @@ def _empty_result(request: EvalRequest) -> dict:
     return {
         "status": "ok", "reason": "", "correct": False, "trials": request.trials, "trials_passed": 0,
         "max_abs_err": None, "max_rel_err": None, "rel_l2_err": None, "tol": request.tol, "robust": None,
-        "time_ms": {"candidate": None}, "triton_launches": 0, "triton_kernels": [], "triton_time_share": None,
+        "time_ms": {"candidate": None}, "triton_launches": 0, "triton_kernels": [], "triton_time_share": None, "kernel_times": [],
         "flags": [], "worker_tainted": False, "vacuous": False, "float32_answer": False, "io_bytes": None, "variants": None,
     }
 
@@ -847,6 +847,7 @@ def _run_trials(context: Context, model, result: dict) -> None:
         _record_launches(result, call)
         if call.kernel_records is not None:
             result["triton_time_share"] = guards.triton_time_share(call.kernel_records, call.launches)
+            result["kernel_times"] = guards.kernel_times(call.kernel_records, call.launches)
         if call.trace_problem is not None:
             context.flags.append(f"side-stream check skipped, no kernel trace: {call.trace_problem}")
     result.update(dataclasses.asdict(errors))

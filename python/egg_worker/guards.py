@@ -325,6 +325,37 @@ def kernel_trace(fn, args):
         return result, None, _problem(error)
 
 
+KERNEL_TIMES_KEPT = 12  # kernels named in an evaluation's kernel_times; the rest summed into one entry
+KERNEL_NAME_CHARS = 120  # library kernels' mangled names are long: their head says what they are
+
+
+def kernel_times(records, triton_names, kept: int = KERNEL_TIMES_KEPT) -> list:
+    """The traced call's GPU time per kernel name, the longest first: [{name, launches, us, share, triton}],
+    `triton` where a launched Triton kernel has that name (a library kernel, a copy or a fill otherwise). Beyond
+    the `kept` longest, one entry "(N other kernels)" sums the rest. Empty when the trace has no kernel time."""
+    total_us = sum(record.duration_us for record in records)
+    if total_us <= 0:
+        return []
+    names = set(triton_names)
+    by_name: dict = {}
+    for record in records:
+        entry = by_name.setdefault(record.name, [0, 0.0])
+        entry[0] += 1
+        entry[1] += record.duration_us
+    ordered = sorted(by_name.items(), key=lambda item: (-item[1][1], item[0]))
+
+    def entry(name, launches, us, triton):
+        return {"name": name[:KERNEL_NAME_CHARS], "launches": launches, "us": round(us, 3),
+                "share": round(us / total_us, 4), "triton": triton}
+
+    times = [entry(name, launches, us, name in names) for name, (launches, us) in ordered[:kept]]
+    rest = ordered[kept:]
+    if rest:
+        times.append(entry(f"({len(rest)} other kernels)", sum(launches for _, (launches, _) in rest),
+                           sum(us for _, (_, us) in rest), False))
+    return times
+
+
 def triton_time_share(records, triton_names) -> float | None:
     """Share of the total kernel time spent in kernels named after launched Triton kernels (None: no kernels)."""
     total_us = sum(record.duration_us for record in records)

@@ -5,8 +5,8 @@ import pytest
 from conftest import candidate_path, task_path
 
 RESULT_FIELDS = {"status", "reason", "correct", "trials", "trials_passed", "max_abs_err", "max_rel_err", "rel_l2_err",
-                 "tol", "robust", "time_ms", "triton_launches", "triton_kernels", "triton_time_share", "flags",
-                 "worker_tainted", "vacuous", "float32_answer", "io_bytes", "timing_protocol", "variants"}
+                 "tol", "robust", "time_ms", "triton_launches", "triton_kernels", "triton_time_share", "kernel_times",
+                 "flags", "worker_tainted", "vacuous", "float32_answer", "io_bytes", "timing_protocol", "variants"}
 
 
 @pytest.mark.parametrize("task, candidate, kernel", [
@@ -23,6 +23,7 @@ def test_correct_candidates_are_ok(worker, task, candidate, kernel):
     assert result["triton_launches"] == 1 and result["triton_kernels"] == [kernel]
     assert result["time_ms"] == {"candidate": None}  # never timed on cpu, whatever timing says
     assert result["triton_time_share"] is None and result["robust"] is None
+    assert result["kernel_times"] == []  # no kernel trace on the cpu
     assert result["worker_tainted"] is False and result["flags"] == [] and result["vacuous"] is False
     assert result["float32_answer"] is False
     assert result["io_bytes"] > 0
@@ -303,3 +304,30 @@ def test_second_looks_measure_distances_a_chunk_at_a_time(monkeypatch):
     waves = torch.randn(4, 3, generator=generator, dtype=torch.complex64)
     assert ev._norm(waves) == pytest.approx(torch.linalg.vector_norm(waves.to(torch.complex128)).item(), rel=1e-6)
     assert ev._distances(torch.empty(0), torch.empty(0, dtype=torch.float64)) == (0.0, 0.0)
+
+
+def test_the_last_trials_trace_gives_the_kernel_times_and_the_triton_share(monkeypatch):
+    # The GPU path, faked on the cpu: the last trial runs under the profiler; its kernel records become the
+    # result's kernel_times (per name, the longest first) and triton_time_share.
+    from types import SimpleNamespace
+    import torch
+    from egg_worker import evaluate as ev
+    records = [("relu_kernel", 7), ("cudnn_conv", 7), ("relu_kernel", 7)]
+    traced = []
+
+    def fake_trial(context, model, trial, profile):
+        traced.append(profile)
+        call = _stream_call(records if profile else [], launches=("relu_kernel", "relu_kernel"))
+        call.kernel_records = call.kernel_records if profile else None
+        return call, ev.Comparison(True, ev.Errors(0.0, 0.0, 0.0), "")
+
+    monkeypatch.setattr(ev, "run_trial", fake_trial)
+    request = SimpleNamespace(trials=2, device=torch.device("cuda"))
+    context = ev.Context(request=request, task=None, reference=None, reference_key=())
+    context.reference_fingerprints = {1, 2}
+    result = {"trials_passed": 0, "status": "ok", "reason": ""}
+    ev._run_trials(context, None, result)
+    assert traced == [False, True]
+    assert result["triton_time_share"] == pytest.approx(2 / 3)
+    assert [(t["name"], t["launches"], t["us"], t["triton"]) for t in result["kernel_times"]] == [
+        ("relu_kernel", 2, 2.0, True), ("cudnn_conv", 1, 1.0, False)]

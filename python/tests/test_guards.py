@@ -112,6 +112,23 @@ def test_kernel_records_are_read_from_a_chrome_trace(tmp_path):
     assert guards.triton_time_share([], ["relu_kernel"]) is None
 
 
+def test_kernel_times_sum_each_name_longest_first_and_the_rest_in_one_entry():
+    records = [guards.KernelRecord("egg_k1_var", 7, 30.0, 1.0), guards.KernelRecord("egg_k0_convolution", 7, 50.0, 2.0),
+               guards.KernelRecord("egg_k1_var", 7, 30.0, 3.0), guards.KernelRecord("void at::native::copy" + "x" * 200,
+                                                                                  7, 10.0, 4.0),
+               guards.KernelRecord("egg_k2_add", 7, 5.0, 5.0), guards.KernelRecord("egg_k3_mul", 7, 5.0, 6.0)]
+    times = guards.kernel_times(records, ["egg_k0_convolution", "egg_k1_var", "egg_k2_add", "egg_k3_mul"], kept=3)
+    assert [(t["name"][:22], t["launches"], t["us"], t["triton"]) for t in times] == [
+        ("egg_k1_var", 2, 60.0, True), ("egg_k0_convolution", 1, 50.0, True),
+        ("void at::native::copyx", 1, 10.0, False), ("(2 other kernels)", 2, 10.0, False)]
+    assert [t["share"] for t in times] == [pytest.approx(60 / 130, abs=1e-4), pytest.approx(50 / 130, abs=1e-4),
+                                           pytest.approx(10 / 130, abs=1e-4), pytest.approx(10 / 130, abs=1e-4)]
+    assert len(times[2]["name"]) == guards.KERNEL_NAME_CHARS
+    assert len(guards.kernel_times(records, [], kept=12)) == 5  # every name kept: no remainder entry
+    assert guards.kernel_times([], ["egg_k1_var"]) == []
+    assert guards.kernel_times([guards.KernelRecord("k", 7, 0.0)], ["k"]) == []
+
+
 def test_the_marker_names_the_callers_stream_and_leaves_the_records():
     records = [guards.KernelRecord("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
                                    7, 1.0, 10.0),

@@ -50,6 +50,17 @@ def test_page_has_charts_tables_and_every_task(results):
     assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing is fetched: the page is self-contained
 
 
+def test_the_task_table_names_each_rows_hottest_kernel(results):
+    results["tasks"][1]["kernel_times"] = [
+        {"name": "egg_k1_softmax", "launches": 1, "us": 30.0, "share": 0.6, "triton": True},
+        {"name": "egg_k0_exp", "launches": 1, "us": 20.0, "share": 0.4, "triton": True}]
+    html = render(results)
+    assert "<th>hottest kernel</th>" in html
+    assert "<td>egg_k1_softmax 60%</td>" in html
+    assert "egg_k0_exp" not in html  # the longest alone
+    assert html.count("<td>-</td>") >= 2  # rows without a trace say so
+
+
 def test_empty_suite_renders_without_charts(results):
     results["tasks"] = []
     html = render(results)

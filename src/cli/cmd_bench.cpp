@@ -208,7 +208,7 @@ Json Row(const SuiteTask& task, const TaskOutcome& outcome, double wall_s) {
                             "vacuous",          "float32_answer",
                             "io_bytes",         "flags",
                             "timing_protocol",  "batch_sizes",
-                            "by_batch"}) {
+                            "by_batch",         "kernel_times"}) {
       row[key] = final.value(key, Json());
     }
     row["precision"] = final.value("precision", "fp32");

@@ -99,8 +99,14 @@ int RunCompile(CompileArgs& args, const GlobalOptions& globals) {
     return kExitCandidateFailed;
   }
   const std::string name = std::filesystem::path(task_path).filename().string();
-  const expert::Candidate candidate =
-      expert::GenerateCandidate(*graph.graph, input.task_source, name, design);
+  expert::Candidate candidate = expert::GenerateCandidate(*graph.graph, input.task_source, name, design);
+  if (args.design_json.empty()) {  // seed 0 as egg optimize proposes it: many launches in one CUDA graph
+    expert::DesignMove seed;
+    seed.design = design;
+    if (const auto graphed = expert::GraphedSeed(seed, candidate)) {
+      candidate = expert::GenerateCandidate(*graph.graph, input.task_source, name, graphed->design);
+    }
+  }
   if (!candidate.source) {
     fmt::print(stderr, "egg: {}\n", candidate.problem);
     return kExitCandidateFailed;
@@ -152,7 +158,11 @@ CommandRunner RegisterCompile(CLI::App& app, const GlobalOptions& globals) {
   command->add_option("task", args->task, "KernelBench-format task, or a torch.export program (.pt2)")
       ->required();
   command->add_option("--out", args->out, "Candidate file to write (default egg-out/<task>_expert.py)");
-  command->add_option("--seed", args->seed, "Seed design family (0, 1, 2)")->check(CLI::Range(0, 2));
+  command
+      ->add_option("--seed", args->seed,
+                   "Seed design family (0, 1, 2); seed 0 as egg optimize proposes it (a CUDA graph for 8 "
+                   "launches or more)")
+      ->check(CLI::Range(0, 2));
   command->add_option("--design", args->design_json, "A design record (JSON) to generate instead of a seed");
   command->add_option("--graph", args->graph_file,
                       "Compile this captured graph (JSON) instead of capturing the task");

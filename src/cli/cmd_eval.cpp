@@ -110,6 +110,20 @@ void PrintHuman(const harness::EvalResult& r) {
     fmt::print(", {:.1f}% of GPU kernel time in Triton", *r.triton_time_share * kPercent);
   }
   fmt::print("\n");
+  constexpr size_t kHottestShown = 3;
+  std::vector<std::string> hottest;
+  for (const Json& time : r.kernel_times) {
+    if (hottest.size() == kHottestShown) {
+      break;
+    }
+    if (time.is_object() && time.value("us", Json()).is_number() && time.value("share", Json()).is_number()) {
+      hottest.push_back(fmt::format("{} {:.0f}% ({:.1f} us)", time.value("name", "?"),
+                                    time.at("share").get<double>() * kPercent, time.at("us").get<double>()));
+    }
+  }
+  if (!hottest.empty()) {
+    fmt::print("hottest kernels (one traced call): {}\n", fmt::join(hottest, ", "));
+  }
   if (r.vacuous) {
     fmt::print(
         "vacuous: the reference output is the same for every input; the trials cannot judge this task\n");

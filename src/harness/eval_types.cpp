@@ -123,6 +123,7 @@ void to_json(Json& j, const EvalResult& r) {
       {"triton_launches", r.triton_launches},
       {"triton_kernels", r.triton_kernels},
       {"triton_time_share", r.triton_time_share},
+      {"kernel_times", r.kernel_times},
       {"flags", r.flags},
       {"timing_note", r.timing_note},
       {"timing_protocol", r.timing_protocol},
@@ -178,6 +179,10 @@ void from_json(const Json& j, EvalResult& r) {
   ReadValue(j, "triton_launches", r.triton_launches);
   ReadValue(j, "triton_kernels", r.triton_kernels);
   ReadOptional(j, "triton_time_share", r.triton_time_share);
+  ReadValue(j, "kernel_times", r.kernel_times);
+  if (!r.kernel_times.is_array()) {
+    r.kernel_times = Json::array();
+  }
   ReadValue(j, "flags", r.flags);
   ReadValue(j, "worker_tainted", r.worker_tainted);
   ReadValue(j, "timing_note", r.timing_note);

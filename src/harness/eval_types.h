@@ -131,6 +131,9 @@ struct EvalResult {
   int triton_launches = 0;
   std::vector<std::string> triton_kernels;
   std::optional<double> triton_time_share;
+  // GPU time per kernel name in the traced trial, the longest first: [{name, launches, us, share, triton}]
+  // (the worker's guards.kernel_times); empty where no trace was taken (CPU)
+  Json kernel_times = Json::array();
   std::vector<std::string> flags;
   bool worker_tainted = false;
   std::string timing_note;

@@ -582,10 +582,12 @@ TEST(EvalTypesTest, JsonRoundTripKeepsContractFields) {
   result.max_abs_err = 0.5;
   result.time_ms.candidate = Stats{1, 1, 1, 1, 0, 10};
   result.timing_protocol = Json{{"timer", "cuda-events"}, {"timed_calls", 100}};
+  result.kernel_times =
+      Json::array({Json{{"name", "egg_k0_mm"}, {"launches", 1}, {"us", 12.5}, {"triton", true}}});
   const Json j = result;
   for (const char* field : {"status", "reason", "correct", "max_abs_err", "max_rel_err", "tol", "time_ms",
                             "speedup_vs_eager", "speedup_vs_compile", "triton_launches", "device", "versions",
-                            "harness_version", "timing_protocol"}) {
+                            "harness_version", "timing_protocol", "kernel_times"}) {
     EXPECT_TRUE(j.contains(field)) << field;
   }
   const EvalResult back = j.get<EvalResult>();
@@ -593,7 +595,14 @@ TEST(EvalTypesTest, JsonRoundTripKeepsContractFields) {
   EXPECT_EQ(back.reason, "trial 2");
   EXPECT_EQ(back.time_ms.candidate->n, 10);
   EXPECT_EQ(back.timing_protocol, result.timing_protocol);
+  EXPECT_EQ(back.kernel_times, result.kernel_times);
   EXPECT_FALSE(back.time_ms.eager.has_value());
+  // an older worker's answer (no trace field) or a malformed one reads as no kernel times
+  Json older = j;
+  older.erase("kernel_times");
+  EXPECT_EQ(older.get<EvalResult>().kernel_times, Json::array());
+  older["kernel_times"] = "?";
+  EXPECT_EQ(older.get<EvalResult>().kernel_times, Json::array());
   EXPECT_THROW(ParseStatus("great"), EggError);
 }
 

@@ -63,4 +63,33 @@ std::string CompactProfile(const Json& profile) {
   return compact.dump();
 }
 
+std::string WithTracedKernels(const std::string& profile, const harness::EvalResult& eval) {
+  if (!eval.kernel_times.is_array() || eval.kernel_times.empty()) {
+    return profile;
+  }
+  Json parsed = Json::parse(profile, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object()) {
+    parsed = Json::object();
+  }
+  if (const auto kernels = parsed.find("kernels");
+      kernels != parsed.end() && kernels->is_array() && !kernels->empty()) {
+    return profile;
+  }
+  constexpr double kNsPerUs = 1000.0;
+  Json kernels = Json::array();
+  for (const Json& time : eval.kernel_times) {
+    if (!time.is_object() || !time.value("us", Json()).is_number()) {
+      continue;
+    }
+    kernels.push_back({{"name", time.value("name", "")},
+                       {"triton", time.value("triton", false)},
+                       {"launches", time.value("launches", 0)},
+                       {"duration_ns", time.at("us").get<double>() * kNsPerUs},
+                       {"share", time.value("share", Json())}});
+  }
+  parsed["kernels"] = std::move(kernels);
+  parsed["kernels_from"] = "the evaluation's kernel trace (times only, no ncu metrics)";
+  return parsed.dump();
+}
+
 }  // namespace egg::pipeline

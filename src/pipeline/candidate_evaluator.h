@@ -53,4 +53,10 @@ class HarnessCandidateEvaluator : public CandidateEvaluator {
 // The profile JSON without bulky raw metric dictionaries, for prompts.
 std::string CompactProfile(const Json& profile);
 
+// `profile` (a profile JSON, "{}" when none was taken) with the evaluation's traced kernel times as its
+// "kernels" where it names none (--no-profile, or no ncu on the machine): each kernel's name, launches,
+// duration_ns and share of the GPU time, and whether it is a Triton kernel, without ncu's metrics;
+// "kernels_from" says so. The profile as it was when it has kernels or the evaluation traced none (CPU).
+std::string WithTracedKernels(const std::string& profile, const harness::EvalResult& eval);
+
 }  // namespace egg::pipeline

@@ -408,6 +408,14 @@ void Pipeline::RunScreenedSeeds(StageRecord* record) {
     }
     NoteUnwritten(record, index, proposal);
   }
+  // The backend's companions of its seeds, screened with them (the expert's: seed 0 without the CUDA graph it
+  // takes by rule), so that a choice a rule made is measured; not where nothing is tuned (the CPU, whose
+  // interpreter times decide nothing).
+  if (options_.tune) {
+    for (agents::CodeProposal& companion : backend_.code->ProposeSpace(context, nullptr)) {
+      proposals.push_back(std::move(companion));
+    }
+  }
   const std::vector<size_t> order = Screen(record, 0, &proposals);
   for (size_t index : order) {
     if (auto seed = Attempt(context, proposals[index], record)) {
@@ -454,7 +462,8 @@ bool Pipeline::RunRound(StageRecord* record, int round) {
           .round = round,
           .candidate_id = incumbent_->id});
   }
-  const std::string profile = options_.profile ? evaluator_.Profile(incumbent_->path) : std::string("{}");
+  const std::string profile = WithTracedKernels(
+      options_.profile ? evaluator_.Profile(incumbent_->path) : std::string("{}"), incumbent_->eval);
   Emit({.kind = ProgressKind::kPlan, .stage = record->spec.name, .round = round});
   auto report = backend_.profile->Analyze(context, profile);
   NoteStop(report.stop, report.failure);

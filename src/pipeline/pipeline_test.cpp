@@ -33,6 +33,9 @@ class FakeEvaluator : public CandidateEvaluator {
     result.status = outcome.status;
     result.correct = outcome.status == harness::EvalStatus::kOk;
     result.reason = result.correct ? "" : "planted failure";
+    if (traced.count(name) != 0) {
+      result.kernel_times = traced[name];
+    }
     if (result.correct) {
       result.time_ms.candidate = harness::Stats{outcome.median_ms,
                                                 outcome.median_ms,
@@ -72,6 +75,7 @@ class FakeEvaluator : public CandidateEvaluator {
   }
 
   std::map<std::string, Outcome> outcomes;
+  std::map<std::string, Json> traced;  // kernel_times of a candidate's evaluation
   std::map<std::string, int> evaluations;
   std::map<std::string, int> screened;
   std::vector<CandidateFile> files;  // every file evaluated or screened, with its origin
@@ -127,11 +131,13 @@ class ScriptedCode : public agents::CodeAgent {
 class ScriptedProfile : public agents::ProfileAgent {
  public:
   agents::AgentResult<agents::ProfileReport> Analyze(const agents::StageContext&,
-                                                     const std::string&) override {
+                                                     const std::string& profile) override {
+    profiles.push_back(profile);
     return {agents::ProfileReport{"memory", {"dram=90%"}, "bigger blocks", "", near_roofline}, "",
             agents::StopReason::kNone};
   }
   bool near_roofline = false;
+  std::vector<std::string> profiles;  // what each Analyze was given
 };
 
 class ScriptedDebug : public agents::DebugAgent {
@@ -195,6 +201,72 @@ TEST_F(PipelineTest, RunsAllFiveStagesInOrderAndKeepsTheFastestSeed) {
   ASSERT_TRUE(result.correct);
   EXPECT_EQ(result.final->source, "ModelNew fast_seed");
   EXPECT_EQ(result.stages[0].incumbent_ms, 2.0);
+}
+
+TEST_F(PipelineTest, WithoutNcuTheProfileAgentGetsTheIncumbentsTracedKernelTimes) {
+  code_->script["stage1.seeds"] = {"seed", "seed2"};
+  evaluator_.outcomes = {{"seed", {harness::EvalStatus::kOk, 2.0}},
+                         {"seed2", {harness::EvalStatus::kOk, 3.0}}};
+  evaluator_.traced["seed"] = Json::array(
+      {Json{{"name", "egg_k1_var"}, {"launches", 1}, {"us", 700.0}, {"share", 0.7}, {"triton", true}},
+       Json{{"name", "cudnn_conv"}, {"launches", 1}, {"us", 300.0}, {"share", 0.3}, {"triton", false}}});
+  options_.profile = false;
+  options_.rounds = 1;
+  Run();
+  ASSERT_FALSE(profile_->profiles.empty());
+  EXPECT_EQ(evaluator_.profiles, 0) << "no ncu profile was asked for";
+  const Json profile = Json::parse(profile_->profiles.front());
+  ASSERT_EQ(profile["kernels"].size(), 2U) << profile.dump();
+  EXPECT_EQ(profile["kernels"][0]["name"], "egg_k1_var");
+  EXPECT_EQ(profile["kernels"][0]["duration_ns"], 700000.0);
+  EXPECT_EQ(profile["kernels"][0]["triton"], true);
+  EXPECT_EQ(profile["kernels"][1]["triton"], false);
+  EXPECT_NE(profile.value("kernels_from", "").find("trace"), std::string::npos);
+}
+
+TEST(WithTracedKernelsTest, KeepsAProfileThatNamesKernelsAndOneWithoutATrace) {
+  harness::EvalResult traced;
+  traced.kernel_times =
+      Json::array({Json{{"name", "egg_k0_mm"}, {"us", 5.0}, {"triton", true}}, Json("junk")});
+  const std::string ncu =
+      R"({"kernels":[{"name":"egg_k0_mm","duration_ns":4800.0,"dram_throughput_pct":80}]})";
+  EXPECT_EQ(WithTracedKernels(ncu, traced), ncu);
+  EXPECT_EQ(WithTracedKernels("{}", harness::EvalResult{}), "{}");
+  const Json filled =
+      Json::parse(WithTracedKernels(R"({"roofline":{"bound":"memory"},"kernels":[]})", traced));
+  EXPECT_EQ(filled["roofline"]["bound"], "memory");
+  ASSERT_EQ(filled["kernels"].size(), 1U) << "the malformed entry is skipped";
+  EXPECT_EQ(filled["kernels"][0]["duration_ns"], 5000.0);
+  EXPECT_EQ(Json::parse(WithTracedKernels("not json", traced))["kernels"].size(), 1U);
+}
+
+TEST_F(PipelineTest, TheBackendsCompanionsOfItsSeedsAreScreenedWithThem) {
+  code_->script["stage1.seeds"] = {"graphed", "other"};
+  code_->spaces["stage1.seeds"] = {"launched"};  // the expert's: seed 0 without its CUDA graph
+  evaluator_.outcomes = {{"graphed", {harness::EvalStatus::kOk, 3.0}},
+                         {"other", {harness::EvalStatus::kOk, 4.0}},
+                         {"launched", {harness::EvalStatus::kOk, 2.0}}};
+  options_.screen_seeds = true;
+  options_.refine_seeds = false;
+  options_.rounds = 1;
+  const RunResult result = Run();
+  ASSERT_TRUE(result.correct);
+  EXPECT_EQ(evaluator_.screened["launched"], 1);
+  EXPECT_EQ(evaluator_.screened["graphed"], 1);
+  EXPECT_EQ(result.stages[0].incumbent_ms, 2.0);
+  EXPECT_EQ(result.final->source, "ModelNew launched") << "measurement, not the rule, picks the form";
+}
+
+TEST_F(PipelineTest, WithoutTuningTheSeedsCompanionsAreNotScreened) {
+  code_->script["stage1.seeds"] = {"graphed", "other"};
+  code_->spaces["stage1.seeds"] = {"launched"};
+  options_.screen_seeds = true;
+  options_.refine_seeds = false;
+  options_.tune = false;  // the CPU: the interpreter's times decide nothing
+  const RunResult result = Run();
+  ASSERT_TRUE(result.correct);
+  EXPECT_EQ(evaluator_.screened["graphed"], 1);
+  EXPECT_EQ(evaluator_.screened.count("launched"), 0U);
 }
 
 TEST_F(PipelineTest, AcceptsOnlyWhatBeatsTheNoiseAndReverts) {

@@ -73,6 +73,12 @@ def code_lines(source: str) -> list:
     return [line for line in source.splitlines() if not line.lstrip().startswith("#")]
 
 
+def plain_seed(seed: int) -> list:
+    """egg compile's arguments for a seed's design without the CUDA graph `--seed 0` may add (the record as
+    given: seed 0's plan defaults)."""
+    return ["--design", json.dumps({"seed": 0})] if seed == 0 else ["--seed", str(seed)]
+
+
 def launched(lines: list) -> list:
     """The kernels a candidate's forward launches, in order (a pack's launch inside the function its _egg_kept call keeps too)."""
     return [name for line in lines for name in re.findall(r"\b(egg_k\w+)\[", line)]
@@ -205,9 +211,10 @@ def compiled(tmp_path_factory):
                                            "rblock": 32, "num_warps": 4, "num_stages": 2, "precision": "ieee"}
                                     for name in ("egg_k6_addmm", "egg_k7_addmm_1")}})],
         # sums over products' columns folded into passes over their inputs (seeds 0 and 1, the fold off)
-        **{f"fold{seed}": ["summed_products.py", "--out", f"out/fold_s{seed}.py", "--json", "--seed", str(seed)]
+        # (seed 0 as a record: its forward as written, without the CUDA graph `--seed 0` wraps its launches in)
+        **{f"fold{seed}": ["summed_products.py", "--out", f"out/fold_s{seed}.py", "--json", *plain_seed(seed)]
            for seed in range(2)},
-        **{f"pool{seed}": ["pooled_convolutions.py", "--out", f"out/pool_s{seed}.py", "--json", "--seed", str(seed)]
+        **{f"pool{seed}": ["pooled_convolutions.py", "--out", f"out/pool_s{seed}.py", "--json", *plain_seed(seed)]
            for seed in range(2)},
         # reductions over a product's columns finished in its tile (seed 0), apart (seed 1), and in the
         # channels-last and K-major forms
@@ -236,6 +243,8 @@ def compiled(tmp_path_factory):
         # stage2.memory's CUDA-graph move (the interpreter runs the forward as it is, the graph needs a GPU)
         "lstm_graph": ["lstm_bidir_state.py", "--out", "out/lstm_graph.py", "--json",
                        "--design", '{"seed": 0, "plan": {"cuda_graph": true}}'],
+        "lstm_plain": ["lstm_bidir_state.py", "--out", "out/lstm_plain.py", "--json", "--design", '{"seed": 0}'],
+        "lstm_seed1": ["lstm_bidir_state.py", "--out", "out/lstm_seed1.py", "--json", "--seed", "1"],
         # both products over aligned copies of their operands (29- and 41-float rows; a computed transposed view)
         "aligned": ["irregular_products.py", "--out", "out/aligned.py", "--json", "--design",
                     two_products("aligned", "ieee", "tf32x3")],
@@ -422,14 +431,21 @@ def test_integer_division_and_remainders_are_exact_at_any_magnitude(compiled):
 
 def test_cuda_graph_design_wraps_the_forward(compiled):
     """The design record's plan.cuda_graph: the forward runs through _egg_graphed (capture once, replay), the
-    record says so; without it no graph code is written."""
+    record says so; without it no graph code is written. `--seed 0` writes seed 0 as egg optimize proposes it:
+    the bidirectional LSTM's launches (a kernel per step) graphed; `--seed 1` and a record without the flag
+    are not."""
     egg, runs = compiled
     graphed = (egg.workdir / "out" / "lstm_graph.py").read_text()
-    plain = (egg.workdir / "out" / "lstm.py").read_text()
+    plain = (egg.workdir / "out" / "lstm_plain.py").read_text()
     assert design_line(graphed)["plan"]["cuda_graph"] is True
     assert json.loads(runs["lstm_graph"].stdout)["design"]["plan"]["cuda_graph"] is True
     assert "return _egg_graphed(self, self._egg_forward, (" in graphed and "torch.cuda.CUDAGraph()" in graphed
     assert "_egg_graphed" not in plain and "cuda_graph" not in design_line(plain)["plan"]
+    seed0 = json.loads(runs["lstm"].stdout)
+    assert seed0["design"]["plan"]["cuda_graph"] is True and seed0["design"]["seed"] == 0
+    assert "_egg_graphed" in (egg.workdir / "out" / "lstm.py").read_text()
+    seed1 = json.loads(runs["lstm_seed1"].stdout)
+    assert seed1["design"]["seed"] == 1 and "cuda_graph" not in seed1["design"]["plan"]
 
 
 GRAPH_LOGIC = '''

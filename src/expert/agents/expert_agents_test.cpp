@@ -52,7 +52,8 @@ TEST(ExpertAgentsTest, CodeAgentSeedsAndSpacesCarryTheirDesignRecords) {
     EXPECT_EQ(GenerateCandidate(graph, "", "softmax.py", *DesignOf(proposal.design)).source, proposal.source);
   }
   EXPECT_TRUE(backend.code->ProposeSpace(Context("stage1.seeds", incumbent_source, incumbent_design), nullptr)
-                  .empty());
+                  .empty())
+      << "a seed 0 of few launches takes no CUDA graph: nothing to screen beside it";
 }
 
 TEST(ExpertAgentsTest, SeedZeroOfAForwardOfManyLaunchesIsGraphed) {
@@ -85,6 +86,17 @@ TEST(ExpertAgentsTest, SeedZeroOfAForwardOfManyLaunchesIsGraphed) {
   ASSERT_TRUE(seed1.value) << seed1.failure;
   EXPECT_EQ(seed1.value->move, "seed 1") << "the other seeds launch kernel by kernel";
   EXPECT_FALSE(DesignOf(seed1.value->design)->plan.cuda_graph);
+  // Screened beside the seeds: seed 0's kernels launched one by one, so that the graph is measured, not
+  // assumed.
+  const auto companions = backend.code->ProposeSpace(Context("stage1.seeds"), nullptr);
+  ASSERT_EQ(companions.size(), 1U);
+  EXPECT_EQ(companions[0].move, "seed 0 launched one by one");
+  const auto plain = DesignOf(companions[0].design);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->seed, 0);
+  EXPECT_FALSE(plain->plan.cuda_graph);
+  EXPECT_EQ(companions[0].source.find("_egg_graphed(self"), std::string::npos);
+  EXPECT_EQ(GenerateCandidate(graph, "", "chain.py", *plain).source, companions[0].source);
 }
 
 TEST(ExpertAgentsTest, CodeAgentReadsTheIncumbentsDesignFromTheContextNeverFromItsSource) {
@@ -158,6 +170,22 @@ TEST(ExpertAgentsTest, ProfileRulesNameTheBottleneck) {
                                {"dram_throughput_pct", 20.0}});
   }
   EXPECT_EQ(AnalyzeProfile(many, "stage1.algorithm").bottleneck, "launch");
+  // a kernel trace (no ncu): times alone still name the hottest Triton kernel, not the library one
+  Json traced = {
+      {"kernels",
+       Json::array({{{"name", "cudnn_conv"}, {"triton", false}, {"duration_ns", 9e5}},
+                    {{"name", "egg_k1_var"}, {"triton", true}, {"duration_ns", 6e5}, {"share", 0.4}},
+                    {{"name", "egg_k0_add"}, {"triton", true}, {"duration_ns", 5e4}}})}};
+  report = AnalyzeProfile(traced, "stage2.tiling");
+  EXPECT_EQ(report.bottleneck, "other");
+  EXPECT_EQ(report.move, "tune the hottest kernel");
+  EXPECT_EQ(std::count(report.evidence.begin(), report.evidence.end(), "kernel=egg_k1_var"), 1);
+  EXPECT_EQ(std::count(report.evidence.begin(), report.evidence.end(), "kernel=cudnn_conv"), 0);
+  EXPECT_NE(std::find(report.evidence.begin(), report.evidence.end(), "share_of_gpu_time_pct=40.0"),
+            report.evidence.end());
+  EXPECT_EQ(std::count_if(report.evidence.begin(), report.evidence.end(),
+                          [](const std::string& item) { return item.find("dram") != std::string::npos; }),
+            0);
 }
 
 }  // namespace

@@ -200,13 +200,13 @@ KernelDesign MatmulFamily::SeedDesign(const KernelPlan& kernel, int seed, Precis
     // kept the gather ran at 0.37-0.66x torch.compile (bench/results/h200-fair-l1-3). On the H100 at tf32
     // (bench/results/h100-ab-kloop) one K loop over (tap, channel step) beat the nested loops in the same
     // tiles on all nine convolutions measured, and in 128-row tiles of 8 warps on eight of them: 1.31-2.47x
-    // faster than the NCHW gather on the five measured beside it, 1.09-2.10x than the nested form):
-    // seed 0 takes the one loop, in those tiles at tf32 (its tf32x3 products keep the 64x64 tiles of 4
-    // warps, unmeasured wider); seed 2 the nested loops. Transposed ones, per output phase: 1.08-2.31x faster
-    // than the NCHW phase form on all six measured (H100, tf32, bench/results/h100-ab-transposed-cat). With
-    // fewer channels a tap's K step would be mostly padding (a depthwise one: 1 of 16).
+    // faster than the NCHW gather on the five measured beside it, 1.09-2.10x than the nested form; at tf32x3
+    // 1.04-1.13x over 64x64 tiles on all three): seed 0 takes the one loop, in those tiles at tf32 and tf32x3
+    // (ieee products keep 64x64), seed 2 the nested loops. Transposed ones, per output phase: 1.08-2.31x
+    // faster than the NCHW phase form on all six measured (H100, tf32, bench/results/h100-ab-transposed-cat).
+    // With fewer channels a tap's K step would be mostly padding (a depthwise one: 1 of 16).
     design.algorithm = seed == 0 ? Algorithm::kNhwcK : Algorithm::kNhwc;
-    if (seed == 0 && products == Precision::kTf32) {
+    if (seed == 0 && (products == Precision::kTf32 || products == Precision::kTf32x3)) {
       design.xblock = std::min<int64_t>(128, std::max<int64_t>(16, NextPowerOfTwo(mm.m)));
       design.yblock = std::clamp<int64_t>(NextPowerOfTwo(mm.n), 16, 128);
       design.num_warps = 8;

@@ -375,13 +375,15 @@ TEST(ConvolutionPlanTest, EverySeedGeneratesAConvolutionOfAFivePieceConcatenatio
   EXPECT_EQ(DefaultDesign(*conv, 0).algorithm, Algorithm::kNhwcK);
   EXPECT_EQ(DefaultDesign(*conv, 1).algorithm, Algorithm::kTiled);
   EXPECT_EQ(DefaultDesign(*conv, 2).algorithm, Algorithm::kNhwc);
-  // seed 0 at tf32 in 128-row tiles of 8 warps spanning the 16 output channels; at tf32x3 the 64x64 tile's
-  // 4 warps
-  const KernelDesign tf32 = DefaultDesign(*conv, 0, Precision::kTf32);
-  EXPECT_EQ(std::make_tuple(tf32.algorithm, tf32.xblock, tf32.yblock, tf32.rblock, tf32.num_warps),
-            std::make_tuple(Algorithm::kNhwcK, int64_t{128}, int64_t{16}, int64_t{32}, 8));
-  const KernelDesign tf32x3 = DefaultDesign(*conv, 0, Precision::kTf32x3);
-  EXPECT_EQ(std::make_tuple(tf32x3.algorithm, tf32x3.num_warps), std::make_tuple(Algorithm::kNhwcK, 4));
+  // seed 0 at tf32 and tf32x3 in 128-row tiles of 8 warps spanning the 16 output channels; ieee products in
+  // the 64x64 tile's 4 warps
+  for (Precision products : {Precision::kTf32, Precision::kTf32x3}) {
+    const KernelDesign wide = DefaultDesign(*conv, 0, products);
+    EXPECT_EQ(std::make_tuple(wide.algorithm, wide.xblock, wide.yblock, wide.rblock, wide.num_warps),
+              std::make_tuple(Algorithm::kNhwcK, int64_t{128}, int64_t{16}, int64_t{32}, 8));
+  }
+  const KernelDesign ieee = DefaultDesign(*conv, 0, Precision::kIeee);
+  EXPECT_EQ(std::make_tuple(ieee.algorithm, ieee.num_warps), std::make_tuple(Algorithm::kNhwcK, 4));
   EXPECT_EQ(plan.kernels.size(), 2U) << "the concatenation stored by a kernel of its own";
   for (int seed : {0, 1, 2}) {
     CandidateDesign design;
