@@ -79,13 +79,16 @@ class ExpertCode : public agents::CodeAgent {
                                                  const agents::ProfileReport* report) override {
     std::vector<agents::CodeProposal> proposals;
     if (context.stage == "stage1.seeds") {
+      if (context.refining_seed) {
+        return proposals;
+      }
       // Seed 0 takes a CUDA graph by rule (GraphedSeed); beside it the same kernels launched one by one are
       // screened too, so that measurement decides: on an H100 the graph made ResNet18 and MobileNetV1 1.8x
       // faster and five other level-3 networks 3-12% slower (bench/results/h100-ab-graph).
       const DesignMove seed = SeedDesign(0, context.tol);
       const Candidate plain =
           GenerateCandidate(*config_.graph, config_.task_source, config_.task_name, seed.design);
-      if (!context.refining_seed && GraphedSeed(seed, plain)) {
+      if (GraphedSeed(seed, plain)) {
         DesignMove launched = seed;
         launched.move = seed.move + " launched one by one";
         launched.description = seed.description + ", its kernels launched one by one (no CUDA graph)";

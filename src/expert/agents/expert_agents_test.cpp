@@ -97,6 +97,10 @@ TEST(ExpertAgentsTest, SeedZeroOfAForwardOfManyLaunchesIsGraphed) {
   EXPECT_FALSE(plain->plan.cuda_graph);
   EXPECT_EQ(companions[0].source.find("_egg_graphed(self"), std::string::npos);
   EXPECT_EQ(GenerateCandidate(graph, "", "chain.py", *plain).source, companions[0].source);
+  agents::StageContext refining = Context("stage1.seeds");
+  refining.refining_seed = true;
+  EXPECT_TRUE(backend.code->ProposeSpace(refining, nullptr).empty())
+      << "a seed's refinement has no companion";
 }
 
 TEST(ExpertAgentsTest, CodeAgentReadsTheIncumbentsDesignFromTheContextNeverFromItsSource) {
