@@ -793,8 +793,8 @@ def _empty_result(request: EvalRequest) -> dict:
     return {
         "status": "ok", "reason": "", "correct": False, "trials": request.trials, "trials_passed": 0,
         "max_abs_err": None, "max_rel_err": None, "rel_l2_err": None, "tol": request.tol, "robust": None,
-        "time_ms": {"candidate": None}, "triton_launches": 0, "triton_kernels": [], "triton_time_share": None, "kernel_times": [],
-        "flags": [], "worker_tainted": False, "vacuous": False, "float32_answer": False, "io_bytes": None, "variants": None,
+        "time_ms": {"candidate": None}, "triton_launches": 0, "triton_kernels": [], "triton_time_share": None,
+        "kernel_times": [], "flags": [], "worker_tainted": False, "vacuous": False, "float32_answer": False, "io_bytes": None, "variants": None,
     }
 
 

@@ -57,7 +57,8 @@ class ExpertCode : public agents::CodeAgent {
       }
       const Candidate plain =
           GenerateCandidate(*config_.graph, config_.task_source, config_.task_name, seed.design);
-      return Realize(GraphedSeed(seed, plain).value_or(seed));
+      const auto graphed = GraphedSeed(seed, plain);
+      return graphed ? Realize(*graphed) : Realize(seed, plain);
     }
     const auto incumbent = Regenerate(context.incumbent_design);
     if (!incumbent) {
@@ -92,7 +93,7 @@ class ExpertCode : public agents::CodeAgent {
         DesignMove launched = seed;
         launched.move = seed.move + " launched one by one";
         launched.description = seed.description + ", its kernels launched one by one (no CUDA graph)";
-        if (auto proposal = Realize(launched); proposal.value) {
+        if (auto proposal = Realize(launched, plain); proposal.value) {
           proposals.push_back(*proposal.value);
         }
       }
@@ -126,7 +127,13 @@ class ExpertCode : public agents::CodeAgent {
   }
 
   agents::AgentResult<agents::CodeProposal> Realize(const DesignMove& move) const {
-    const Candidate candidate = GenerateCandidate(*config_.graph, config_.task_source, config_.task_name, move.design);
+    return Realize(move,
+                   GenerateCandidate(*config_.graph, config_.task_source, config_.task_name, move.design));
+  }
+
+  // `move` as a proposal of `candidate`, generated from its design already.
+  static agents::AgentResult<agents::CodeProposal> Realize(const DesignMove& move,
+                                                           const Candidate& candidate) {
     if (!candidate.source) {
       return {std::nullopt, candidate.problem, agents::StopReason::kNone};
     }

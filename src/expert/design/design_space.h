@@ -30,9 +30,9 @@ DesignMove SeedDesign(int index, double tol);
 PlanOptions SeedPlan(int index);
 std::string SeedFamilyName(int seed);
 // Seed 0 as generated (`plain`, its record the seed's) with its forward in one CUDA graph, where it has no op
-// left to PyTorch and launches kSeedGraphLaunches kernels or more; nullopt otherwise. On the H200 the graph
-// was never slower on six level-3 tasks of 3-29 kernels and 3.34x faster on MobileNetV1's 29
-// (bench/results/h200-cuda-graph), and a --quick search's time budget ends before stage2.memory proposes it.
+// left to PyTorch and launches kSeedGraphLaunches kernels or more; nullopt otherwise. On an H100 the graph
+// made ResNet18 and MobileNetV1 1.8x faster and five other level-3 networks 3-12% slower
+// (bench/results/h100-ab-graph), so the seeds' screen measures the plain seed 0 beside it.
 inline constexpr size_t kSeedGraphLaunches = 8;
 std::optional<DesignMove> GraphedSeed(const DesignMove& seed, const Candidate& plain);
 
